@@ -1,0 +1,5 @@
+"""``python -m pllzoo`` = the ``pllzoo`` command."""
+
+from pllzoo.cli import main
+
+main()

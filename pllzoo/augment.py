@@ -1,0 +1,227 @@
+"""Batched input views on in-memory ``uint8 [B, C, H, W]`` images: normalise, weak, strong, SimCLR-style.
+
+Every view is ``view(x_uint8, gen) -> uint8`` of the same shape and draws all of its randomness
+from ``gen``; the same generator state gives the same output, and torch's global RNG is left
+as it was.  ``weak`` and Cutout are tensor ops over the whole batch.  RandAugment and the
+SimCLR ops go through torchvision v2 on PIL images, one sample at a time (torchvision applies
+one op set per call), which is also what the reference code runs.
+
+``strong`` is SoLar's strong view (SOLAR:utils/randaugment.py, spec §1.10): RandomAugment(3, 5),
+i.e. three ops drawn with replacement from 14, each with its own magnitude v ~ U[lo, hi];
+then Cutout (side U[0, 0.5)·W, random centre, box clipped to the image, filled with RGB
+(125, 123, 114)); then the weak crop + flip.  Ops are picked and applied by torchvision's
+``RandAugment``; with ``ranges="reference"`` (default) its magnitude table is replaced by the
+reference's ranges: Brightness/Color/Contrast/Sharpness factor v in [0.05, 0.95] (always
+weakening; torchvision's own table uses signed factors 1 ± [0, 0.9]), Rotate [-30, 30] deg,
+Shear [-0.3, 0.3], Translate [-0.3, 0.3]·size (torchvision: ±150/331·size), Posterize [4, 8)
+bits, Solarize threshold [0, 256].  ``ranges="torchvision"`` uses torchvision's table unchanged.
+
+Deviations from the reference:
+  * magnitudes are the midpoints of ``NUM_BINS`` = 32 equal bins of [lo, hi] instead of a
+    continuous uniform (Rotate steps 1.9 deg); Posterize still gets 4..7 bits equally often;
+  * torchvision's Translate rounds the shift to whole pixels (PIL shifts by a float, nearest);
+  * Cutout fills the half-open box [x0, x0 + s) x [y0, y0 + s); PIL's ``rectangle`` also paints
+    the far edge, so the reference box can be one row/column larger;
+  * the reference flips then crops; we crop then flip, the same distribution because the
+    crop offset is symmetric (uniform on 0..2p).
+Randomness: torchvision draws op choices and signs from torch's global CPU RNG, so those calls
+run inside ``torch.random.fork_rng`` with the CPU generator seeded from ``gen``.  Two
+threads must not draw from the global RNG while a view runs (calls here are serialised by
+a lock); to run views off the main thread, keep the main thread on explicit generators.
+"""
+
+from __future__ import annotations
+
+import functools
+import threading
+from collections.abc import Callable, Sequence
+from typing import Literal
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from PIL import Image
+from torchvision.transforms import v2
+
+from pllzoo.errors import PLLZooError
+
+View = Callable[[torch.Tensor, torch.Generator], torch.Tensor]
+NUM_BINS = 32  # magnitude bins per op; divisible by 4 so Posterize bits 4..7 are equally likely
+CUTOUT_FILL = (125, 123, 114)  # RGB, as in the reference Cutout
+_GLOBAL_RNG_LOCK = threading.Lock()
+
+
+def normalize(x: torch.Tensor, mean: Sequence[float], std: Sequence[float]) -> torch.Tensor:
+    """Return ``(x / 255 - mean) / std`` as float32; ``x`` is uint8 [..., C, H, W]."""
+    m = torch.as_tensor(mean, dtype=torch.float32, device=x.device).view(-1, 1, 1)  # [C,1,1]
+    s = torch.as_tensor(std, dtype=torch.float32, device=x.device).view(-1, 1, 1)
+    return x.to(torch.float32).div_(255.0).sub_(m).div_(s)
+
+
+def identity(x: torch.Tensor, gen: torch.Generator) -> torch.Tensor:
+    """The "none" view: return ``x`` unchanged (tabular data, test-time)."""
+    return x
+
+
+def _draw(gen: torch.Generator, device: torch.device, fn: Callable[..., torch.Tensor], *args: object) -> torch.Tensor:
+    """Draw with ``fn(*args, generator=gen)`` on the generator's device, then move to ``device``."""
+    return fn(*args, generator=gen, device=gen.device).to(device)
+
+
+def weak(x: torch.Tensor, gen: torch.Generator, padding: int = 4) -> torch.Tensor:
+    """RandomCrop(H×W, zero padding) + RandomHorizontalFlip(0.5), per sample, no Python loop.
+
+    :param x: uint8 [B, C, H, W].
+    :param gen: source of the per-sample offsets (uniform on 0..2·padding) and flips.
+    :returns: uint8 [B, C, H, W]; row b is a crop of the zero-padded ``x[b]``, maybe mirrored.
+    """
+    B, C, H, W = x.shape
+    Wp = W + 2 * padding
+    oy = _draw(gen, x.device, torch.randint, 0, 2 * padding + 1, (B,))  # [B]
+    ox = _draw(gen, x.device, torch.randint, 0, 2 * padding + 1, (B,))  # [B]
+    flip = _draw(gen, x.device, torch.rand, B) < 0.5  # [B]
+    xp = F.pad(x, (padding, padding, padding, padding))  # [B,C,H+2p,W+2p], zeros
+    rows = oy[:, None] + torch.arange(H, device=x.device)  # [B,H]
+    j = torch.arange(W, device=x.device)
+    cols = ox[:, None] + torch.where(flip[:, None], W - 1 - j, j)  # [B,W]
+    idx = (rows[:, :, None] * Wp + cols[:, None, :]).view(B, 1, H * W)  # [B,1,H*W] flat index into xp
+    out = xp.flatten(2).gather(2, idx.expand(B, C, H * W))  # [B,C,H*W]
+    return out.view(B, C, H, W)
+
+
+def cutout(x: torch.Tensor, gen: torch.Generator, max_frac: float = 0.5, fill: Sequence[int] = CUTOUT_FILL) -> torch.Tensor:
+    """Paint one square per sample: side ``U[0, max_frac)·W``, centre uniform, clipped to the image.
+
+    :param x: uint8 [B, C, H, W] with C == len(fill).
+    :returns: uint8 [B, C, H, W].
+    """
+    B, C, H, W = x.shape
+    side = _draw(gen, x.device, torch.rand, B) * (max_frac * W)  # [B], float pixels
+    cx = _draw(gen, x.device, torch.rand, B) * W
+    cy = _draw(gen, x.device, torch.rand, B) * H
+    x0 = (cx - side / 2).clamp(min=0).floor()  # reference: int(max(0, c - s/2))
+    y0 = (cy - side / 2).clamp(min=0).floor()
+    x1, y1 = (x0 + side).clamp(max=W), (y0 + side).clamp(max=H)
+    xs = torch.arange(W, device=x.device)
+    ys = torch.arange(H, device=x.device)
+    in_x = (xs >= x0[:, None]) & (xs < x1[:, None])  # [B,W]
+    in_y = (ys >= y0[:, None]) & (ys < y1[:, None])  # [B,H]
+    box = (in_y[:, :, None] & in_x[:, None, :])[:, None]  # [B,1,H,W]
+    colour = torch.tensor(fill, dtype=x.dtype, device=x.device).view(1, C, 1, 1)
+    return torch.where(box, colour, x)
+
+
+@functools.lru_cache(maxsize=None)
+def _midpoints(lo: float, hi: float, n: int) -> tuple[float, ...]:
+    """The ``n`` bin midpoints of [lo, hi]; a tuple, since torchvision only indexes it (cached: hot path)."""
+    return tuple(lo + (b + 0.5) * (hi - lo) / n for b in range(n))
+
+
+def _uniform_bins(lo: float, hi: float) -> Callable[[int, int, int], tuple[float, ...]]:
+    """A magnitude table for ``_AUGMENTATION_SPACE``: ``(num_bins, height, width) -> midpoints``."""
+    return lambda n, h, w: _midpoints(lo, hi, n)
+
+
+class _ReferenceRandAugment(v2.RandAugment):
+    """torchvision's RandAugment with the reference RandomAugment's magnitude ranges, unsigned.
+
+    torchvision applies enhance ops with factor ``1 + magnitude``, so factor v in [0.05, 0.95]
+    is magnitude in [-0.95, -0.05]; Solarize uses threshold ``255 · magnitude`` on PIL images.
+    """
+
+    _AUGMENTATION_SPACE = {
+        "Identity": (lambda n, h, w: None, False),
+        "ShearX": (_uniform_bins(-0.3, 0.3), False),
+        "ShearY": (_uniform_bins(-0.3, 0.3), False),
+        "TranslateX": (lambda n, h, w: _midpoints(-0.3 * w, 0.3 * w, n), False),
+        "TranslateY": (lambda n, h, w: _midpoints(-0.3 * h, 0.3 * h, n), False),
+        "Rotate": (_uniform_bins(-30.0, 30.0), False),
+        "Brightness": (_uniform_bins(-0.95, -0.05), False),
+        "Color": (_uniform_bins(-0.95, -0.05), False),
+        "Contrast": (_uniform_bins(-0.95, -0.05), False),
+        "Sharpness": (_uniform_bins(-0.95, -0.05), False),
+        "Posterize": (_uniform_bins(4.0, 8.0), False),  # int(v): 4..7 bits
+        "Solarize": (_uniform_bins(0.0, 256.0 / 255.0), False),  # threshold in [0, 256]
+        "AutoContrast": (lambda n, h, w: None, False),
+        "Equalize": (lambda n, h, w: None, False),
+    }
+
+
+# one single-op instance per magnitude bin, so each op of each sample gets its own magnitude
+_RANDAUG: dict[str, list[v2.RandAugment]] = {
+    "reference": [_ReferenceRandAugment(num_ops=1, magnitude=b, num_magnitude_bins=NUM_BINS) for b in range(NUM_BINS)],
+    "torchvision": [v2.RandAugment(num_ops=1, magnitude=b, num_magnitude_bins=NUM_BINS) for b in range(NUM_BINS)],
+}
+
+_SIMCLR = v2.Compose(
+    [
+        v2.RandomResizedCrop(32, scale=(0.2, 1.0), antialias=True),
+        v2.RandomHorizontalFlip(),
+        v2.RandomApply([v2.ColorJitter(0.4, 0.4, 0.4, 0.1)], p=0.8),
+        v2.RandomGrayscale(p=0.2),
+    ]
+)
+
+
+def _per_sample_pil(
+    x: torch.Tensor, gen: torch.Generator, apply: Callable[[int, Image.Image], Image.Image]
+) -> torch.Tensor:
+    """Run ``apply(i, pil_image)`` on every sample under a global RNG seeded from ``gen``.
+
+    :param x: uint8 [B, 3, H, W]; the output is uint8 [B, 3, H', W'] (H', W' set by ``apply``).
+    """
+    if x.dim() != 4 or x.shape[1] != 3:
+        raise PLLZooError(f"expected uint8 RGB images [B, 3, H, W], got shape {tuple(x.shape)}")
+    seed = int(torch.randint(2**62, (1,), generator=gen, device=gen.device))
+    hwc = np.ascontiguousarray(x.cpu().numpy().transpose(0, 2, 3, 1))  # [B,H,W,3]
+    with _GLOBAL_RNG_LOCK, torch.random.fork_rng(devices=[]):
+        torch.default_generator.manual_seed(seed)  # CPU only; CUDA generators untouched
+        outs = [np.asarray(apply(i, Image.fromarray(hwc[i]))) for i in range(hwc.shape[0])]
+    out = np.ascontiguousarray(np.stack(outs).transpose(0, 3, 1, 2))  # [B,3,H',W']
+    return torch.from_numpy(out).to(x.device)
+
+
+def randaugment(
+    x: torch.Tensor, gen: torch.Generator, num_ops: int = 3, ranges: Literal["reference", "torchvision"] = "reference"
+) -> torch.Tensor:
+    """Apply ``num_ops`` torchvision RandAugment ops per sample, each with its own random magnitude bin.
+
+    :param x: uint8 [B, 3, H, W].
+    :returns: uint8 [B, 3, H, W].
+    """
+    if ranges not in _RANDAUG:
+        raise PLLZooError(f"unknown RandAugment ranges {ranges!r}; valid: {', '.join(_RANDAUG)}")
+    table = _RANDAUG[ranges]
+    bins = torch.randint(NUM_BINS, (x.shape[0], num_ops), generator=gen, device=gen.device).tolist()  # [B][ops]
+
+    def apply(i: int, img: Image.Image) -> Image.Image:
+        for b in bins[i]:
+            img = table[b](img)
+        return img
+
+    return _per_sample_pil(x, gen, apply)
+
+
+def strong(x: torch.Tensor, gen: torch.Generator, ranges: Literal["reference", "torchvision"] = "reference") -> torch.Tensor:
+    """SoLar's strong view: RandAugment (3 ops) → Cutout → weak crop + flip.  uint8 [B,3,H,W] in and out."""
+    return weak(cutout(randaugment(x, gen, 3, ranges), gen), gen)
+
+
+def simaugment(x: torch.Tensor, gen: torch.Generator) -> torch.Tensor:
+    """PiCO's query view: RandomResizedCrop(32, (0.2, 1)) → flip → ColorJitter(0.4, 0.4, 0.4, 0.1) p=0.8 → Grayscale p=0.2.
+
+    :param x: uint8 [B, 3, H, W].
+    :returns: uint8 [B, 3, 32, 32].
+    """
+    return _per_sample_pil(x, gen, lambda i, img: _SIMCLR(img))
+
+
+VIEWS: dict[str, View] = {"none": identity, "weak": weak, "strong": strong, "simaugment": simaugment}
+
+
+def make_view(name: str) -> View:
+    """Return the view called ``name``; an unknown name raises :class:`PLLZooError` listing the valid ones."""
+    try:
+        return VIEWS[name]
+    except KeyError:
+        raise PLLZooError(f"unknown view {name!r}; valid: {', '.join(sorted(VIEWS))}") from None

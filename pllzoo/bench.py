@@ -1,0 +1,176 @@
+"""Head-to-head runs: plan (validate everything, write nothing), then execute.
+
+:func:`plan` resolves method strings, the dataset, hyper-parameter overrides and
+the data of every seed, and checks recipe compatibility, so bad input fails
+before any file is written.  :func:`execute` trains each method × seed into
+``OUT/runs/<run-id>/`` and writes ``OUT/results.csv``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import shutil
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+import pandas as pd
+
+from pllzoo.components import SLOTS, Method
+from pllzoo.data.base import DataOptions, PLLData
+from pllzoo.errors import PLLZooError, UnknownNameError
+from pllzoo.hparams import as_dict, override
+from pllzoo.metrics import shot_groups
+from pllzoo.registry import Registry
+from pllzoo.results import RESULT_COLUMNS, env_info, final_rows, read_jsonl, run_id, write_json, write_jsonl
+from pllzoo.run import TrainConfig
+from pllzoo.trainer import Trainer, resolve_device
+
+
+@dataclass
+class RunPlan:
+    method: Method
+    seed: int
+    data: PLLData
+    train: TrainConfig
+    component_overrides: dict[str, str]
+    config: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def run_id(self) -> str:
+        return run_id(self.config)
+
+
+def parse_overrides(pairs: tuple[str, ...] | list[str]) -> dict[str, str]:
+    """``["a.b=1", ...]`` → ``{"a.b": "1"}``; a missing ``=`` is an error."""
+    out = {}
+    for pair in pairs:
+        key, eq, value = pair.partition("=")
+        if not eq or not key.strip():
+            raise PLLZooError(f"bad --hp {pair!r}; write key=value, e.g. train.lr=0.05 or loss.eta=0.5")
+        out[key.strip()] = value.strip()
+    return out
+
+
+def _route(overrides: dict[str, str], methods: list[Method], registry: Registry) -> tuple[dict, dict]:
+    """Split overrides into trainer ones and per-method component ones; unknown keys are errors."""
+    train, per_method = {}, {m.name: {} for m in methods}
+    for key, value in overrides.items():
+        scope, colon, rest = key.rpartition(":") if ":" in key else ("", "", key)
+        if rest.startswith("train."):
+            train[rest[len("train."):]] = value
+            continue
+        targets = [m for m in methods if not colon or m.name == scope]
+        if colon and not targets:
+            raise PLLZooError(f"--hp {key}: method {scope!r} is not in --methods")
+        takers = [m for m in targets if rest in registry.hparam_keys(m)]
+        if not takers:
+            valid = sorted(set().union(*(registry.hparam_keys(m) for m in targets)))
+            fields = [f"train.{f.name}" for f in dataclasses.fields(TrainConfig)]
+            raise UnknownNameError(f"unknown hyper-parameter {key!r}; valid: {', '.join(valid + fields)}")
+        for m in takers:
+            per_method[m.name][rest] = value
+    return train, per_method
+
+
+def train_config(data: PLLData, epochs: int | None, batch_size: int | None, overrides: dict[str, str]) -> TrainConfig:
+    d = data.defaults
+    cfg = TrainConfig(
+        model=d.model, epochs=d.epochs, lr=d.lr, weight_decay=d.weight_decay, momentum=d.momentum,
+        batch_size=d.batch_size, schedule=d.schedule, milestones=tuple(d.milestones),
+    )
+    flags = {k: v for k, v in {"epochs": epochs, "batch_size": batch_size}.items() if v is not None}
+    cfg = override(cfg, {**flags, **overrides}, where="train")
+    if cfg.epochs < 1 or cfg.batch_size < 1:
+        raise PLLZooError("epochs and batch size must be at least 1")
+    return cfg
+
+
+def plan(
+    registry: Registry, methods: list[str], dataset: str, seeds: list[int], options: DataOptions,
+    epochs: int | None = None, batch_size: int | None = None, hp: dict[str, str] | None = None,
+    device: str = "auto",
+) -> list[RunPlan]:
+    if not methods:
+        raise PLLZooError("no method given; try --methods proden")
+    if not seeds:
+        raise PLLZooError("no seed given; try --seeds 1,2,3")
+    recipes = [registry.method(m) for m in methods]
+    spec = registry.dataset(dataset)
+    train_hp, per_method = _route(hp or {}, recipes, registry)
+    for recipe in recipes:  # instantiate once now: bad values and incompatible mixes fail here
+        registry.build_components(recipe, per_method[recipe.name])
+    resolved_device = str(resolve_device(device))
+    plans = []
+    for seed in seeds:
+        data = spec.load(dataclasses.replace(options, seed=seed))
+        cfg = train_config(data, epochs, batch_size, train_hp)
+        for recipe in recipes:
+            comps = registry.build_components(recipe, per_method[recipe.name])
+            config = {
+                "method": recipe.name, "dataset": data.name, "seed": seed, "device": resolved_device,
+                "recipe": {s: c.name for s, c in comps.items()},
+                "hparams": {s: as_dict(c.hp) for s, c in comps.items()},
+                "train": as_dict(cfg), "data": {**as_dict(options), "seed": seed, **data.info},
+            }
+            plans.append(RunPlan(recipe, seed, data, cfg, per_method[recipe.name], config))
+    return plans
+
+
+def execute(
+    registry: Registry, plans: list[RunPlan], out: Path, resume: bool = False,
+    on_epoch: Callable[[RunPlan, dict[str, Any]], None] | None = None,
+    on_run: Callable[[RunPlan, str], None] | None = None,
+) -> pd.DataFrame:
+    """Train every planned run (skipping finished ones when ``resume``); return the final rows."""
+    runs_dir = Path(out) / "runs"
+    runs_dir.mkdir(parents=True, exist_ok=True)
+    finals = []
+    for p in plans:
+        run_dir = runs_dir / p.run_id
+        if run_dir.exists() and not resume:
+            shutil.rmtree(run_dir)
+        if resume and (run_dir / "done").exists():
+            records = read_jsonl(run_dir / "log.jsonl")
+            if on_run:
+                on_run(p, "reused")
+        else:
+            records = _train(registry, p, run_dir, resume, on_epoch, on_run)
+        finals.append(records[-1])
+    rows = final_rows(pd.DataFrame(finals).assign(run=[p.run_id for p in plans]))
+    extra = [c for c in rows.columns if c not in RESULT_COLUMNS and c != "class_acc"]
+    rows = rows[list(RESULT_COLUMNS) + extra]
+    tmp = Path(out) / "results.csv.tmp"
+    rows.to_csv(tmp, index=False)
+    tmp.replace(Path(out) / "results.csv")
+    return rows
+
+
+def _train(registry, p: RunPlan, run_dir: Path, resume: bool, on_epoch, on_run) -> list[dict[str, Any]]:
+    run_dir.mkdir(parents=True, exist_ok=True)
+    device = p.config["device"]
+    write_json(run_dir / "config.json", p.config)
+    write_json(run_dir / "env.json", env_info(device))
+    comps = registry.build_components(p.method, p.component_overrides)
+    base = {"method": p.method.name, "dataset": p.data.name}
+    log = run_dir / "log.jsonl"
+
+    def epoch_done(records: list[dict[str, Any]]) -> None:
+        write_jsonl(log, records)
+        if on_epoch:
+            on_epoch(p, records[-1])
+
+    import torch
+
+    trainer = Trainer(p.data, comps, p.train, p.seed, torch.device(device), run_dir, base, epoch_done)
+    if on_run:
+        on_run(p, "resumed" if resume and (run_dir / "checkpoint.pt").exists() else "started")
+    records = trainer.fit(resume=resume)
+    write_jsonl(log, records)
+    (run_dir / "done").write_text("ok\n")
+    return records
+
+
+def caption(data: PLLData) -> str:
+    """The table caption: the shot grouping rule and the model-selection rule."""
+    return f"Last epoch, mean ± sample std over seeds. {shot_groups(data.train_counts).caption}."

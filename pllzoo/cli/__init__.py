@@ -1,0 +1,44 @@
+"""The ``pllzoo`` command group; one file per command group, each thin.
+
+User errors (:class:`pllzoo.errors.PLLZooError`) end in one ``Error: ...`` line
+and a non-zero exit (2 for unknown names, 1 otherwise), never a traceback.
+"""
+
+from __future__ import annotations
+
+import sys
+import warnings
+
+import click
+
+from pllzoo import __version__
+from pllzoo.errors import PLLZooError, UnknownNameError
+
+
+class _Group(click.Group):
+    def invoke(self, ctx: click.Context):
+        try:
+            return super().invoke(ctx)
+        except UnknownNameError as exc:
+            raise click.UsageError(str(exc)) from None
+        except PLLZooError as exc:
+            raise click.ClickException(str(exc)) from None
+
+
+def _one_line_warning(message, category, filename, lineno, file=None, line=None):
+    print(f"Warning: {message}", file=file or sys.stderr)
+
+
+@click.group(cls=_Group)
+@click.version_option(__version__, prog_name="pllzoo")
+def cli() -> None:
+    """pllzoo: partial-label learning methods, head to head, on long-tailed data."""
+    warnings.showwarning = _one_line_warning
+
+
+from pllzoo.cli import bench as _bench  # noqa: E402,F401  (registers commands)
+from pllzoo.cli import plugins as _plugins  # noqa: E402,F401
+
+
+def main() -> None:
+    cli()

@@ -1,0 +1,77 @@
+"""``pllzoo bench``: methods × seeds on one dataset, one table."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+from pllzoo import bench as bench_lib
+from pllzoo.cli import cli
+from pllzoo.data.base import DataOptions
+from pllzoo.errors import PLLZooError
+from pllzoo.registry import get_registry
+from pllzoo.report import markdown, table
+from pllzoo.results import summarise
+
+
+def _csv(text: str) -> list[str]:
+    return [t.strip() for t in text.split(",") if t.strip()]
+
+
+def _seeds(text: str) -> list[int]:
+    try:
+        return [int(s) for s in _csv(text)]
+    except ValueError:
+        raise PLLZooError(f"bad --seeds {text!r}; write e.g. 1,2,3") from None
+
+
+@cli.command()
+@click.option("--methods", required=True, help="Comma-separated method strings, e.g. proden,cc or proden+selection=X.")
+@click.option("--dataset", default="synthetic-lt", show_default=True, help="Dataset name (pllzoo datasets) or .mat path.")
+@click.option("--seeds", default="1", show_default=True, help="Comma-separated seeds (data and training).")
+@click.option("--epochs", type=int, default=None, help="Epochs of the final stage (default: the dataset's).")
+@click.option("--batch-size", type=int, default=None, help="Training batch size (default: the dataset's).")
+@click.option("--data-dir", type=click.Path(path_type=Path), default=None, help="Offline data folder.")
+@click.option("--split", type=click.Choice(["uniform", "balanced"]), default="uniform", show_default=True,
+              help="Test protocol of the real-world .mat sets.")
+@click.option("--phi", type=float, default=None, help="Partial rate (CIFAR; < 0 selects the non-uniform matrix).")
+@click.option("--imb", type=float, default=None, help="Imbalance ratio gamma (CIFAR, synthetic).")
+@click.option("--imb-type", type=click.Choice(["exp", "step"]), default=None, help="Long-tail profile.")
+@click.option("--device", default="auto", show_default=True, help="auto | cpu | cuda[:i].")
+@click.option("--hp", "hps", multiple=True, help="Override: slot.field=value, train.field=value, or METHOD:slot.field=value.")
+@click.option("--out", type=click.Path(path_type=Path), default=Path("results/bench"), show_default=True)
+@click.option("--resume", is_flag=True, help="Reuse finished runs in OUT and resume unfinished ones from checkpoints.")
+@click.option("--offline", is_flag=True, help="Never download data.")
+def bench(methods, dataset, seeds, epochs, batch_size, data_dir, split, phi, imb, imb_type, device, hps, out,
+          resume, offline) -> None:
+    """Run METHODS head-to-head on DATASET over SEEDS and print All/Many/Medium/Few."""
+    reg = get_registry()
+    options = DataOptions(data_dir=data_dir, split=split, phi=phi, imb=imb, imb_type=imb_type, download=not offline)
+    plans = bench_lib.plan(
+        reg, _csv(methods), dataset, _seeds(seeds), options, epochs=epochs, batch_size=batch_size,
+        hp=bench_lib.parse_overrides(hps), device=device,
+    )
+    err = Console(stderr=True)
+    columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
+    with Progress(*columns, console=err, transient=False) as progress:
+        tasks: dict[str, int] = {}
+
+        def on_run(p, status):
+            tasks[p.run_id] = progress.add_task(f"{p.method.name} seed {p.seed} ({status})", total=None)
+
+        def on_epoch(p, rec):
+            task = tasks[p.run_id]
+            progress.update(task, total=rec["epochs"], completed=rec["epoch"], description=(
+                f"{p.method.name} seed {p.seed} [{rec['stage']}] acc {rec['acc_all']:.1f} loss {rec['loss']:.3f}"))
+
+        rows = bench_lib.execute(reg, plans, out, resume=resume, on_epoch=on_epoch, on_run=on_run)
+    summary = summarise(rows)
+    caption = bench_lib.caption(plans[0].data)
+    title = f"{plans[0].data.name}: {len(set(rows['seed']))} seed(s), {int(rows['epoch'].iloc[0])} epochs"
+    summary.to_csv(Path(out) / "summary.csv", index=False)
+    (Path(out) / "summary.md").write_text(f"## {title}\n\n" + markdown(summary, caption))
+    Console().print(table(summary, title, caption))
+    click.echo(f"results: {Path(out) / 'results.csv'}")

@@ -1,0 +1,83 @@
+"""``pllzoo plugins``, ``pllzoo methods``, ``pllzoo datasets``: what is installed."""
+
+from __future__ import annotations
+
+import json
+
+import click
+from rich.console import Console
+from rich.table import Table
+
+from pllzoo.cli import cli
+from pllzoo.components import SLOTS
+from pllzoo.hparams import describe
+from pllzoo.plugins import plugin_hooks
+from pllzoo.registry import get_registry
+
+
+def _plugin_rows(reg) -> list[dict]:
+    rows = []
+    for info in reg.plugins:
+        comps = {s: sorted(n for n, (_, p) in reg.components[s].items() if p == info.name) for s in SLOTS}
+        rows.append({
+            "name": info.name, "version": info.version, "module": info.module, "builtin": info.builtin,
+            "error": info.error, "components": {s: c for s, c in comps.items() if c},
+            "methods": sorted(n for n, (_, p) in reg.methods.items() if p == info.name),
+            "datasets": sorted(n for n, (_, p) in reg.datasets.items() if p == info.name),
+            "hooks": plugin_hooks(reg.pm, info.name),
+        })
+    return rows
+
+
+@cli.command()
+@click.option("--json", "as_json", is_flag=True, help="Print JSON for scripts.")
+def plugins(as_json: bool) -> None:
+    """List plugins with versions, components and recipes (and those that failed to load)."""
+    rows = _plugin_rows(get_registry())
+    if as_json:
+        click.echo(json.dumps(rows, indent=2))
+        return
+    t = Table(title="pllzoo plugins")
+    for col in ("Plugin", "Version", "Components", "Methods", "Status"):
+        t.add_column(col)
+    for r in rows:
+        comps = "\n".join(f"{s}: {', '.join(c)}" for s, c in r["components"].items())
+        status = f"[red]failed: {r['error']}[/red]" if r["error"] else "ok"
+        t.add_row(r["name"], r["version"], comps, ", ".join(r["methods"]), status)
+    Console().print(t)
+
+
+@cli.command()
+@click.option("--hparams", "show_hp", is_flag=True, help="Also list every component's hyper-parameters.")
+def methods(show_hp: bool) -> None:
+    """List method recipes and the component in each slot."""
+    reg = get_registry()
+    t = Table(title="pllzoo methods (swap a slot: METHOD+slot=component)")
+    t.add_column("Method", style="bold")
+    for s in SLOTS:
+        t.add_column(s)
+    for name in reg.list_methods():
+        m = reg.methods[name][0]
+        t.add_row(name, *(m.slots()[s] or "–" for s in SLOTS))
+    Console().print(t)
+    if show_hp:
+        h = Table(title="hyper-parameters (--hp slot.field=value)")
+        for col in ("Component", "Field", "Default", "Help"):
+            h.add_column(col)
+        for s in SLOTS:
+            for name, (cls, _) in sorted(reg.components[s].items()):
+                for field, default, help_ in describe(cls.HParams):
+                    h.add_row(f"{s} {name}", field, repr(default), help_)
+        Console().print(h)
+
+
+@cli.command()
+def datasets() -> None:
+    """List datasets (names for --dataset; a path to a .mat file works too)."""
+    reg = get_registry()
+    t = Table(title="pllzoo datasets")
+    for col in ("Dataset", "Needs files", "Description"):
+        t.add_column(col)
+    for name, (spec, _) in sorted(reg.datasets.items()):
+        t.add_row(name, "yes" if spec.needs_files else "no", spec.description)
+    Console().print(t)

@@ -1,0 +1,89 @@
+"""What every dataset loader returns, and the options it is called with."""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Literal
+
+import torch
+
+Kind = Literal["image", "tabular"]
+
+
+@dataclass(frozen=True)
+class DataOptions:
+    """Options shared by all loaders; a loader ignores what does not apply to it.
+
+    ``phi``/``imb``/``imb_type`` default to ``None`` meaning "the dataset's own default".
+    """
+
+    seed: int = 1
+    data_dir: Path | None = None
+    split: Literal["uniform", "balanced"] = "uniform"
+    phi: float | None = None  # partial rate (CIFAR); phi < 0 selects the non-uniform matrix
+    imb: float | None = None  # imbalance ratio gamma = n_0 / n_{K-1}
+    imb_type: Literal["exp", "step"] | None = None
+    download: bool = True  # allow torchvision to download when data_dir has no copy
+
+
+@dataclass(frozen=True)
+class TrainDefaults:
+    """Sensible training defaults a dataset carries, so a bench with no flags does the right thing."""
+
+    model: str
+    epochs: int
+    lr: float
+    weight_decay: float
+    batch_size: int
+    schedule: Literal["step", "cosine", "constant"] = "constant"
+    milestones: tuple[int, ...] = ()
+    momentum: float = 0.9
+    source: str = ""  # where these numbers come from (a paper, a released command)
+
+
+@dataclass
+class PLLData:
+    """A partially labelled, possibly long-tailed dataset held in memory.
+
+    Images are ``uint8 [N, 3, H, W]`` (augmented on the fly by the trainer); tabular
+    features are ``float32 [N, d]``.  ``y_train`` is the hidden true label: the
+    trainer uses it for logging and metrics only, never for learning.
+    """
+
+    name: str
+    kind: Kind
+    x_train: torch.Tensor
+    y_train: torch.Tensor  # long [N]
+    candidates: torch.Tensor  # bool [N, K]
+    x_test: torch.Tensor
+    y_test: torch.Tensor  # long [M]
+    num_classes: int
+    class_names: list[str]
+    defaults: TrainDefaults
+    mean: tuple[float, ...] | None = None  # per-channel normalisation for images
+    std: tuple[float, ...] | None = None
+    info: dict[str, Any] = field(default_factory=dict)  # generation parameters, provenance
+
+    @property
+    def num_train(self) -> int:
+        return int(self.y_train.shape[0])
+
+    @property
+    def train_counts(self) -> torch.Tensor:
+        """True-label counts of the training set, ``long [K]``."""
+        return torch.bincount(self.y_train, minlength=self.num_classes)
+
+    def replace(self, **changes: Any) -> "PLLData":
+        return dataclasses.replace(self, **changes)
+
+
+@dataclass(frozen=True)
+class DatasetSpec:
+    """A named dataset: how to load it and what it is."""
+
+    name: str
+    load: Callable[[DataOptions], PLLData]
+    description: str
+    needs_files: bool = False  # True when it cannot be generated/downloaded on the fly

@@ -1,0 +1,184 @@
+"""Real-world PLL sets stored as MATLAB ``.mat`` files (spec §4, paper App. C.6).
+
+Two layouts are read with ``scipy.io.loadmat``:
+
+* PALM (the original files): ``data`` n x d, ``target`` and ``partial_target`` labels x
+  examples, often scipy sparse;
+* PRODEN/VALEN re-packs: ``features`` n x d, ``logitlabels`` (true) and ``p_labels``
+  (candidates), transposed when ``shape[0] != n``.
+
+``target`` may also be an index vector (1-based from MATLAB).  The rows are split with
+the run seed (:mod:`pllzoo.data.splits`: ``uniform`` 80/20 or the paper's ``balanced``
+test set), then features are z-scored with the training split's mean and std (std 0 -> 1).
+The test split keeps only true labels.  Training defaults follow PRODEN's tabular
+settings (spec §3.1).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Callable
+
+import numpy as np
+import scipy.io
+import torch
+
+from pllzoo.data.base import DataOptions, PLLData, TrainDefaults
+from pllzoo.data.paths import search_roots
+from pllzoo.data.splits import split_indices
+from pllzoo.data.validate import as_numpy, check_pll, exception_line
+from pllzoo.errors import PLLZooError
+
+MAT_FILES: dict[str, str] = {
+    "lost": "lost.mat",
+    "birdsong": "BirdSong.mat",
+    "msrcv2": "MSRCv2.mat",
+    "fgnet": "FG-NET.mat",
+    "italian": "italian.mat",
+    "soccer": "Soccer Player.mat",
+    "yahoo": "Yahoo! News.mat",
+}
+# file stems (lower case) of known copies -> the built-in name whose defaults apply
+STEM_ALIASES: dict[str, str] = {
+    **{Path(f).stem.lower(): name for name, f in MAT_FILES.items()},
+    "birdac": "birdsong", "spd": "soccer", "lyn": "yahoo", "soccer_player": "soccer",
+    "yahoo_news": "yahoo", "fg_net": "fgnet",
+}
+LAYOUTS: dict[str, tuple[str, str, str]] = {  # layout -> (features, true labels, candidates)
+    "palm": ("data", "target", "partial_target"),
+    "proden": ("features", "logitlabels", "p_labels"),
+}
+PRODEN_SOURCE = "PRODEN parameter_settings.txt (Lv et al., ICML 2020; spec §3.1): linear, SGD m=0.9, bs 100, 500 epochs, no decay"
+_LR_WD: dict[str, tuple[float, float]] = {  # PRODEN's per-dataset (lr, weight decay)
+    "lost": (1e-2, 1e-2), "birdsong": (1e-2, 1e-4), "soccer": (1e-1, 1e-4), "yahoo": (1e-2, 1e-4),
+}
+
+
+def mat_defaults(name: str | None) -> TrainDefaults:
+    """Return PRODEN's tabular recipe for a built-in name; ours (lr 1e-2, wd 1e-4) otherwise."""
+    if name in _LR_WD:
+        lr, wd = _LR_WD[name]
+        source = PRODEN_SOURCE
+    else:
+        lr, wd = 1e-2, 1e-4
+        source = f"{PRODEN_SOURCE}; lr/wd are pllzoo's choice (PRODEN's BirdSong/Yahoo values), PRODEN gives none for this set"
+    return TrainDefaults(model="linear", epochs=500, lr=lr, weight_decay=wd, batch_size=100,
+                         schedule="constant", momentum=0.9, source=source)
+
+
+def find_mat_file(name: str, data_dir: Path | str | None) -> Path:
+    """Return the path of a built-in set's file, searching ``<root>`` and ``<root>/pll``."""
+    fname = MAT_FILES[name]
+    looked = [d / fname for root in search_roots(data_dir) for d in (root, root / "pll")]
+    for path in looked:
+        if path.is_file():
+            return path
+    raise PLLZooError(
+        f"{name}: {fname!r} not found (looked in {', '.join(str(p.parent) for p in looked)}); "
+        f"pass --data-dir pointing at a folder holding it (PALM sets: palm.seu.edu.cn/zhangml/Resources.htm#data)"
+    )
+
+
+def read_mat(path: Path) -> dict[str, Any]:
+    """Load a ``.mat`` file, turning every reader failure into a one-line PLLZooError."""
+    if not path.exists():
+        raise PLLZooError(f"{path}: no such file")
+    if not path.is_file():
+        raise PLLZooError(f"{path}: is not a file; pass the path of a .mat file")
+    try:
+        return scipy.io.loadmat(str(path), appendmat=False)
+    except NotImplementedError:
+        raise PLLZooError(f"{path.name}: MATLAB v7.3 (HDF5) files are not supported; re-save it in MATLAB with save(..., '-v7')") from None
+    except Exception as e:  # scipy raises ValueError, TypeError, MatReadError, OSError, ...
+        raise PLLZooError(f"{path.name}: not a readable .mat file ({exception_line(e)})") from None
+
+
+def _layout(mat: dict[str, Any], where: str) -> str:
+    """Return which layout the file uses, or raise naming the fields found."""
+    for layout, keys in LAYOUTS.items():
+        if all(k in mat for k in keys):
+            return layout
+    found = sorted(k for k in mat if not k.startswith("__"))
+    wanted = " or ".join("/".join(keys) for keys in LAYOUTS.values())
+    raise PLLZooError(f"{where}: missing required fields; found {found}, expected {wanted}")
+
+
+def _orient(a: np.ndarray, n: int, q: int | None, labels_major: bool, field: str, where: str) -> np.ndarray:
+    """Return a label matrix as ``[n, q]``; a true-label index vector (``q`` given) is returned flat."""
+    if q is not None and q > 1 and a.size == n and (a.ndim == 1 or (a.ndim == 2 and 1 in a.shape)):
+        return a.reshape(-1)
+    if a.ndim != 2 or n not in a.shape:
+        raise PLLZooError(f"{where}: '{field}' has shape {a.shape} but the features have {n} rows")
+    if a.shape[0] == n and (a.shape[1] != n or not labels_major):
+        return a
+    return a.T
+
+
+def _zscore(x_train: np.ndarray, x_test: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Standardise both splits with the training mean/std (constant columns get std 1)."""
+    mean = x_train.mean(axis=0) if len(x_train) else np.zeros(x_train.shape[1])
+    std = x_train.std(axis=0) if len(x_train) else np.ones(x_train.shape[1])
+    std = np.where(std < 1e-12, 1.0, std)
+    return ((x_train - mean) / std).astype(np.float32), ((x_test - mean) / std).astype(np.float32)
+
+
+def load_mat(path: Path | str, opts: DataOptions, name: str | None = None) -> PLLData:
+    """Load any ``.mat`` PLL set in either layout, split and standardise it.
+
+    :param name: the dataset name to report; defaults to the file stem (lower case).
+    """
+    path = Path(path).expanduser()
+    where = path.name
+    mat = read_mat(path)
+    layout = _layout(mat, where)
+    fx, fy, fs = LAYOUTS[layout]
+    x, target, cand = (as_numpy(mat[k]) for k in (fx, fy, fs))
+    if x.ndim != 2:
+        raise PLLZooError(f"{where}: '{fx}' has shape {x.shape}, expected [n, d]")
+    for field, a in ((fx, x), (fy, target), (fs, cand)):
+        if not (np.issubdtype(a.dtype, np.number) or a.dtype == np.bool_):
+            raise PLLZooError(f"{where}: '{field}' is not numeric (MATLAB class gives dtype {a.dtype})")
+    if x.shape[0] not in cand.shape and x.shape[1] in cand.shape:
+        x = x.T  # stored d x n
+    n = x.shape[0]
+    cand = _orient(cand, n, None, layout == "palm", fs, where)
+    q = cand.shape[1]
+    target = _orient(target, n, q, layout == "palm", fy, where)
+    labels = check_pll(x, target, cand, q, where)
+    stem = path.stem.lower()
+    known = name or STEM_ALIASES.get(stem)
+    rng = np.random.RandomState(opts.seed)
+    tr, te = split_indices(opts.split, labels, q, rng)
+    x_tr, x_te = _zscore(x[tr].astype(np.float64), x[te].astype(np.float64))
+    cand_tr = torch.from_numpy(cand[tr] != 0)
+    return PLLData(
+        name=name or stem.replace(" ", "-"),
+        kind="tabular",
+        x_train=torch.from_numpy(x_tr),
+        y_train=torch.from_numpy(labels[tr]),
+        candidates=cand_tr,
+        x_test=torch.from_numpy(x_te),
+        y_test=torch.from_numpy(labels[te]),
+        num_classes=q,
+        class_names=[str(j) for j in range(q)],
+        defaults=mat_defaults(known),
+        info={
+            "path": str(path), "layout": layout, "split": opts.split, "seed": opts.seed,
+            "n": n, "d": int(x.shape[1]), "n_train": int(len(tr)), "n_test": int(len(te)),
+            "avg_candidates": float(cand_tr.sum(1).float().mean()) if len(tr) else 0.0,
+            "labels_without_examples": int((np.bincount(labels, minlength=q) == 0).sum()),
+            "features": "z-scored with the training split's mean/std (std 0 -> 1)",
+        },
+    )
+
+
+def mat_loader(name: str) -> Callable[[DataOptions], PLLData]:
+    """Return the loader of a built-in ``.mat`` set (looked up in ``opts.data_dir``)."""
+    if name not in MAT_FILES:
+        raise PLLZooError(f"unknown .mat dataset {name!r}; known: {', '.join(MAT_FILES)}")
+
+    def load(opts: DataOptions) -> PLLData:
+        return load_mat(find_mat_file(name, opts.data_dir), opts, name=name)
+
+    load.__name__ = f"load_{name}"
+    return load

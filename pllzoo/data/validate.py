@@ -1,0 +1,154 @@
+"""Sanity checks every loader runs on (features, true labels, candidates) before returning.
+
+Problems a user can fix (a broken file, an empty candidate row, a label out of range)
+become a one-line :class:`PLLZooError` naming the source, the first offending row and
+how many rows are affected.  A true label outside its candidate set is legal in noisy
+PLL, so it only warns, with a count.
+
+True labels may come as an index vector (0- or 1-based, MATLAB files are 1-based) or as
+one-hot rows; :func:`check_pll` returns them as a 0-based ``int64`` vector.
+"""
+
+from __future__ import annotations
+
+import warnings
+from typing import Any
+
+import numpy as np
+import torch
+
+from pllzoo.errors import PLLZooError
+
+
+class PLLDataWarning(UserWarning):
+    """A dataset is usable but unusual (e.g. true labels outside their candidate sets)."""
+
+
+def as_numpy(a: Any) -> np.ndarray:
+    """Return a numpy view of a tensor / array / scipy sparse matrix (sparse is densified)."""
+    if isinstance(a, torch.Tensor):
+        return a.detach().cpu().numpy()
+    if hasattr(a, "toarray"):
+        return np.asarray(a.toarray())
+    return np.asarray(a)
+
+
+def exception_line(e: BaseException, limit: int = 160) -> str:
+    """Return ``"Type: first line of the message"`` cut to ``limit`` characters."""
+    first = (str(e).strip().splitlines() or [""])[0]
+    return f"{type(e).__name__}: {first}"[:limit]
+
+
+def _bad_rows(mask: np.ndarray, where: str, what: str, fix: str) -> None:
+    """Raise if any row of the bool vector ``mask`` is set."""
+    bad = np.flatnonzero(mask)
+    if bad.size:
+        raise PLLZooError(
+            f"{where}: {what} in {bad.size} of {mask.shape[0]} rows (first: row {bad[0]}, 0-based); {fix}"
+        )
+
+
+def _index_base(idx: np.ndarray, num_classes: int, cand: np.ndarray | None) -> int:
+    """Guess whether an index vector is 0- or 1-based.
+
+    A 0 means 0-based and a value of ``num_classes`` means 1-based.  Otherwise the base
+    under which more true labels fall inside their candidate sets wins, and 1-based
+    (MATLAB's convention) breaks ties.
+    """
+    if idx.size == 0 or idx.min() <= 0:
+        return 0
+    if idx.max() >= num_classes or cand is None or cand.shape != (idx.shape[0], num_classes):
+        return 1
+    rows = np.arange(idx.shape[0])
+    hits0 = int(cand[rows, idx].sum())
+    hits1 = int(cand[rows, idx - 1].sum())
+    return 0 if hits0 > hits1 else 1
+
+
+def labels_from_target(
+    target: Any,
+    num_classes: int,
+    where: str,
+    candidates: np.ndarray | None = None,
+    one_based: bool | None = None,
+) -> np.ndarray:
+    """Decode true labels given as one-hot ``[n, K]`` rows or an index vector.
+
+    :param target: one-hot ``[n, num_classes]`` or indices ``[n]`` / ``[n, 1]`` / ``[1, n]``.
+    :param candidates: bool ``[n, K]``, only used to tell 0- from 1-based indices.
+    :param one_based: force the index base; ``None`` guesses it (see :func:`_index_base`).
+    :returns: int64 ``[n]`` with values in ``0..num_classes-1``.
+    """
+    t = as_numpy(target)
+    n = candidates.shape[0] if candidates is not None else None
+    one_hot_shape = t.ndim == 2 and t.shape[1] == num_classes and (n is None or t.shape[0] == n)
+    is_vector = t.ndim == 1 or (t.ndim == 2 and 1 in t.shape and not (one_hot_shape and num_classes > 1))
+    if not is_vector:
+        if t.ndim != 2 or t.shape[1] != num_classes:
+            raise PLLZooError(
+                f"{where}: true labels have shape {t.shape}, expected [n, {num_classes}] one-hot or an index vector"
+            )
+        ones = (t != 0).sum(axis=1)
+        _bad_rows(ones != 1, where, "one-hot true-label rows without exactly one 1",
+                  "each example needs exactly one true label")
+        return np.argmax(t != 0, axis=1).astype(np.int64)
+    v = t.reshape(-1)
+    if v.size and not np.all(np.isfinite(v) & (v == np.round(v))):
+        _bad_rows(~(np.isfinite(v) & (v == np.round(v))), where, "non-integer label indices",
+                  "labels must be class indices")
+    idx = v.astype(np.int64)
+    base = (1 if one_based else 0) if one_based is not None else _index_base(idx, num_classes, candidates)
+    idx = idx - base
+    _bad_rows((idx < 0) | (idx >= num_classes), where,
+              f"label indices outside {base}..{num_classes - 1 + base}",
+              f"there are {num_classes} classes")
+    return idx
+
+
+def check_pll(
+    x: Any,
+    y: Any,
+    candidates: Any,
+    num_classes: int,
+    where: str,
+    one_based: bool | None = None,
+) -> np.ndarray:
+    """Validate one PLL split and return its true labels as 0-based int64 ``[n]``.
+
+    Raises :class:`PLLZooError` (one line) for mismatched row counts, a candidate matrix
+    that is not ``[n, num_classes]``, empty candidate rows, true labels out of range or
+    malformed one-hot rows, and NaN/inf features.  Warns (:class:`PLLDataWarning`) with a
+    count when true labels fall outside their candidate sets.
+
+    :param x: features ``[n, ...]`` (tensor or array).
+    :param y: true labels, index vector or one-hot ``[n, K]``.
+    :param candidates: ``[n, K]``, any nonzero entry is a candidate.
+    :param where: the file or dataset name used in messages.
+    :param one_based: index base of ``y`` when it is a vector; ``None`` guesses.
+    """
+    xa, ca = as_numpy(x), as_numpy(candidates)
+    n = xa.shape[0] if xa.ndim else 0
+    if ca.ndim != 2 or ca.shape != (n, num_classes):
+        raise PLLZooError(
+            f"{where}: candidate matrix has shape {tuple(ca.shape)} but features have {n} rows "
+            f"and there are {num_classes} classes (expected [{n}, {num_classes}])"
+        )
+    cand = ca != 0
+    labels = labels_from_target(y, num_classes, where, cand, one_based)
+    if labels.shape[0] != n:
+        raise PLLZooError(f"{where}: {labels.shape[0]} true labels for {n} feature rows")
+    _bad_rows(~cand.any(axis=1), where, "empty candidate sets",
+              "every example needs at least one candidate label")
+    if np.issubdtype(xa.dtype, np.floating) or np.issubdtype(xa.dtype, np.complexfloating):
+        _bad_rows(~np.isfinite(xa.reshape(n, -1)).all(axis=1), where, "NaN/inf features",
+                  "clean or drop those rows")
+    outside = ~cand[np.arange(n), labels]
+    if outside.any():
+        first = int(np.flatnonzero(outside)[0])
+        warnings.warn(
+            f"{where}: {int(outside.sum())} of {n} true labels are outside their candidate sets "
+            f"(first: row {first}); methods assume they are inside",
+            PLLDataWarning,
+            stacklevel=2,
+        )
+    return labels

@@ -1,0 +1,312 @@
+"""The plugin contract of pllzoo: every hook a plugin or a component may implement.
+
+Two groups of specs, both with the project name ``"pllzoo"`` (so one
+:data:`pllzoo.hookimpl` marker serves both):
+
+* **Discovery** (:class:`DiscoverySpec`) — implemented by plugin *modules* found
+  through the ``pllzoo`` entry-point group.  Called once, when the registry is
+  built.  Each hook receives a ``register`` callback; the host owns storage,
+  name collisions and listing (the shape of ``llm``'s hookspecs).
+
+* **Run** (:class:`RunSpec`) — implemented by *component instances*.  For each
+  training run the host makes a fresh :class:`pluggy.PluginManager` holding
+  exactly the components of the run's recipe (one per slot), so a hook call
+  reaches only the components of that run.  The three roles of the design —
+  label update, sample selection, loss — are ``firstresult`` hooks answered by
+  the component in the matching slot; the lifecycle hooks around them
+  (per-stage setup, stage plans, epoch start/end, post-step, predict) are
+  broadcast to every component of the run that implements them.
+
+Call order within one run (the trainer, ``pllzoo/trainer.py``)::
+
+    plan = pllzoo_stages(run) or [one stage]
+    for stage in plan:                       # model/optimizer/state re-initialised,
+        pllzoo_setup_stage(run, state)       # ... except state.carry keys
+        for epoch in stage:
+            pllzoo_on_epoch_start(run, epoch, state)
+            for batch:                       # forward pass(es) by the trainer
+                targets = pllzoo_label_update(step, state)     # slot label_update
+                mask    = pllzoo_select(step, state)           # slot selection
+                loss    = pllzoo_loss(step, state)             # slot loss
+                backward; optimizer step
+                pllzoo_post_step(step, state)
+            pllzoo_on_epoch_end(run, epoch, state)
+            evaluate: logits -> pllzoo_predict(logits, state) -> argmax
+
+Arguments are passed by keyword, so an implementation may accept any subset of
+a spec's arguments (pluggy's opt-in arguments).  Specs gain arguments over time;
+they are never renamed or reordered.
+
+Heavy imports sit under ``TYPE_CHECKING``: this module costs nothing to import.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Callable
+
+import pluggy
+
+if TYPE_CHECKING:  # pragma: no cover - typing only
+    import torch
+
+    from pllzoo.components import Component, Method
+    from pllzoo.data.base import DatasetSpec
+    from pllzoo.run import Run, Stage, Step
+    from pllzoo.state import PLLState
+
+PROJECT = "pllzoo"
+hookspec = pluggy.HookspecMarker(PROJECT)
+
+
+class DiscoverySpec:
+    """Hooks implemented by plugin modules; called once when the registry is built."""
+
+    # ------------------------------------------------------------------ components
+    @hookspec
+    def pllzoo_register_label_updates(self, register: Callable[[str, type[Component]], None]) -> None:
+        """Offer label-update components (slot ``label_update``).
+
+        Called: once, when the registry is first built.
+
+        :param register: call ``register(name, cls)`` per component; ``name`` is
+            qualified by the plugin (``proden.confidence``); ``cls`` subclasses
+            :class:`pllzoo.components.Component` and implements
+            :meth:`RunSpec.pllzoo_label_update`.
+        :returns: None.
+        Raises: the registry raises ``PLLZooError`` naming both plugins when a name is taken.
+
+        .. versionadded:: 0.1
+        """
+
+    @hookspec
+    def pllzoo_register_selections(self, register: Callable[[str, type[Component]], None]) -> None:
+        """Offer sample-selection components (slot ``selection``).
+
+        Called: once, when the registry is first built.
+
+        :param register: call ``register(name, cls)``; ``cls`` implements
+            :meth:`RunSpec.pllzoo_select`.
+        :returns: None.
+
+        .. versionadded:: 0.1
+        """
+
+    @hookspec
+    def pllzoo_register_losses(self, register: Callable[[str, type[Component]], None]) -> None:
+        """Offer loss components (slot ``loss``).
+
+        Called: once, when the registry is first built.
+
+        :param register: call ``register(name, cls)``; ``cls`` implements
+            :meth:`RunSpec.pllzoo_loss`.
+        :returns: None.
+
+        .. versionadded:: 0.1
+        """
+
+    @hookspec
+    def pllzoo_register_estimators(self, register: Callable[[str, type[Component]], None]) -> None:
+        """Offer estimator components (slot ``estimator``): epoch-end state updates.
+
+        An estimator re-estimates global state between epochs, e.g. SoLar's class
+        prior, and may plan training stages (:meth:`RunSpec.pllzoo_stages`).
+
+        Called: once, when the registry is first built.
+
+        :param register: call ``register(name, cls)``; ``cls`` implements
+            :meth:`RunSpec.pllzoo_on_epoch_end`.
+        :returns: None.
+
+        .. versionadded:: 0.1
+        """
+
+    @hookspec
+    def pllzoo_register_predictors(self, register: Callable[[str, type[Component]], None]) -> None:
+        """Offer test-time prediction adjustments (slot ``predict``), e.g. logit adjustment.
+
+        Called: once, when the registry is first built.
+
+        :param register: call ``register(name, cls)``; ``cls`` implements
+            :meth:`RunSpec.pllzoo_predict`.
+        :returns: None.
+
+        .. versionadded:: 0.1
+        """
+
+    # ------------------------------------------------------------------ recipes, data
+    @hookspec
+    def pllzoo_register_methods(self, register: Callable[[Method], None]) -> None:
+        """Offer named recipes: a :class:`pllzoo.components.Method` fills the slots by name.
+
+        Called: once, when the registry is first built.
+
+        :param register: call ``register(method)`` per recipe; the method's
+            components may come from any plugin (they are resolved lazily).
+        :returns: None.
+
+        .. versionadded:: 0.1
+        """
+
+    @hookspec
+    def pllzoo_register_datasets(self, register: Callable[[DatasetSpec], None]) -> None:
+        """Offer datasets by name.
+
+        Called: once, when the registry is first built.
+
+        :param register: call ``register(spec)`` with a
+            :class:`pllzoo.data.base.DatasetSpec`; its ``load(options)`` returns a
+            :class:`pllzoo.data.base.PLLData` or raises ``PLLZooError``.
+        :returns: None.
+
+        .. versionadded:: 0.1
+        """
+
+
+class RunSpec:
+    """Hooks implemented by component instances; called by the trainer during a run."""
+
+    # ------------------------------------------------------------------ stages
+    @hookspec(firstresult=True)
+    def pllzoo_stages(self, run: Run) -> list[Stage] | None:
+        """Plan the training stages of this run (multi-stage re-initialisation).
+
+        Called: once, before training (and again on resume), outside ``no_grad``
+        concerns.  Stops at first non-None result.
+
+        :param run: the run: ``run.config`` (resolved training config, including
+            ``epochs`` for the final stage), ``run.data`` (sizes, class counts).
+        :returns: a list of :class:`pllzoo.run.Stage` — each re-initialises model,
+            optimizer and state except the keys in ``stage.carry`` — or ``None``
+            for the default single stage of ``run.config.epochs`` epochs.
+
+        .. versionadded:: 0.1
+        """
+
+    @hookspec
+    def pllzoo_setup_stage(self, run: Run, state: PLLState) -> None:
+        """Allocate per-sample and global state for a new stage (per-stage setup).
+
+        Called: at the start of every stage, after the trainer re-initialised the
+        model and optimizer and cleared ``state`` except ``run.stage.carry``; also
+        before a resumed stage's checkpointed state is loaded over it.
+
+        :param run: ``run.stage`` (name, index, epochs, params), ``run.data``
+            (``candidates`` bool ``[N, K]`` on ``run.device``, ``num_classes``),
+            ``run.config``.
+        :param state: the run's :class:`pllzoo.state.PLLState`; write tensors
+            only (e.g. ``state.confidence = ...  # [N, K] float32``).
+        :returns: None.
+
+        .. versionadded:: 0.1
+        """
+
+    @hookspec
+    def pllzoo_on_epoch_start(self, run: Run, epoch: int, state: PLLState) -> None:
+        """Compute per-epoch schedules (ramps, thresholds).
+
+        Called: at the start of every epoch, ``epoch`` counting from 0 within the stage.
+
+        :returns: None.
+
+        .. versionadded:: 0.1
+        """
+
+    # ------------------------------------------------------------------ the three roles
+    @hookspec(firstresult=True)
+    def pllzoo_label_update(self, step: Step, state: PLLState) -> torch.Tensor | None:
+        """Produce the training targets of this batch (slot ``label_update``).
+
+        Called: every training step, after the forward pass(es), under
+        ``torch.no_grad()``.  Answered by the label-update component only.
+
+        :param step: ``step.batch`` (``index`` long ``[B]``, ``candidates`` float
+            ``[B, K]``), ``step.logits`` ``[B, K]``, ``step.probs`` float32
+            ``[B, K]`` (softmax of the weak view, detached), ``step.scratch``.
+        :param state: the run's state.
+        :returns: targets float32 ``[B, K]``: each row sums to 1 and is 0 outside
+            the candidate set (or ``None`` to defer to another implementation).
+
+        .. versionadded:: 0.1
+        """
+
+    @hookspec(firstresult=True)
+    def pllzoo_select(self, step: Step, state: PLLState) -> torch.Tensor | None:
+        """Choose the reliable samples of this batch (slot ``selection``).
+
+        Called: every training step, after :meth:`pllzoo_label_update` (so
+        ``step.targets`` is set), under ``torch.no_grad()``.
+
+        :returns: ``bool [B]`` (True = reliable) or float weights ``[B]`` in [0, 1].
+
+        .. versionadded:: 0.1
+        """
+
+    @hookspec(firstresult=True)
+    def pllzoo_loss(self, step: Step, state: PLLState) -> torch.Tensor | None:
+        """Compute the training loss of this batch (slot ``loss``).
+
+        Called: every training step, after selection (``step.targets`` and
+        ``step.mask`` set), with autograd on.  May run extra forward passes with
+        ``step.forward(x)`` (e.g. mixup) and log scalars into ``step.logs``.
+
+        :returns: a scalar tensor to minimise.
+
+        .. versionadded:: 0.1
+        """
+
+    # ------------------------------------------------------------------ lifecycle
+    @hookspec
+    def pllzoo_post_step(self, step: Step, state: PLLState) -> None:
+        """Update state after the optimizer step (e.g. PRODEN's confidences).
+
+        Called: every training step, after ``optimizer.step()``, under
+        ``torch.no_grad()``; ``step.probs`` still holds the pre-step predictions,
+        and ``step.forward`` gives a fresh forward with the updated weights.
+
+        :returns: None.
+
+        .. versionadded:: 0.1
+        """
+
+    @hookspec
+    def pllzoo_on_epoch_end(self, run: Run, epoch: int, state: PLLState) -> dict[str, float] | None:
+        """Update global state between epochs (e.g. class-prior estimation).
+
+        Called: after the last step of every epoch and before evaluation, under
+        ``torch.no_grad()``.  ``run.predict_train()`` gives eval-mode softmax
+        predictions ``[N, K]`` over the training set (test transform).
+
+        :returns: optional scalars to log for this epoch.
+
+        .. versionadded:: 0.1
+        """
+
+    @hookspec(firstresult=True)
+    def pllzoo_predict(self, logits: torch.Tensor, state: PLLState) -> torch.Tensor | None:
+        """Adjust test-time logits (slot ``predict``, e.g. ``g - zeta * log r``).
+
+        Called: at every evaluation, on float32 logits ``[M, K]``, under ``no_grad``.
+
+        :returns: adjusted logits ``[M, K]`` (argmax is the prediction), or ``None``.
+
+        .. versionadded:: 0.1
+        """
+
+
+#: the role hook each slot's component must implement
+SLOT_HOOKS: dict[str, str] = {
+    "label_update": "pllzoo_label_update",
+    "selection": "pllzoo_select",
+    "loss": "pllzoo_loss",
+    "estimator": "pllzoo_on_epoch_end",
+    "predict": "pllzoo_predict",
+}
+
+#: the discovery hook that registers each slot's components
+SLOT_REGISTER_HOOKS: dict[str, str] = {
+    "label_update": "pllzoo_register_label_updates",
+    "selection": "pllzoo_register_selections",
+    "loss": "pllzoo_register_losses",
+    "estimator": "pllzoo_register_estimators",
+    "predict": "pllzoo_register_predictors",
+}

@@ -1,0 +1,24 @@
+"""Loss functions shared by components: numerically safe, per-sample, float32."""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+
+
+def soft_cross_entropy(logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+    """Per-sample ``-sum_j t_ij log softmax(z_i)_j`` → ``[B]`` (log-softmax, never log of a softmax)."""
+    return -(targets * F.log_softmax(logits.float(), dim=1)).sum(dim=1)
+
+
+def masked_mean(values: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
+    """Mean of ``values [B]`` over a bool mask or float weights ``[B]``; 0 when the mask is empty."""
+    if mask is None:
+        return values.mean()
+    w = mask.to(values.dtype)
+    return (values * w).sum() / w.sum().clamp_min(1e-12)
+
+
+def normalize_rows(x: torch.Tensor) -> torch.Tensor:
+    """Rows divided by their sums (rows that sum to 0 stay 0)."""
+    return x / x.sum(dim=1, keepdim=True).clamp_min(torch.finfo(x.dtype).tiny)

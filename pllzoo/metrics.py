@@ -1,0 +1,75 @@
+"""Accuracy overall, per class, and per many/medium/few shot group.
+
+Shot groups follow the SoLar code (spec §1.11): sort the *training* class
+counts ascending into ``s``; ``many_thr = s[K - M - 1]``, ``few_thr = s[F]``;
+Many = counts > many_thr, Few = counts < few_thr, Medium = the rest, with
+``M = F = K // 3`` (3/3 on CIFAR-10, 33/33 on CIFAR-100, 66 on CUB, 132 on SUN —
+the reference's values).  A group's accuracy is the mean of its classes'
+accuracies; classes without test samples are left out; an empty group gives NaN.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+
+@dataclass(frozen=True)
+class ShotGroups:
+    many: torch.Tensor  # bool [K]
+    medium: torch.Tensor  # bool [K]
+    few: torch.Tensor  # bool [K]
+    many_thr: int
+    few_thr: int
+    m: int
+    f: int
+
+    @property
+    def caption(self) -> str:
+        return (
+            f"Many: train count > {self.many_thr} ({int(self.many.sum())} classes), "
+            f"Few: < {self.few_thr} ({int(self.few.sum())}), Medium: the rest ({int(self.medium.sum())}); "
+            f"thresholds from sorted training counts with M = F = {self.m} (SoLar §1.11)"
+        )
+
+
+def shot_groups(train_counts: torch.Tensor, m: int | None = None, f: int | None = None) -> ShotGroups:
+    """Many/medium/few class masks from training class counts ``[K]``."""
+    counts = train_counts.long().cpu()
+    k = counts.numel()
+    m = k // 3 if m is None else m
+    f = k // 3 if f is None else f
+    s = torch.sort(counts).values
+    many_thr = int(s[k - m - 1]) if k - m - 1 >= 0 else int(s.max())
+    few_thr = int(s[f]) if f < k else int(s.min())
+    many = counts > many_thr
+    few = counts < few_thr
+    return ShotGroups(many, ~(many | few), few, many_thr, few_thr, m, f)
+
+
+def class_accuracy(pred: torch.Tensor, target: torch.Tensor, num_classes: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """Per-class accuracy in % (NaN where a class has no test sample) and test counts ``[K]``."""
+    target = target.long().cpu()
+    correct = torch.bincount(target[pred.cpu() == target], minlength=num_classes).double()
+    total = torch.bincount(target, minlength=num_classes).double()
+    acc = torch.where(total > 0, 100.0 * correct / total.clamp_min(1), torch.full_like(total, float("nan")))
+    return acc, total.long()
+
+
+def _group_mean(acc: torch.Tensor, mask: torch.Tensor) -> float:
+    vals = acc[mask & ~torch.isnan(acc)]
+    return float(vals.mean()) if vals.numel() else float("nan")
+
+
+def evaluate(pred: torch.Tensor, target: torch.Tensor, groups: ShotGroups) -> dict[str, object]:
+    """``acc_all`` (top-1 over all test samples), ``acc_many/medium/few``, ``class_acc``."""
+    k = groups.many.numel()
+    acc, _ = class_accuracy(pred, target, k)
+    return {
+        "acc_all": float(100.0 * (pred.cpu() == target.cpu()).double().mean()),
+        "acc_many": _group_mean(acc, groups.many),
+        "acc_medium": _group_mean(acc, groups.medium),
+        "acc_few": _group_mean(acc, groups.few),
+        "class_acc": [None if torch.isnan(a) else round(float(a), 4) for a in acc],
+    }

@@ -1,0 +1,127 @@
+"""Backbones: every model is a :class:`PLLNet`, an encoder to a feature vector plus a linear head.
+
+Methods that need features (PiCO's projection head, VALEN's graph) call ``features`` or
+``forward_with_features``; everything else calls ``forward`` for logits.  Models are looked up
+by name in ``MODELS`` and built with :func:`build_model`:
+
+* ``resnet18`` — the CIFAR ResNet-18 of SoLar/PiCO (spec §1.9), built from torchvision's
+  ``resnet18``: 3×3 stride-1 stem, no max-pool, 512-d features;
+* ``cnn``      — a small, fast 3-block CNN (32/64/128 channels) for CPU runs, 128-d features;
+* ``linear``   — logits = W·x + b on flattened tabular input (PRODEN/VALEN convention);
+* ``mlp``      — flattened input → Linear(d, 500) → BatchNorm1d → ReLU → Linear(500, K).
+"""
+
+from __future__ import annotations
+
+import math
+from collections import OrderedDict
+from collections.abc import Callable
+
+import torch
+import torchvision
+from torch import nn
+
+from pllzoo.errors import PLLZooError
+
+
+class PLLNet(nn.Module):
+    """``encoder`` maps an input batch to features [B, F]; ``head`` (Linear F → K) gives logits [B, K]."""
+
+    def __init__(self, encoder: nn.Module, head: nn.Linear) -> None:
+        super().__init__()
+        self.encoder = encoder
+        self.head = head
+        self.feature_dim: int = head.in_features
+        self.num_classes: int = head.out_features
+
+    def features(self, x: torch.Tensor) -> torch.Tensor:
+        """Return the encoder output [B, F]."""
+        return self.encoder(x)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """Return logits [B, K]."""
+        return self.head(self.encoder(x))
+
+    def forward_with_features(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Return ``(logits [B, K], features [B, F])`` from a single encoder pass."""
+        feats = self.encoder(x)  # [B,F]
+        return self.head(feats), feats
+
+
+def _image_channels(name: str, input_shape: tuple[int, ...]) -> int:
+    """Check that ``input_shape`` is (C, H, W) and return C."""
+    if len(input_shape) != 3:
+        raise PLLZooError(f"model {name!r} needs image input (C, H, W), got input shape {tuple(input_shape)}")
+    return int(input_shape[0])
+
+
+def resnet18(num_classes: int, input_shape: tuple[int, ...] = (3, 32, 32)) -> PLLNet:
+    """CIFAR ResNet-18: torchvision's resnet18 with a 3×3/1 stem and no max-pool; features 512-d.
+
+    torchvision already initialises convs Kaiming-normal (fan_out, ReLU) and BN to 1/0 (no
+    zero-init of residual BN); the replacement stem conv gets the same Kaiming init.
+    """
+    channels = _image_channels("resnet18", input_shape)
+    net = torchvision.models.resnet18(weights=None, num_classes=num_classes)
+    net.conv1 = nn.Conv2d(channels, 64, kernel_size=3, stride=1, padding=1, bias=False)
+    nn.init.kaiming_normal_(net.conv1.weight, mode="fan_out", nonlinearity="relu")
+    net.maxpool = nn.Identity()
+    head = net.fc
+    trunk = OrderedDict((n, m) for n, m in net.named_children() if n != "fc")  # conv1 … layer4, avgpool
+    trunk["flatten"] = nn.Flatten(1)  # [B,512,1,1] -> [B,512]
+    return PLLNet(nn.Sequential(trunk), head)
+
+
+def _conv_block(c_in: int, c_out: int) -> nn.Sequential:
+    """3×3 conv (no bias) → BN → ReLU → 2×2 max-pool; halves H and W."""
+    return nn.Sequential(
+        nn.Conv2d(c_in, c_out, kernel_size=3, padding=1, bias=False),
+        nn.BatchNorm2d(c_out),
+        nn.ReLU(inplace=True),
+        nn.MaxPool2d(2),
+    )
+
+
+def cnn(num_classes: int, input_shape: tuple[int, ...] = (3, 32, 32), widths: tuple[int, ...] = (32, 64, 128)) -> PLLNet:
+    """Small CNN for CPU runs: 3 conv blocks (32/64/128) → global average pool → 128-d features."""
+    channels = _image_channels("cnn", input_shape)
+    blocks, c_in = [], channels
+    for c_out in widths:
+        blocks.append(_conv_block(c_in, c_out))  # [B,c_out,H/2,W/2]
+        c_in = c_out
+    encoder = nn.Sequential(*blocks, nn.AdaptiveAvgPool2d(1), nn.Flatten(1))  # [B,widths[-1]]
+    for m in encoder.modules():
+        if isinstance(m, nn.Conv2d):
+            nn.init.kaiming_normal_(m.weight, mode="fan_out", nonlinearity="relu")
+    return PLLNet(encoder, nn.Linear(c_in, num_classes))
+
+
+def linear(num_classes: int, input_shape: tuple[int, ...]) -> PLLNet:
+    """Linear model on flattened input: features are the input itself (d-dimensional)."""
+    d = math.prod(input_shape)
+    return PLLNet(nn.Flatten(1), nn.Linear(d, num_classes))
+
+
+def mlp(num_classes: int, input_shape: tuple[int, ...], hidden: int = 500) -> PLLNet:
+    """One-hidden-layer MLP: Flatten → Linear(d, 500) → BatchNorm1d → ReLU; features 500-d."""
+    d = math.prod(input_shape)
+    encoder = nn.Sequential(nn.Flatten(1), nn.Linear(d, hidden), nn.BatchNorm1d(hidden), nn.ReLU(inplace=True))
+    return PLLNet(encoder, nn.Linear(hidden, num_classes))
+
+
+MODELS: dict[str, Callable[..., PLLNet]] = {"resnet18": resnet18, "cnn": cnn, "linear": linear, "mlp": mlp}
+
+
+def list_models() -> list[str]:
+    """Return the registered model names, sorted."""
+    return sorted(MODELS)
+
+
+def build_model(name: str, num_classes: int, input_shape: tuple[int, ...]) -> PLLNet:
+    """Build model ``name`` for ``num_classes`` classes and inputs of shape ``input_shape`` (no batch dim).
+
+    Raises :class:`PLLZooError` for an unknown name, listing the valid ones.
+    """
+    if name not in MODELS:
+        raise PLLZooError(f"unknown model {name!r}; valid: {', '.join(list_models())}")
+    return MODELS[name](num_classes=num_classes, input_shape=tuple(input_shape))

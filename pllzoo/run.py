@@ -1,0 +1,106 @@
+"""The objects the trainer hands to component hooks: Run, Stage, Batch, Step, TrainConfig."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Callable, Literal
+
+import torch
+
+from pllzoo.hparams import hp
+
+if TYPE_CHECKING:  # pragma: no cover
+    from pllzoo.data.base import PLLData
+
+
+@dataclass(frozen=True)
+class TrainConfig:
+    """Trainer hyper-parameters (``--hp train.<field>=value``); defaults come from the dataset."""
+
+    model: str = hp("linear", "backbone name (pllzoo.models)")
+    epochs: int = hp(10, "epochs of the final stage; also the LR-schedule horizon")
+    lr: float = hp(0.01, "SGD learning rate")
+    weight_decay: float = hp(1e-4, "SGD weight decay (all parameters, as the reference code)")
+    momentum: float = hp(0.9, "SGD momentum")
+    batch_size: int = hp(256, "training batch size")
+    schedule: str = hp("constant", "LR schedule: constant | step | cosine")
+    milestones: tuple[int, ...] = hp((), "step schedule: decay by lr_decay after these epochs")
+    lr_decay: float = hp(0.1, "step schedule decay factor")
+    cosine_min_factor: float = hp(1e-3, "cosine schedule: lr_min = lr * factor (SoLar: 0.1**3)")
+    drop_last: bool = hp(True, "drop the last incomplete batch (the reference loaders do)")
+    weak_view: str = hp("weak", "weak-view augmentation (pllzoo.augment.VIEWS)")
+    strong_view: str = hp("strong", "strong-view augmentation, forwarded only if a component asks")
+    eval_batch_size: int = hp(1024, "batch size of evaluation and estimation passes")
+    amp: bool = hp(True, "autocast the network on CUDA (label maths stays float32)")
+
+
+@dataclass(frozen=True)
+class Stage:
+    """One training stage; each re-initialises model, optimizer and state except ``carry``."""
+
+    name: str = "train"
+    epochs: int | None = None  # None: run.config.epochs
+    carry: tuple[str, ...] = ()  # state keys kept from the previous stage
+    params: dict[str, Any] = field(default_factory=dict)  # per-stage method parameters
+    reinit_model: bool = True
+    index: int = 0  # set by the trainer
+
+
+@dataclass
+class Batch:
+    """One training batch.  ``y_true`` is for logging only; learning must not read it."""
+
+    index: torch.Tensor  # long [B] positions in the training set
+    x: torch.Tensor  # float [B, ...] weak view, normalised
+    candidates: torch.Tensor  # float32 [B, K] 0/1
+    y_true: torch.Tensor  # long [B]
+    x_strong: torch.Tensor | None = None  # float [B, ...] strong view when asked for
+
+    @property
+    def size(self) -> int:
+        return int(self.index.shape[0])
+
+
+@dataclass
+class Step:
+    """Everything one training step shares between the components of a run."""
+
+    batch: Batch
+    logits: torch.Tensor  # [B, K] weak view, with grad (float32)
+    probs: torch.Tensor  # float32 [B, K] softmax(logits), detached
+    forward: Callable[[torch.Tensor], torch.Tensor]  # extra forward pass in train mode
+    generator: torch.Generator  # the run's RNG stream for in-step randomness (mixup, ...)
+    epoch: int
+    stage: Stage
+    nominal_batch_size: int
+    logits_strong: torch.Tensor | None = None  # [B, K] when a component declared views={"strong"}
+    targets: torch.Tensor | None = None  # set after pllzoo_label_update
+    mask: torch.Tensor | None = None  # set after pllzoo_select
+    scratch: dict[str, torch.Tensor] = field(default_factory=dict)  # values shared between hooks
+    logs: dict[str, torch.Tensor | float] = field(default_factory=dict)  # scalars, averaged per epoch
+
+
+@dataclass
+class Run:
+    """The run as components see it: data, config, device, current stage and helpers."""
+
+    data: PLLData
+    candidates: torch.Tensor  # bool [N, K] on device
+    config: TrainConfig
+    device: torch.device
+    seed: int
+    stage: Stage = field(default_factory=Stage)
+    predict_train: Callable[[], torch.Tensor] = lambda: torch.empty(0)  # eval softmax [N, K]
+    logs: dict[str, Any] = field(default_factory=dict)  # per-epoch values (e.g. a prior vector)
+
+    @property
+    def num_classes(self) -> int:
+        return self.data.num_classes
+
+    @property
+    def num_train(self) -> int:
+        return self.data.num_train
+
+    @property
+    def kind(self) -> Literal["image", "tabular"]:
+        return self.data.kind

@@ -1,0 +1,233 @@
+"""The one training loop.  It knows no method by name: components answer its hooks.
+
+Per step: weak view (and strong view if a component asks) → network (autocast on
+CUDA) → float32 softmax → ``pllzoo_label_update`` → ``pllzoo_select`` →
+``pllzoo_loss`` → SGD step → ``pllzoo_post_step``.  Per epoch: LR from the
+schedule, ``pllzoo_on_epoch_start``, the steps, ``pllzoo_on_epoch_end``,
+evaluation (``pllzoo_predict``), one record, one checkpoint.
+
+Randomness: every stream is derived from ``(seed, stage, epoch)`` and the run's
+generators are checkpointed, so on CPU a run is bit-deterministic and a resumed
+run equals an uninterrupted one.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import math
+import time
+from pathlib import Path
+from typing import Any, Callable
+
+import pluggy
+import torch
+import torch.nn.functional as F
+
+from pllzoo import augment, hookspecs
+from pllzoo.checkpoint import load_checkpoint, save_checkpoint
+from pllzoo.components import Component
+from pllzoo.data.base import PLLData
+from pllzoo.errors import PLLZooError
+from pllzoo.metrics import evaluate, shot_groups
+from pllzoo.models import build_model
+from pllzoo.run import Batch, Run, Stage, Step, TrainConfig
+from pllzoo.seeding import derive_seed
+from pllzoo.state import PLLState
+
+
+def resolve_device(name: str) -> torch.device:
+    """``auto`` → CUDA when present, else CPU; ``cuda`` without a GPU is an error."""
+    if name == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    if name.startswith("cuda") and not torch.cuda.is_available():
+        raise PLLZooError("--device cuda asked for, but torch sees no CUDA device; use --device auto or cpu")
+    return torch.device(name)
+
+
+def lr_at(config: TrainConfig, epoch: int) -> float:
+    """LR of an epoch (0-based); the horizon of cosine is ``config.epochs`` in every stage."""
+    if config.schedule == "constant":
+        return config.lr
+    if config.schedule == "step":  # SoLar: lr * decay ** #{m : epoch > m}
+        return config.lr * config.lr_decay ** sum(epoch > m for m in config.milestones)
+    if config.schedule == "cosine":
+        lr_min = config.lr * config.cosine_min_factor
+        return lr_min + (config.lr - lr_min) * (1 + math.cos(math.pi * epoch / config.epochs)) / 2
+    raise PLLZooError(f"unknown schedule {config.schedule!r}; valid: constant, step, cosine")
+
+
+def make_run_hooks(components: dict[str, Component]) -> pluggy.HookRelay:
+    """A fresh plugin manager holding exactly this run's components."""
+    pm = pluggy.PluginManager(hookspecs.PROJECT)
+    pm.add_hookspecs(hookspecs.RunSpec)
+    for slot, comp in components.items():
+        pm.register(comp, name=slot)
+    pm.check_pending()
+    return pm.hook
+
+
+class Trainer:
+    """Trains one recipe on one dataset with one seed; ``fit()`` returns per-epoch records."""
+
+    def __init__(
+        self,
+        data: PLLData,
+        components: dict[str, Component],
+        config: TrainConfig,
+        seed: int,
+        device: torch.device,
+        run_dir: Path | None = None,
+        record_base: dict[str, Any] | None = None,
+        on_epoch: Callable[[list[dict[str, Any]]], None] | None = None,
+    ) -> None:
+        self.data, self.config, self.seed, self.device = data, config, seed, device
+        self.components, self.hooks = components, make_run_hooks(components)
+        self.run_dir, self.record_base, self.on_epoch = run_dir, dict(record_base or {}), on_epoch
+        self.views = frozenset().union(*(c.views for c in components.values()))
+        self.image = data.kind == "image"
+        self.x_train = data.x_train.to(device)
+        self.x_test = data.x_test.to(device)
+        self.y_train, self.y_test = data.y_train.to(device), data.y_test.to(device)
+        self.candidates = data.candidates.to(device=device, dtype=torch.bool)
+        self.groups = shot_groups(data.train_counts)
+        self.weak = augment.make_view(config.weak_view if self.image else "none")
+        self.strong = augment.make_view(config.strong_view if self.image else "none")
+        self.amp = config.amp and device.type == "cuda"
+        self.run = Run(data=data, candidates=self.candidates, config=config, device=device, seed=seed)
+        self.run.predict_train = self.predict_train
+        self.state = PLLState()
+        self.model: torch.nn.Module | None = None
+        self.optimizer: torch.optim.Optimizer | None = None
+
+    # ------------------------------------------------------------------ helpers
+    def _autocast(self):
+        if self.amp:
+            return torch.autocast("cuda", dtype=torch.bfloat16)
+        return contextlib.nullcontext()
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        with self._autocast():
+            return self.model(x).float()
+
+    def _prepare(self, x_raw: torch.Tensor, view: Callable, gen: torch.Generator) -> torch.Tensor:
+        if not self.image:
+            return x_raw
+        return augment.normalize(view(x_raw, gen), self.data.mean, self.data.std)
+
+    @torch.no_grad()
+    def _eval_logits(self, x: torch.Tensor) -> torch.Tensor:
+        self.model.eval()
+        out = []
+        for i in range(0, x.shape[0], self.config.eval_batch_size):
+            xb = x[i : i + self.config.eval_batch_size]
+            xb = augment.normalize(xb, self.data.mean, self.data.std) if self.image else xb
+            out.append(self.forward(xb))
+        return torch.cat(out)
+
+    def predict_train(self) -> torch.Tensor:
+        """Eval-mode softmax over the training set with the test transform, float32 ``[N, K]``."""
+        return torch.softmax(self._eval_logits(self.x_train), dim=1)
+
+    def stages(self) -> list[Stage]:
+        plan = self.hooks.pllzoo_stages(run=self.run) or [Stage()]
+        return [dataclasses.replace(s, index=i) for i, s in enumerate(plan)]
+
+    def _new_model_and_optimizer(self, stage: Stage) -> None:
+        if self.model is None or stage.reinit_model:
+            torch.manual_seed(derive_seed(self.seed, "init", stage.index))
+            self.model = build_model(self.config.model, self.data.num_classes, tuple(self.x_train.shape[1:]))
+            self.model.to(self.device)
+        self.optimizer = torch.optim.SGD(
+            self.model.parameters(), lr=self.config.lr, momentum=self.config.momentum,
+            weight_decay=self.config.weight_decay,
+        )
+
+    # ------------------------------------------------------------------ the loop
+    def fit(self, resume: bool = False) -> list[dict[str, Any]]:
+        ckpt = load_checkpoint(self.run_dir) if (resume and self.run_dir is not None) else None
+        records: list[dict[str, Any]] = list(ckpt["records"]) if ckpt else []
+        plan = self.stages()
+        for stage in plan:
+            if ckpt and stage.index < ckpt["stage"]:
+                continue
+            self.run.stage = stage
+            self._new_model_and_optimizer(stage)
+            self.state = self.state.keep(stage.carry)
+            self.hooks.pllzoo_setup_stage(run=self.run, state=self.state)
+            n_epochs = stage.epochs if stage.epochs is not None else self.config.epochs
+            start = 0
+            if ckpt and stage.index == ckpt["stage"]:
+                self.model.load_state_dict(ckpt["model"])
+                self.optimizer.load_state_dict(ckpt["optimizer"])
+                self.state.load_state_dict(ckpt["state"], self.device)
+                start, ckpt = ckpt["epoch"] + 1, None
+            for epoch in range(start, n_epochs):
+                record = self._epoch(stage, epoch, n_epochs, is_last=stage is plan[-1])
+                records.append(record)
+                if self.run_dir is not None:
+                    save_checkpoint(self.run_dir, stage.index, epoch, self.model, self.optimizer, self.state, records)
+                if self.on_epoch:
+                    self.on_epoch(records)  # all records so far; the newest is records[-1]
+        return records
+
+    def _epoch(self, stage: Stage, epoch: int, n_epochs: int, is_last: bool) -> dict[str, Any]:
+        t0 = time.perf_counter()
+        gen = torch.Generator().manual_seed(derive_seed(self.seed, "epoch", stage.index, epoch))
+        torch.manual_seed(derive_seed(self.seed, "global", stage.index, epoch))
+        lr = lr_at(self.config, epoch)
+        for group in self.optimizer.param_groups:
+            group["lr"] = lr
+        self.hooks.pllzoo_on_epoch_start(run=self.run, epoch=epoch, state=self.state)
+        loss_sum, logs = self._train_epoch(stage, epoch, gen)
+        with torch.no_grad():
+            extra: dict[str, Any] = {}
+            for out in self.hooks.pllzoo_on_epoch_end(run=self.run, epoch=epoch, state=self.state):
+                extra.update(out or {})
+            logits = self._eval_logits(self.x_test)
+            adjusted = self.hooks.pllzoo_predict(logits=logits, state=self.state)
+            pred = (adjusted if adjusted is not None else logits).argmax(dim=1)
+        metrics = evaluate(pred, self.y_test, self.groups)
+        return {
+            **self.record_base, "seed": self.seed, "stage": stage.name, "stage_index": stage.index,
+            "epoch": epoch + 1, "epochs": n_epochs, "final_stage": is_last, "lr": lr,
+            "loss": loss_sum, **logs, **extra, **metrics, "wall_s": round(time.perf_counter() - t0, 4),
+        }
+
+    def _train_epoch(self, stage: Stage, epoch: int, gen: torch.Generator) -> tuple[float, dict[str, float]]:
+        self.model.train()
+        n, bs = self.x_train.shape[0], self.config.batch_size
+        perm = torch.randperm(n, generator=gen).to(self.device)
+        n_batches = n // bs if self.config.drop_last else math.ceil(n / bs)
+        if n_batches == 0:
+            raise PLLZooError(f"batch size {bs} exceeds the {n} training samples with drop_last; lower --batch-size")
+        loss_sum = torch.zeros((), device=self.device)
+        log_sums: dict[str, torch.Tensor] = {}
+        for b in range(n_batches):
+            idx = perm[b * bs : (b + 1) * bs]
+            x_raw = self.x_train[idx]
+            batch = Batch(idx, self._prepare(x_raw, self.weak, gen), self.candidates[idx].float(), self.y_train[idx])
+            if "strong" in self.views:
+                batch.x_strong = self._prepare(x_raw, self.strong, gen)
+            logits = self.forward(batch.x)
+            step = Step(
+                batch=batch, logits=logits, probs=torch.softmax(logits.detach(), dim=1), forward=self.forward,
+                generator=gen, epoch=epoch, stage=stage, nominal_batch_size=bs,
+                logits_strong=self.forward(batch.x_strong) if batch.x_strong is not None else None,
+            )
+            with torch.no_grad():
+                step.targets = self.hooks.pllzoo_label_update(step=step, state=self.state)
+                step.mask = self.hooks.pllzoo_select(step=step, state=self.state)
+            loss = self.hooks.pllzoo_loss(step=step, state=self.state)
+            self.optimizer.zero_grad(set_to_none=True)
+            loss.backward()
+            self.optimizer.step()
+            with torch.no_grad():
+                self.hooks.pllzoo_post_step(step=step, state=self.state)
+            loss_sum += loss.detach()
+            for key, value in step.logs.items():
+                log_sums[key] = log_sums.get(key, 0.0) + torch.as_tensor(value, dtype=torch.float64).detach()
+        mean_loss = float(loss_sum) / n_batches  # one host sync per epoch
+        if not math.isfinite(mean_loss):
+            raise PLLZooError(f"non-finite training loss in stage {stage.name!r} epoch {epoch + 1}; lower the LR?")
+        return mean_loss, {k: float(v) / n_batches for k, v in log_sums.items()}

@@ -1,0 +1,1 @@
+"""Baseline PLL methods for pllzoo, one file per method; ``plugin`` registers them."""

@@ -1,0 +1,16 @@
+"""The ``baselines`` entry point: registers every baseline's components and recipes."""
+
+from __future__ import annotations
+
+from pllzoo import hookimpl
+from pllzoo_baselines import proden
+
+
+@hookimpl
+def pllzoo_register_label_updates(register):
+    register("proden.confidence", proden.Confidence)
+
+
+@hookimpl
+def pllzoo_register_methods(register):
+    register(proden.PRODEN)

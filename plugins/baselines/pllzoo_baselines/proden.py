@@ -1,0 +1,66 @@
+"""PRODEN — Lv et al., "Progressive Identification of True Labels for Partial-Label
+Learning", ICML 2020 (official code: Lvcrezia77/PRODEN; spec §3.1).
+
+Algorithm (per mini-batch, no warm-up):
+  1. w_i ← s_i / |S_i| for every training sample (uniform on the candidate set)
+  2. L = −(1/B) Σ_i Σ_j w_ij log p_j(x_i)                  → ``pllzoo.soft_ce`` on targets w
+  3. after the optimizer step, on the batch rows only:
+     w_i ← p(x_i) ⊙ m_i / Σ_j p_j(x_i) m_ij, with p from the *same* (pre-step)
+     forward pass                                          → ``proden.confidence``
+
+Deviations:
+  * log-softmax instead of the official ``log(softmax)``, which gives 0·(−∞) = NaN
+    when a probability underflows (spec §3.1 pitfall).
+  * The mask m is the support of the current w, as the official code
+    (``mask="support"``); ``mask="candidates"`` uses the candidate set instead, so
+    a candidate whose probability underflowed to 0 is not dropped forever.
+    Test: tests/unit/test_proden.py::test_mask_modes.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+from pllzoo import Component, Method, PLLState, Run, Step, hookimpl, hp
+from pllzoo.losses import normalize_rows
+
+
+@dataclass(frozen=True)
+class ConfidenceHParams:
+    mask: str = hp(
+        "support", "what re-normalisation keeps: 'support' of w (official) or 'candidates'",
+        choices=("support", "candidates"),
+    )
+
+
+class Confidence(Component):
+    """PRODEN's confidence table w ∈ R^{N×K}: the targets, re-estimated after each step."""
+
+    HParams = ConfidenceHParams
+    provides = frozenset({"confidence"})
+
+    @hookimpl
+    def pllzoo_setup_stage(self, run: Run, state: PLLState) -> None:
+        state.confidence = normalize_rows(run.candidates.float())  # Alg. l.1, [N, K]
+
+    @hookimpl
+    def pllzoo_label_update(self, step: Step, state: PLLState) -> torch.Tensor:
+        return state.confidence[step.batch.index]  # targets of l.2
+
+    @hookimpl
+    def pllzoo_post_step(self, step: Step, state: PLLState) -> None:
+        idx = step.batch.index
+        keep = (state.confidence[idx] > 0).float() if self.hp.mask == "support" else step.batch.candidates
+        state.confidence[idx] = normalize_rows(step.probs * keep)  # Alg. l.3 (pre-step p)
+
+
+PRODEN = Method(
+    name="proden",
+    label_update="proden.confidence",
+    selection="pllzoo.all",
+    loss="pllzoo.soft_ce",
+    description="PRODEN: self-training on progressively re-weighted candidate labels",
+    citation="Lv et al., ICML 2020",
+)

@@ -1,0 +1,67 @@
+"""Shared fixtures: the offline data folder, a clean registry, tiny synthetic data.
+
+Only this project's own plugins are loaded (``PLLZOO_LOAD_PLUGINS``), so a plugin
+a developer installed never leaks into the suite; tests that exercise outside
+plugins set the variable themselves.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+import torch
+
+os.environ["PLLZOO_LOAD_PLUGINS"] = "baselines,solar"
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def shared_data_dir() -> Path:
+    """``../shared/data`` beside the repository root (present on dev machines and in CI)."""
+    return REPO.parent / "shared" / "data"
+
+
+@pytest.fixture
+def shared_data() -> Path:
+    path = shared_data_dir()
+    if not path.is_dir():
+        pytest.skip(f"offline data folder {path} is absent (it ships beside the repo on dev machines and CI)")
+    return path
+
+
+@pytest.fixture
+def registry():
+    from pllzoo.registry import get_registry, reset_registry
+
+    reset_registry()
+    yield get_registry()
+    reset_registry()
+
+
+def make_tiny_data(n: int = 96, k: int = 4, d: int = 6, seed: int = 0, phi: float = 0.3):
+    """A tiny tabular PLL problem: separable Gaussian classes, uniform candidates."""
+    from pllzoo.data.base import PLLData, TrainDefaults
+
+    g = torch.Generator().manual_seed(seed)
+    means = 3.0 * torch.randn(k, d, generator=g)
+
+    def sample(m: int):
+        y = torch.arange(m) % k
+        return means[y] + torch.randn(m, d, generator=g), y
+
+    x, y = sample(n)
+    xt, yt = sample(4 * k)
+    cand = torch.rand(n, k, generator=g) < phi
+    cand[torch.arange(n), y] = True
+    return PLLData(
+        name="tiny", kind="tabular", x_train=x, y_train=y, candidates=cand, x_test=xt, y_test=yt,
+        num_classes=k, class_names=[str(i) for i in range(k)],
+        defaults=TrainDefaults(model="linear", epochs=3, lr=0.1, weight_decay=0.0, batch_size=16),
+    )
+
+
+@pytest.fixture
+def tiny_data():
+    return make_tiny_data()

@@ -1,0 +1,110 @@
+"""Method strings, slot swaps, compatibility checks and name collisions."""
+
+from __future__ import annotations
+
+import pytest
+
+from pllzoo import Component, Method, hookimpl
+from pllzoo.builtin import SelectAll
+from pllzoo.components import parse_method_string
+from pllzoo.errors import PLLZooError, UnknownNameError
+from pllzoo.plugins import make_plugin_manager
+from pllzoo.registry import Registry
+
+
+class NeedsPrior(SelectAll):
+    needs = frozenset({"prior"})
+
+
+class WritesConfidence(SelectAll):
+    provides = frozenset({"confidence"})
+
+
+class _Plugin:
+    @hookimpl
+    def pllzoo_register_selections(self, register):
+        register("t.needs_prior", NeedsPrior)
+        register("t.writes_conf", WritesConfidence)
+
+
+def _registry(*plugins):
+    pm, infos = make_plugin_manager(load_entrypoints=False)
+    for i, p in enumerate(plugins):
+        pm.register(p, name=f"p{i}")
+    return Registry.build(pm, infos)
+
+
+def test_parse_method_string():
+    assert parse_method_string("proden") == ("proden", {})
+    assert parse_method_string(" proden + selection=a.b + predict=none ") == (
+        "proden", {"selection": "a.b", "predict": None})
+    for bad in ["proden+selection", "proden+bogus=a", "proden+loss=none", "+selection=a"]:
+        with pytest.raises(PLLZooError):
+            parse_method_string(bad)
+
+
+def test_swap_is_a_first_class_method(registry):
+    m = registry.method("proden+label_update=pllzoo.uniform")
+    assert m.name == "proden+label_update=pllzoo.uniform"
+    assert (m.label_update, m.selection, m.loss) == ("pllzoo.uniform", "pllzoo.all", "pllzoo.soft_ce")
+
+
+def test_unknown_names_list_valid_ones(registry):
+    with pytest.raises(UnknownNameError, match=r"unknown method 'nope'; valid: .*proden"):
+        registry.method("nope")
+    with pytest.raises(UnknownNameError, match=r"unknown selection component 'x.y'; valid: .*pllzoo.all"):
+        registry.method("proden+selection=x.y")
+    with pytest.raises(UnknownNameError, match=r"unknown dataset 'nope'; valid: .*"):
+        registry.dataset("nope")
+
+
+def test_incompatible_mix_names_both_components():
+    reg = _registry(_Plugin())
+    reg.methods["m"] = (Method("m", loss="pllzoo.soft_ce"), "p0")
+    with pytest.raises(PLLZooError, match=r"selection 't.needs_prior' needs 'prior'.*label_update 'pllzoo.uniform'"):
+        reg.build_components(reg.method("m+selection=t.needs_prior"))
+
+
+def test_two_writers_of_one_key_are_refused():
+    class Writer(Component):
+        provides = frozenset({"confidence"})
+
+        @hookimpl
+        def pllzoo_label_update(self, step):
+            return None
+
+    class P:
+        @hookimpl
+        def pllzoo_register_label_updates(self, register):
+            register("t.writer", Writer)
+
+    reg = _registry(_Plugin(), P())
+    reg.methods["m"] = (Method("m", loss="pllzoo.soft_ce", label_update="t.writer"), "p0")
+    with pytest.raises(PLLZooError, match=r"label_update 't.writer' and selection 't.writes_conf' both write"):
+        reg.build_components(reg.method("m+selection=t.writes_conf"))
+
+
+def test_duplicate_names_name_both_plugins():
+    reg = _registry(_Plugin(), _Plugin())
+    p1 = next(p for p in reg.plugins if p.name == "p1")
+    assert "registered by both 'p0' and 'p1'" in p1.error
+
+
+def test_component_must_implement_its_role():
+    class Bad:
+        @hookimpl
+        def pllzoo_register_losses(self, register):
+            register("t.bad", SelectAll)  # a selection offered as a loss
+
+    reg = _registry(Bad())
+    assert "does not implement pllzoo_loss" in next(p.error for p in reg.plugins if p.name == "p0")
+
+
+def test_hparam_overrides_are_checked(registry):
+    m = registry.method("proden")
+    comps = registry.build_components(m, {"label_update.mask": "candidates"})
+    assert comps["label_update"].hp.mask == "candidates"
+    with pytest.raises(UnknownNameError, match="valid: mask"):
+        registry.build_components(m, {"label_update.nope": "1"})
+    with pytest.raises(PLLZooError, match="valid: support, candidates"):
+        registry.build_components(m, {"label_update.mask": "bogus"})

@@ -1,0 +1,48 @@
+"""Many/medium/few grouping (spec §1.11) and group accuracies by hand."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+
+from pllzoo.metrics import evaluate, shot_groups
+
+C10_G100 = torch.tensor([5000, 2997, 1796, 1077, 645, 387, 232, 139, 83, 50])
+
+
+def test_cifar10_lt_groups_match_the_reference_thresholds():
+    g = shot_groups(C10_G100)
+    assert (g.many_thr, g.few_thr) == (1077, 232)
+    assert g.many.nonzero().flatten().tolist() == [0, 1, 2]
+    assert g.medium.nonzero().flatten().tolist() == [3, 4, 5, 6]
+    assert g.few.nonzero().flatten().tolist() == [7, 8, 9]
+
+
+def test_cifar100_lt_groups_are_33_34_33():
+    counts = torch.tensor([int(500 * (1 / 20) ** (j / 99)) for j in range(100)])
+    g = shot_groups(counts)
+    assert (int(g.many.sum()), int(g.medium.sum()), int(g.few.sum())) == (33, 34, 33)
+    assert g.many[:33].all() and g.few[67:].all()
+
+
+def test_step_profile_ties_put_everything_in_medium():
+    g = shot_groups(torch.tensor([500] * 5 + [5] * 5))
+    assert bool(g.medium.all()) and not g.many.any() and not g.few.any()
+
+
+def test_group_accuracy_is_mean_of_class_accuracies():
+    g = shot_groups(torch.tensor([100, 50, 10]), m=1, f=1)  # many {0}, medium {1}, few {2}
+    y = torch.tensor([0, 0, 0, 0, 1, 1, 2])
+    pred = torch.tensor([0, 0, 0, 1, 1, 0, 1])
+    out = evaluate(pred, y, g)
+    assert out["acc_all"] == pytest.approx(100 * 4 / 7)
+    assert (out["acc_many"], out["acc_medium"], out["acc_few"]) == (75.0, 50.0, 0.0)
+    assert out["class_acc"] == [75.0, 50.0, 0.0]
+
+
+def test_class_without_test_samples_is_left_out():
+    g = shot_groups(torch.tensor([100, 50, 10]), m=1, f=1)
+    out = evaluate(torch.tensor([0, 1]), torch.tensor([0, 1]), g)
+    assert out["class_acc"][2] is None and math.isnan(out["acc_few"])
