@@ -7,21 +7,21 @@ SimCLR ops go through torchvision v2 on PIL images, one sample at a time (torchv
 one op set per call), which is also what the reference code runs.
 
 ``strong`` is SoLar's strong view (SOLAR:utils/randaugment.py, spec §1.10): RandomAugment(3, 5),
-i.e. three ops drawn with replacement from 14, each with its own magnitude v ~ U[lo, hi];
-then Cutout (side U[0, 0.5)·W, random centre, box clipped to the image, filled with RGB
-(125, 123, 114)); then the weak crop + flip.  Ops are picked and applied by torchvision's
-``RandAugment``; with ``ranges="reference"`` (default) its magnitude table is replaced by the
-reference's ranges: Brightness/Color/Contrast/Sharpness factor v in [0.05, 0.95] (always
-weakening; torchvision's own table uses signed factors 1 ± [0, 0.9]), Rotate [-30, 30] deg,
-Shear [-0.3, 0.3], Translate [-0.3, 0.3]·size (torchvision: ±150/331·size), Posterize [4, 8)
-bits, Solarize threshold [0, 256].  ``ranges="torchvision"`` uses torchvision's table unchanged.
+i.e. three ops drawn with replacement from 14, each with its own magnitude v ~ U[lo, hi]; then
+Cutout (side U[0, 0.5)·W, random centre, box clipped to the image, RGB (125, 123, 114), same
+geometry as the reference's PIL code, see :func:`cutout`); then the weak crop + flip.
+torchvision's ``RandAugment`` picks and applies the ops, on PIL images, so each op is the same
+PIL call as in the reference.  ``ranges="reference"`` (default) swaps torchvision's magnitude
+table for the reference's ranges, unsigned: Brightness/Color/Contrast/Sharpness factor v in
+[0.05, 0.95] (always weakening), Rotate [-30, 30] deg, Shear [-0.3, 0.3], Translate
+[-0.3, 0.3]·size, Posterize [4, 8) bits, Solarize threshold [0, 256].  ``ranges="torchvision"``
+keeps torchvision's table: enhance factors 1 ± [0, 0.9] with a random sign (so they also
+strengthen), Translate ±150/331·size, Solarize threshold [0, 255], Posterize 8..4 bits.
 
 Deviations from the reference:
   * magnitudes are the midpoints of ``NUM_BINS`` = 32 equal bins of [lo, hi] instead of a
     continuous uniform (Rotate steps 1.9 deg); Posterize still gets 4..7 bits equally often;
   * torchvision's Translate rounds the shift to whole pixels (PIL shifts by a float, nearest);
-  * Cutout fills the half-open box [x0, x0 + s) x [y0, y0 + s); PIL's ``rectangle`` also paints
-    the far edge, so the reference box can be one row/column larger;
   * the reference flips then crops; we crop then flip, the same distribution because the
     crop offset is symmetric (uniform on 0..2p).
 Randomness: torchvision draws op choices and signs from torch's global CPU RNG, so those calls
@@ -90,23 +90,28 @@ def weak(x: torch.Tensor, gen: torch.Generator, padding: int = 4) -> torch.Tenso
 
 
 def cutout(x: torch.Tensor, gen: torch.Generator, max_frac: float = 0.5, fill: Sequence[int] = CUTOUT_FILL) -> torch.Tensor:
-    """Paint one square per sample: side ``U[0, max_frac)·W``, centre uniform, clipped to the image.
+    """Paint one box per sample, as the reference Cutout does with PIL (spec §1.10).
+
+    side s ~ U[0, max_frac)·W (s = 0: no box); centre c ~ U(1, W] (the reference calls
+    ``np.random.uniform(w)``, i.e. low=w, high=1); corner x0 = int(max(0, c - s/2)),
+    x1 = min(W, x0 + s); PIL's ``rectangle`` paints columns x0..floor(x1) inclusive, clipped.
 
     :param x: uint8 [B, C, H, W] with C == len(fill).
     :returns: uint8 [B, C, H, W].
     """
     B, C, H, W = x.shape
-    side = _draw(gen, x.device, torch.rand, B) * (max_frac * W)  # [B], float pixels
-    cx = _draw(gen, x.device, torch.rand, B) * W
-    cy = _draw(gen, x.device, torch.rand, B) * H
-    x0 = (cx - side / 2).clamp(min=0).floor()  # reference: int(max(0, c - s/2))
+    u = [_draw(gen, x.device, torch.rand, B).double() for _ in range(3)]  # float64 like the reference
+    side = u[0] * (max_frac * W)  # [B], pixels
+    cx, cy = W - (W - 1) * u[1], H - (H - 1) * u[2]  # [B], in (1, W] and (1, H]
+    x0 = (cx - side / 2).clamp(min=0).floor()
     y0 = (cy - side / 2).clamp(min=0).floor()
-    x1, y1 = (x0 + side).clamp(max=W), (y0 + side).clamp(max=H)
+    x1 = (x0 + side).clamp(max=W).floor()  # last painted column (inclusive)
+    y1 = (y0 + side).clamp(max=H).floor()
     xs = torch.arange(W, device=x.device)
     ys = torch.arange(H, device=x.device)
-    in_x = (xs >= x0[:, None]) & (xs < x1[:, None])  # [B,W]
-    in_y = (ys >= y0[:, None]) & (ys < y1[:, None])  # [B,H]
-    box = (in_y[:, :, None] & in_x[:, None, :])[:, None]  # [B,1,H,W]
+    in_x = (xs >= x0[:, None]) & (xs <= x1[:, None])  # [B,W]
+    in_y = (ys >= y0[:, None]) & (ys <= y1[:, None])  # [B,H]
+    box = (in_y[:, :, None] & in_x[:, None, :] & (side > 0)[:, None, None])[:, None]  # [B,1,H,W]
     colour = torch.tensor(fill, dtype=x.dtype, device=x.device).view(1, C, 1, 1)
     return torch.where(box, colour, x)
 
@@ -170,8 +175,10 @@ def _per_sample_pil(
 
     :param x: uint8 [B, 3, H, W]; the output is uint8 [B, 3, H', W'] (H', W' set by ``apply``).
     """
-    if x.dim() != 4 or x.shape[1] != 3:
-        raise PLLZooError(f"expected uint8 RGB images [B, 3, H, W], got shape {tuple(x.shape)}")
+    if x.dim() != 4 or x.shape[1] != 3 or x.dtype != torch.uint8:
+        raise PLLZooError(f"expected uint8 RGB images [B, 3, H, W], got {x.dtype} {tuple(x.shape)}")
+    if x.shape[0] == 0:
+        return x.clone()
     seed = int(torch.randint(2**62, (1,), generator=gen, device=gen.device))
     hwc = np.ascontiguousarray(x.cpu().numpy().transpose(0, 2, 3, 1))  # [B,H,W,3]
     with _GLOBAL_RNG_LOCK, torch.random.fork_rng(devices=[]):

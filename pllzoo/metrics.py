@@ -5,7 +5,8 @@ counts ascending into ``s``; ``many_thr = s[K - M - 1]``, ``few_thr = s[F]``;
 Many = counts > many_thr, Few = counts < few_thr, Medium = the rest, with
 ``M = F = K // 3`` (3/3 on CIFAR-10, 33/33 on CIFAR-100, 66 on CUB, 132 on SUN —
 the reference's values).  A group's accuracy is the mean of its classes'
-accuracies; classes without test samples are left out; an empty group gives NaN.
+accuracies; classes without test samples are left out; an empty group gives None
+(the reference prints 0, which reads as a real accuracy).
 """
 
 from __future__ import annotations
@@ -57,9 +58,9 @@ def class_accuracy(pred: torch.Tensor, target: torch.Tensor, num_classes: int) -
     return acc, total.long()
 
 
-def _group_mean(acc: torch.Tensor, mask: torch.Tensor) -> float:
+def _group_mean(acc: torch.Tensor, mask: torch.Tensor) -> float | None:
     vals = acc[mask & ~torch.isnan(acc)]
-    return float(vals.mean()) if vals.numel() else float("nan")
+    return float(vals.mean()) if vals.numel() else None
 
 
 def evaluate(pred: torch.Tensor, target: torch.Tensor, groups: ShotGroups) -> dict[str, object]:

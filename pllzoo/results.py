@@ -95,7 +95,9 @@ def final_rows(df: pd.DataFrame) -> pd.DataFrame:
     if df.empty:
         return df
     last = df[df["final_stage"].astype(bool)]
-    return last.sort_values("epoch").groupby("run", sort=False).tail(1).sort_values(["method", "seed"])
+    last = last.sort_values("epoch", kind="stable").groupby("run", sort=False).tail(1)
+    order = {m: i for i, m in enumerate(dict.fromkeys(df["method"]))}  # first-seen method order
+    return last.sort_values(["method", "seed"], key=lambda c: c.map(order) if c.name == "method" else c)
 
 
 def summarise(df: pd.DataFrame, by: tuple[str, ...] = ("method", "dataset")) -> pd.DataFrame:

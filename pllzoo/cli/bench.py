@@ -6,6 +6,7 @@ from pathlib import Path
 
 import click
 from rich.console import Console
+from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from pllzoo import bench as bench_lib
@@ -60,12 +61,12 @@ def bench(methods, dataset, seeds, epochs, batch_size, data_dir, split, phi, imb
         tasks: dict[str, int] = {}
 
         def on_run(p, status):
-            tasks[p.run_id] = progress.add_task(f"{p.method.name} seed {p.seed} ({status})", total=None)
+            tasks[p.run_id] = progress.add_task(f"{escape(p.method.name)} seed {p.seed} ({status})", total=None)
 
         def on_epoch(p, rec):
             task = tasks[p.run_id]
             progress.update(task, total=rec["epochs"], completed=rec["epoch"], description=(
-                f"{p.method.name} seed {p.seed} [{rec['stage']}] acc {rec['acc_all']:.1f} loss {rec['loss']:.3f}"))
+                f"{escape(p.method.name)} seed {p.seed} {escape('[' + rec['stage'] + ']')} acc {rec['acc_all']:.1f} loss {rec['loss']:.3f}"))
 
         rows = bench_lib.execute(reg, plans, out, resume=resume, on_epoch=on_epoch, on_run=on_run)
     summary = summarise(rows)

@@ -67,6 +67,7 @@ def _atomic_save(path: Path, array: np.ndarray) -> None:
     try:
         with os.fdopen(fd, "wb") as f:
             np.save(f, array)
+        os.chmod(tmp, 0o644)  # mkstemp makes it 0600; the cache is not secret
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
@@ -90,8 +91,8 @@ def load_jpeg_archive(archive: Path, use_cache: bool = True) -> DecodedArchive:
                     images = np.load(cached_file)
                     if images.shape[0] == labels.shape[0] and images.dtype == np.uint8:
                         return DecodedArchive(images, labels, class_names, cached=True)
-                except (OSError, ValueError):
-                    pass  # a damaged cache file is simply rebuilt
+                except Exception:  # a damaged cache file is simply rebuilt
+                    pass
             images = decode_jpegs(z["jpeg"], z["offsets"])
     except Exception as e:  # not an npz, missing keys, broken JPEG bytes
         raise PLLZooError(f"{archive}: not a readable JPEG-packed archive ({exception_line(e)})") from None

@@ -48,10 +48,16 @@ LAYOUTS: dict[str, tuple[str, str, str]] = {  # layout -> (features, true labels
     "palm": ("data", "target", "partial_target"),
     "proden": ("features", "logitlabels", "p_labels"),
 }
-PRODEN_SOURCE = "PRODEN parameter_settings.txt (Lv et al., ICML 2020; spec §3.1): linear, SGD m=0.9, bs 100, 500 epochs, no decay"
+PRODEN_SOURCE = ("PRODEN parameter_settings.txt (Lv et al., ICML 2020; spec §3.1): "
+                 "linear, SGD m=0.9, bs 100, 500 epochs, no decay")
 _LR_WD: dict[str, tuple[float, float]] = {  # PRODEN's per-dataset (lr, weight decay)
     "lost": (1e-2, 1e-2), "birdsong": (1e-2, 1e-4), "soccer": (1e-1, 1e-4), "yahoo": (1e-2, 1e-4),
 }
+
+
+def dataset_name_for(path: Path) -> str:
+    """Return the dataset name of a user-given file: its stem, lower case, spaces as dashes."""
+    return path.stem.lower().replace(" ", "-")
 
 
 def mat_defaults(name: str | None) -> TrainDefaults:
@@ -61,7 +67,8 @@ def mat_defaults(name: str | None) -> TrainDefaults:
         source = PRODEN_SOURCE
     else:
         lr, wd = 1e-2, 1e-4
-        source = f"{PRODEN_SOURCE}; lr/wd are pllzoo's choice (PRODEN's BirdSong/Yahoo values), PRODEN gives none for this set"
+        source = (f"{PRODEN_SOURCE}; lr/wd are pllzoo's choice (PRODEN's BirdSong/Yahoo values), "
+                  "PRODEN gives none for this set")
     return TrainDefaults(model="linear", epochs=500, lr=lr, weight_decay=wd, batch_size=100,
                          schedule="constant", momentum=0.9, source=source)
 
@@ -88,7 +95,9 @@ def read_mat(path: Path) -> dict[str, Any]:
     try:
         return scipy.io.loadmat(str(path), appendmat=False)
     except NotImplementedError:
-        raise PLLZooError(f"{path.name}: MATLAB v7.3 (HDF5) files are not supported; re-save it in MATLAB with save(..., '-v7')") from None
+        raise PLLZooError(
+            f"{path.name}: MATLAB v7.3 (HDF5) files are not supported; re-save it with save(..., '-v7')"
+        ) from None
     except Exception as e:  # scipy raises ValueError, TypeError, MatReadError, OSError, ...
         raise PLLZooError(f"{path.name}: not a readable .mat file ({exception_line(e)})") from None
 
@@ -152,7 +161,7 @@ def load_mat(path: Path | str, opts: DataOptions, name: str | None = None) -> PL
     x_tr, x_te = _zscore(x[tr].astype(np.float64), x[te].astype(np.float64))
     cand_tr = torch.from_numpy(cand[tr] != 0)
     return PLLData(
-        name=name or stem.replace(" ", "-"),
+        name=name or dataset_name_for(path),
         kind="tabular",
         x_train=torch.from_numpy(x_tr),
         y_train=torch.from_numpy(labels[tr]),

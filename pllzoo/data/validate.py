@@ -81,23 +81,20 @@ def labels_from_target(
     """
     t = as_numpy(target)
     n = candidates.shape[0] if candidates is not None else None
-    one_hot_shape = t.ndim == 2 and t.shape[1] == num_classes and (n is None or t.shape[0] == n)
-    is_vector = t.ndim == 1 or (t.ndim == 2 and 1 in t.shape and not (one_hot_shape and num_classes > 1))
-    if not is_vector:
+    one_hot = t.ndim == 2 and t.shape[1] == num_classes > 1 and (n is None or t.shape[0] == n)
+    if not (t.ndim == 1 or (t.ndim == 2 and 1 in t.shape and not one_hot)):
         if t.ndim != 2 or t.shape[1] != num_classes:
-            raise PLLZooError(
-                f"{where}: true labels have shape {t.shape}, expected [n, {num_classes}] one-hot or an index vector"
-            )
+            raise PLLZooError(f"{where}: true labels have shape {t.shape}, "
+                              f"expected [n, {num_classes}] one-hot or an index vector")
         ones = (t != 0).sum(axis=1)
         _bad_rows(ones != 1, where, "one-hot true-label rows without exactly one 1",
                   "each example needs exactly one true label")
         return np.argmax(t != 0, axis=1).astype(np.int64)
     v = t.reshape(-1)
-    if v.size and not np.all(np.isfinite(v) & (v == np.round(v))):
-        _bad_rows(~(np.isfinite(v) & (v == np.round(v))), where, "non-integer label indices",
-                  "labels must be class indices")
+    _bad_rows(~(np.isfinite(v) & (v == np.round(v))), where, "non-integer label indices",
+              "labels must be class indices")
     idx = v.astype(np.int64)
-    base = (1 if one_based else 0) if one_based is not None else _index_base(idx, num_classes, candidates)
+    base = _index_base(idx, num_classes, candidates) if one_based is None else int(one_based)
     idx = idx - base
     _bad_rows((idx < 0) | (idx >= num_classes), where,
               f"label indices outside {base}..{num_classes - 1 + base}",

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import math
-
 import pytest
 import torch
 
@@ -45,4 +43,4 @@ def test_group_accuracy_is_mean_of_class_accuracies():
 def test_class_without_test_samples_is_left_out():
     g = shot_groups(torch.tensor([100, 50, 10]), m=1, f=1)
     out = evaluate(torch.tensor([0, 1]), torch.tensor([0, 1]), g)
-    assert out["class_acc"][2] is None and math.isnan(out["acc_few"])
+    assert out["class_acc"][2] is None and out["acc_few"] is None

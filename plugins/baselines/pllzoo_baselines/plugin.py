@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pllzoo import hookimpl
-from pllzoo_baselines import proden
+from pllzoo_baselines import cc, proden
 
 
 @hookimpl
@@ -12,5 +12,11 @@ def pllzoo_register_label_updates(register):
 
 
 @hookimpl
+def pllzoo_register_losses(register):
+    register("cc.loss", cc.CCLoss)
+
+
+@hookimpl
 def pllzoo_register_methods(register):
-    register(proden.PRODEN)
+    for method in (proden.PRODEN, cc.CC):
+        register(method)
