@@ -31,7 +31,7 @@ RESULT_COLUMNS = ("method", "dataset", "seed", "epoch", *ACC_COLUMNS)
 def run_id(config: dict[str, Any]) -> str:
     """``<method>__<dataset>__s<seed>-<hash of the whole config>``, filesystem-safe."""
     blob = json.dumps(config, sort_keys=True, default=str).encode()
-    safe = "".join(c if c.isalnum() or c in "-_.=" else "_" for c in f"{config['method']}__{config['dataset']}")
+    safe = "".join(c if c.isalnum() or c in "-_.=+" else "_" for c in f"{config['method']}__{config['dataset']}")
     return f"{safe}__s{config['seed']}-{hashlib.sha1(blob).hexdigest()[:8]}"
 
 

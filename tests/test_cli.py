@@ -1,0 +1,135 @@
+"""The CLI through click's CliRunner: bench, plugins, methods, datasets, and bad input."""
+
+from __future__ import annotations
+
+import json
+
+import pandas as pd
+import pytest
+import scipy.io
+from click.testing import CliRunner
+
+from pllzoo.cli import cli
+
+
+@pytest.fixture
+def runner(registry):
+    return CliRunner()
+
+
+def _bench(runner, *args):
+    return runner.invoke(cli, ["bench", *args], catch_exceptions=False)
+
+
+def test_bench_birdsong_writes_table_and_files(runner, shared_data, tmp_path):
+    out = tmp_path / "out"
+    res = _bench(runner, "--methods", "proden,proden+label_update=pllzoo.uniform", "--dataset", "birdsong",
+                 "--data-dir", str(shared_data), "--seeds", "1,2", "--epochs", "3", "--out", str(out))
+    assert res.exit_code == 0, res.output
+    assert "proden+label_update=pllzoo.uniform" in res.output and "Few" in res.output
+    df = pd.read_csv(out / "results.csv")
+    assert list(df.columns[:8]) == ["method", "dataset", "seed", "epoch", "acc_all", "acc_many", "acc_medium", "acc_few"]
+    assert len(df) == 4 and set(df["epoch"]) == {3} and set(df["seed"]) == {1, 2}
+    runs = sorted((out / "runs").iterdir())
+    assert len(runs) == 4
+    for run in runs:
+        cfg = json.loads((run / "config.json").read_text())
+        env = json.loads((run / "env.json").read_text())
+        assert cfg["recipe"]["label_update"] in {"proden.confidence", "pllzoo.uniform"}
+        assert "torch" in env["versions"] and "git_commit" in env
+        assert len((run / "log.jsonl").read_text().splitlines()) == 3 and (run / "done").exists()
+
+
+def test_resume_reuses_finished_runs(runner, tmp_path):
+    out = tmp_path / "out"
+    args = ["--methods", "proden", "--dataset", "synthetic-lt", "--epochs", "2", "--out", str(out)]
+    assert _bench(runner, *args).exit_code == 0
+    first = pd.read_csv(out / "results.csv")
+    res = _bench(runner, *args, "--resume")
+    assert res.exit_code == 0 and "reused" in res.output
+    pd.testing.assert_frame_equal(pd.read_csv(out / "results.csv"), first)
+
+
+def test_plugins_json_lists_components_and_recipes(runner):
+    res = runner.invoke(cli, ["plugins", "--json"])
+    assert res.exit_code == 0
+    rows = {r["name"]: r for r in json.loads(res.output)}
+    assert "proden" in rows["baselines"]["methods"] and rows["baselines"]["version"] == "0.1.0"
+    assert "proden.confidence" in rows["baselines"]["components"]["label_update"]
+    assert rows["pllzoo.builtin"]["builtin"] and "pllzoo_register_datasets" in rows["pllzoo.builtin"]["hooks"]
+
+
+def test_plugins_table_and_methods_and_datasets(runner):
+    assert "baselines" in runner.invoke(cli, ["plugins"]).output
+    out = runner.invoke(cli, ["methods", "--hparams"]).output
+    assert "proden.confidence" in out and "mask" in out
+    out = runner.invoke(cli, ["datasets"]).output
+    assert all(name in out for name in ["cifar10lt", "cifar100lt-h", "birdsong", "synthetic-lt"])
+
+
+@pytest.mark.parametrize("args,pattern", [
+    (["--methods", "nope"], "unknown method 'nope'; valid: "),
+    (["--methods", "proden+selection=x.y"], "unknown selection component 'x.y'; valid: "),
+    (["--methods", "proden", "--dataset", "nope"], "unknown dataset 'nope'; valid: "),
+    (["--methods", "proden", "--hp", "loss.nope=1"], "unknown hyper-parameter 'loss.nope'; valid: "),
+])
+def test_unknown_names_exit_2_with_one_line(runner, tmp_path, args, pattern):
+    out = tmp_path / "out"
+    res = runner.invoke(cli, ["bench", *args, "--out", str(out)])
+    assert res.exit_code == 2
+    error_lines = [line for line in res.output.splitlines() if line.startswith("Error:")]
+    assert len(error_lines) == 1 and pattern in error_lines[0]
+    assert "Traceback" not in res.output and not out.exists()
+
+
+def _bad_mat(tmp_path, kind):
+    path = tmp_path / f"{kind}.mat"
+    x = [[0.0, 1.0], [1.0, 0.0], [0.5, 0.5]]
+    target = [[1, 0, 0], [0, 1, 1]]  # labels x examples
+    cand = [[1, 1, 0], [0, 1, 1]]
+    if kind == "not_a_mat":
+        path.write_text("hello")
+    elif kind == "missing_fields":
+        scipy.io.savemat(path, {"data": x})
+    elif kind == "mismatched":
+        scipy.io.savemat(path, {"data": x[:2], "target": target, "partial_target": cand})
+    elif kind == "empty_row":
+        scipy.io.savemat(path, {"data": x, "target": target, "partial_target": [[1, 0, 0], [0, 1, 0]]})
+    elif kind == "nan":
+        scipy.io.savemat(path, {"data": [[float("nan"), 1.0], [1, 0], [0, 1]], "target": target,
+                                "partial_target": cand})
+    elif kind == "out_of_range":
+        scipy.io.savemat(path, {"data": x, "target": [[1, 2, 7]], "partial_target": cand})
+    return path
+
+
+@pytest.mark.parametrize("kind,pattern", [
+    ("not_a_mat", "not a readable .mat"), ("missing_fields", "missing"), ("mismatched", "rows"),
+    ("empty_row", "empty candidate sets"), ("nan", "NaN"), ("out_of_range", "label indices outside"), ("missing_path", "no such file"),
+])
+def test_bad_input_one_line_error_nothing_written(runner, tmp_path, kind, pattern):
+    path = tmp_path / "nowhere.mat" if kind == "missing_path" else _bad_mat(tmp_path, kind)
+    out = tmp_path / "out"
+    res = runner.invoke(cli, ["bench", "--methods", "proden", "--dataset", str(path), "--out", str(out)])
+    assert res.exit_code != 0 and "Traceback" not in res.output
+    lines = [line for line in res.output.splitlines() if line.strip()]
+    assert len(lines) == 1 and lines[0].startswith("Error:"), res.output
+    assert pattern.lower() in lines[0].lower(), lines[0]
+    assert not out.exists()
+
+
+def test_true_label_outside_candidates_is_a_counted_warning(runner, tmp_path):
+    path = tmp_path / "w.mat"
+    rng = __import__("numpy").random.RandomState(0)
+    n, k = 60, 3
+    y = rng.randint(0, k, n)
+    cand = (rng.rand(k, n) < 0.5).astype(float)
+    cand[y, range(n)] = 1
+    cand[(y[:4] + 1) % k, range(4)] = 1
+    cand[y[:4], range(4)] = 0  # 4 rows lose their true label
+    target = __import__("numpy").eye(k)[y].T
+    scipy.io.savemat(path, {"data": rng.randn(n, 4), "target": target, "partial_target": cand})
+    res = runner.invoke(cli, ["bench", "--methods", "proden", "--dataset", str(path), "--epochs", "1",
+                              "--batch-size", "8", "--out", str(tmp_path / "o")])
+    assert res.exit_code == 0, res.output
+    assert "4" in next(line for line in res.output.splitlines() if line.startswith("Warning:"))
