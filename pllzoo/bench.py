@@ -106,7 +106,7 @@ def plan(
         data = spec.load(dataclasses.replace(options, seed=seed))
         cfg = train_config(data, epochs, batch_size, train_hp)
         for recipe in recipes:
-            comps = registry.build_components(recipe, per_method[recipe.name])
+            comps = registry.build_components(recipe, per_method[recipe.name], (data.name, data.kind))
             config = {
                 "method": recipe.name, "dataset": data.name, "seed": seed, "device": resolved_device,
                 "recipe": {s: c.name for s, c in comps.items()},
@@ -151,7 +151,7 @@ def _train(registry, p: RunPlan, run_dir: Path, resume: bool, on_epoch, on_run) 
     device = p.config["device"]
     write_json(run_dir / "config.json", p.config)
     write_json(run_dir / "env.json", env_info(device))
-    comps = registry.build_components(p.method, p.component_overrides)
+    comps = registry.build_components(p.method, p.component_overrides, (p.data.name, p.data.kind))
     base = {"method": p.method.name, "dataset": p.data.name}
     log = run_dir / "log.jsonl"
 

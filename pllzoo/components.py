@@ -62,6 +62,14 @@ class Component:
     def __init__(self, hp: Any | None = None) -> None:
         self.hp = hp if hp is not None else self.HParams()
 
+    @classmethod
+    def dataset_defaults(cls, dataset: str, kind: str) -> dict[str, Any]:
+        """Hyper-parameter defaults for a dataset (``{"field": value}``), e.g. a released recipe's.
+
+        Applied over the dataclass defaults and under the recipe's and the user's overrides.
+        """
+        return {}
+
     def __repr__(self) -> str:
         return f"<{self.slot} {self.name!r}>"
 

@@ -130,11 +130,15 @@ class Registry:
                 keys |= {f"{slot}.{f.name}" for f in dataclasses.fields(cls.HParams)}
         return keys
 
-    def build_components(self, method: Method, overrides: Mapping[str, Any] | None = None) -> dict[str, Component]:
-        """Instantiate the recipe's components with ``method.hparams`` then ``overrides``.
+    def build_components(
+        self, method: Method, overrides: Mapping[str, Any] | None = None, dataset: tuple[str, str] | None = None,
+    ) -> dict[str, Component]:
+        """Instantiate the recipe's components with resolved hyper-parameters.
 
-        ``overrides`` maps ``slot.field`` to a value or its string form; keys for
-        slots the method does not have are errors.
+        Precedence, lowest first: the dataclass defaults, the component's
+        ``dataset_defaults(name, kind)`` when ``dataset=(name, kind)`` is given,
+        ``method.hparams``, then ``overrides`` (``slot.field`` → value or its string
+        form; keys for slots the method does not have are errors).
         """
         merged: dict[str, Any] = {**method.hparams, **(overrides or {})}
         per_slot: dict[str, dict[str, Any]] = {}
@@ -150,7 +154,10 @@ class Registry:
                     raise PLLZooError(f"method {method.name!r} has no {slot} component for {sorted(per_slot[slot])}")
                 continue
             cls = self.component_class(slot, comp_name)
-            hp = override(cls.HParams(), per_slot.get(slot, {}), where=f"{slot}")
+            base = cls.HParams()
+            if dataset is not None:
+                base = override(base, cls.dataset_defaults(*dataset), where=f"{slot}")
+            hp = override(base, per_slot.get(slot, {}), where=f"{slot}")
             built[slot] = cls(hp)
         check_compatible(method.name, built)
         return built

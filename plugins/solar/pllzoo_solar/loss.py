@@ -1,0 +1,85 @@
+"""SoLar's training loss (paper Eq. 7 and App. B; spec §1.3.10, §1.7).
+
+Algorithm (``solar.loss``, slot ``loss``; R = reliable samples, U = the rest, Q = pseudo-labels):
+  1. η_e = η·min(e / warm-up, 1)
+  2. first epoch of a stage (or R empty): L = mean_i ℓ_rn(i), with ℓ_rn(i) = −Σ_j conf_ij log p_ij
+  3. otherwise L = η_e·(L_ce + L_mix + L_cr) + (1 − η_e)·mean_{i∈U} ℓ_rn(i), where
+     L_ce  = mean_{i∈R} −Σ_j Q_ij log p_j(x^w_i)
+     L_cr  = mean_{i∈R} −Σ_j Q_ij log p_j(x^s_i)            (consistency, strong view)
+     L_mix = mean CE(f(l·x^w_R + (1−l)·x^w_R[π]), l·Q_R + (1−l)·Q_R[π]),
+             l = max(l', 1−l'), l' ~ Beta(4, 4), one l per batch, π a permutation of R
+
+Switches: ``cr`` and ``mixup`` (off on tabular data, as the paper: "not applicable to tabular
+data"); ``first_epoch_rn`` (the code's first-epoch rule, which the paper does not mention).
+The targets may come from any label update (PRODEN's confidences in ``proden-s-cpe``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import torch
+
+from pllzoo import Component, PLLState, Step, hookimpl, hp
+from pllzoo.losses import masked_mean, soft_cross_entropy
+from pllzoo_solar.ramps import linear_ramp
+
+
+@dataclass(frozen=True)
+class SolarLossHParams:
+    eta: float = hp(0.9, "final weight η of the reliable-sample terms")
+    warmup_epochs: int = hp(50, "epochs of the linear η ramp")
+    cr: bool = hp(True, "consistency regularisation on the strong view of reliable samples")
+    mixup: bool = hp(True, "mixup within the reliable samples (an extra forward pass)")
+    mixup_alpha: float = hp(4.0, "Beta(α, α) of the mixup coefficient")
+    first_epoch_rn: bool = hp(True, "first epoch of a stage: re-normalised loss on all samples (code)")
+
+
+def mixup_coefficient(generator: torch.Generator, alpha: float) -> float:
+    """l = max(l', 1 − l') with l' ~ Beta(α, α), drawn from the run's generator."""
+    seed = int(torch.randint(2**31 - 1, (1,), generator=generator))
+    lam = float(np.random.RandomState(seed).beta(alpha, alpha))
+    return max(lam, 1.0 - lam)
+
+
+class SolarLoss(Component):
+    """η-weighted reliable-sample terms plus the re-normalised loss on the rest."""
+
+    HParams = SolarLossHParams
+    needs = frozenset({"confidence"})
+
+    def __init__(self, hp: Any | None = None) -> None:
+        super().__init__(hp)
+        self.views = frozenset({"strong"}) if self.hp.cr else frozenset()
+
+    @classmethod
+    def dataset_defaults(cls, dataset: str, kind: str) -> dict[str, Any]:
+        return {"cr": False, "mixup": False} if kind == "tabular" else {}
+
+    @hookimpl
+    def pllzoo_on_epoch_start(self, epoch: int) -> None:
+        self.epoch, self.eta = epoch, self.hp.eta * linear_ramp(epoch, self.hp.warmup_epochs)
+
+    @hookimpl
+    def pllzoo_loss(self, step: Step, state: PLLState) -> torch.Tensor:
+        rn = soft_cross_entropy(step.logits, state.confidence[step.batch.index])  # ℓ_rn, [B]
+        reliable = step.mask.bool()
+        if (self.hp.first_epoch_rn and self.epoch == 0) or not bool(reliable.any()):  # Alg. l.2
+            return rn.mean()
+        q = step.targets
+        loss = masked_mean(soft_cross_entropy(step.logits, q), reliable)  # L_ce
+        if self.hp.cr:
+            loss = loss + masked_mean(soft_cross_entropy(step.logits_strong, q), reliable)
+        if self.hp.mixup:
+            loss = loss + self._mixup(step, reliable)
+        step.logs["eta"] = self.eta
+        return self.eta * loss + (1.0 - self.eta) * masked_mean(rn, ~reliable)  # masked_mean(∅) = 0
+
+    def _mixup(self, step: Step, reliable: torch.Tensor) -> torch.Tensor:
+        x, q = step.batch.x[reliable], step.targets[reliable]
+        lam = mixup_coefficient(step.generator, self.hp.mixup_alpha)
+        perm = torch.randperm(x.shape[0], generator=step.generator).to(x.device)
+        logits = step.forward(lam * x + (1 - lam) * x[perm])  # third forward pass, train mode
+        return soft_cross_entropy(logits, lam * q + (1 - lam) * q[perm]).mean()

@@ -1,0 +1,206 @@
+"""SoLar's Sinkhorn-Knopp kernel (pllzoo_solar.sinkhorn): marginals, hand-solved cases, POT, reference."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+
+from pllzoo_solar.sinkhorn import masked_log_softmax, reference_sinkhorn, sinkhorn
+
+TIGHT = dict(tol=1e-13, max_iter=20000, check_every=1, dtype=torch.float64)  # run to float64 convergence
+
+
+def _problem(n: int, k: int, phi: float, seed: int, scale: float = 2.0):
+    """Random masked log-scores [n, k] (each row has its 'true' label as a candidate) and a prior [k]."""
+    g = torch.Generator().manual_seed(seed)
+    cand = torch.rand(n, k, generator=g) < phi
+    cand[torch.arange(n), torch.arange(n) % k] = True  # every class has candidate rows
+    logits = scale * torch.randn(n, k, generator=g)
+    r = torch.rand(k, generator=g) + 0.5
+    return masked_log_softmax(logits, cand), cand, r / r.sum()
+
+
+def _assert_valid(q: torch.Tensor, cand: torch.Tensor, atol: float = 1e-5) -> None:
+    """No NaN, rows sum to 1, nothing outside candidates."""
+    assert q.dtype == torch.float32 and torch.isfinite(q).all()
+    torch.testing.assert_close(q.sum(1), torch.ones(q.shape[0]), atol=atol, rtol=0)
+    assert (q[~cand] == 0).all() and (q >= 0).all()
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_marginals_at_convergence(seed):
+    ls, cand, r = _problem(12, 4, 0.5, seed)
+    res = sinkhorn(ls, r, **TIGHT)
+    # float64 solve, q rounded to float32 at the end (≤ 6e-8 per entry): marginals well inside 1e-6
+    assert (res.q.double().sum(1) - 1).abs().max() < 1e-6
+    assert (res.q.double().sum(0) / 12 - r.double()).abs().max() < 1e-6
+    assert res.col_err < 1e-10 and not res.relaxed
+    _assert_valid(res.q, cand)
+    # float32 all the way: per-column rounding is ~1e-7 (12 terms of unit roundoff 6e-8), so 1e-6 still holds
+    res32 = sinkhorn(ls, r, tol=1e-6, max_iter=5000, check_every=1)
+    assert (res32.q.double().sum(0) / 12 - r.double()).abs().max() < 1e-6
+    assert (res32.q.double().sum(1) - 1).abs().max() < 1e-6
+
+
+def test_hand_solved_2x2():
+    # Kernel M = [[5, 1], [1, 1]] (log-scores need not be normalised: rows are rescaled anyway), r = (1/3, 2/3).
+    # Q = diag(c) M diag(β) keeps the cross-ratio Q00·Q11/(Q01·Q10) = 5; with rows summing to 1 and
+    # column sums (2/3, 4/3): Q = [[x, 1-x], [2/3-x, 1/3+x]] and x(1/3+x) = 5(1-x)(2/3-x) → x = 1/2.
+    ls = torch.tensor([[math.log(5.0) / 3.0, 0.0], [0.0, 0.0]])
+    res = sinkhorn(ls, torch.tensor([1 / 3, 2 / 3]), **TIGHT)
+    torch.testing.assert_close(res.q, torch.tensor([[1 / 2, 1 / 2], [1 / 6, 5 / 6]]), atol=1e-7, rtol=0)
+
+
+def test_hand_solved_3x3():
+    # The candidate graph row0-{0}, row1-{0,1}, row2-{1,2} is a tree, so the marginals alone fix Q for any
+    # scores: col0 = 3/2 → Q10 = 1/2; row1 → Q11 = 1/2; col1 = 1 → Q21 = 1/2; row2 → Q22 = 1/2.
+    expected = torch.tensor([[1.0, 0.0, 0.0], [0.5, 0.5, 0.0], [0.0, 0.5, 0.5]])
+    r = torch.tensor([1 / 2, 1 / 3, 1 / 6])
+    for p in ([[1.0, 0, 0], [0.3, 0.7, 0], [0, 0.9, 0.1]], [[0.2, 0, 0], [0.9, 0.05, 0], [0, 0.01, 0.5]]):
+        res = sinkhorn(torch.tensor(p).log(), r, **TIGHT)
+        torch.testing.assert_close(res.q, expected, atol=1e-6, rtol=0)
+    # all candidates and identical rows: M is rank one, so every row of Q equals r
+    res = sinkhorn(torch.tensor([0.2, 0.3, 0.5]).log().expand(3, 3), r, **TIGHT)
+    torch.testing.assert_close(res.q, r.expand(3, 3), atol=1e-7, rtol=0)
+
+
+@pytest.mark.parametrize("method", ["sinkhorn", "sinkhorn_log"])
+def test_agrees_with_pot(method):
+    ot = pytest.importorskip("ot")
+    for seed in range(3):
+        ls, cand, r = _problem(20, 5, 0.4, seed)
+        n = ls.shape[0]
+        cost = torch.where(cand, -3.0 * ls.double(), torch.full_like(ls, 1e3, dtype=torch.float64))  # e^-1e3 = 0
+        r64 = r.double() / r.double().sum()  # POT needs Σr = 1 in float64 (we normalise r ourselves)
+        plan = ot.sinkhorn(torch.full((n,), 1 / n, dtype=torch.float64).numpy(), r64.numpy(),
+                           cost.numpy(), 1.0, method=method, numItermax=5000, stopThr=1e-11)
+        expected = torch.from_numpy(plan) * n  # kernel e^{-cost} = p^3 on candidates
+        torch.testing.assert_close(sinkhorn(ls, r, **TIGHT).q.double(), expected, atol=1e-6, rtol=0)
+        torch.testing.assert_close(sinkhorn(ls, r, tol=1e-6, max_iter=5000).q.double(), expected, atol=1e-4,
+                                   rtol=0)
+
+
+@pytest.mark.parametrize("k,phi", [(5, 0.5), (40, 0.1)])
+def test_equals_reference_without_underflow(k, phi):
+    ls, cand, r = _problem(300, k, phi, 3, scale=3.0)
+    expected = reference_sinkhorn(ls.exp(), r)  # the reference's input: p ⊙ Y
+    for sparse in (False, True):
+        res = sinkhorn(ls, r, stop="fixed", sparse=sparse)
+        assert res.iters == 50 and not res.relaxed
+        torch.testing.assert_close(res.q, expected, atol=3e-6, rtol=0)  # measured ≤ 5e-7
+
+
+def test_stress_rows_whose_candidates_underflow():
+    g = torch.Generator().manual_seed(5)
+    n, k = 2000, 10
+    cand = torch.rand(n, k, generator=g) < 0.3
+    cand[torch.arange(n), torch.arange(n) % k] = True
+    rows = torch.arange(0, n, 50)
+    cand[rows, 9] = False  # 2 % of the rows: class 9 is a non-candidate ...
+    cand[rows, 1 + rows % 8] = True
+    logits = 2.0 * torch.randn(n, k, generator=g)
+    logits[::50, 9] += 60 + 40 * torch.rand(n // 50, generator=g)  # ... that takes ~all the mass
+    ls = masked_log_softmax(logits, cand)
+    r = torch.ones(k) / k
+    assert (ls.exp()[::50].pow(3) == 0).all()  # p^3 underflows on those rows in float32
+    assert torch.isnan(reference_sinkhorn(ls.exp(), r)).any()  # and the unprotected reference breaks
+    res = sinkhorn(ls, r, max_iter=500)
+    _assert_valid(res.q, cand)
+    assert (res.q.sum(1) > 0.99).all() and not res.relaxed and res.col_err <= 1e-3
+
+
+def test_dense_equals_sparse():
+    ls, cand, r = _problem(500, 60, 0.05, 4)
+    dense, sparse = sinkhorn(ls, r, sparse=False, max_iter=200), sinkhorn(ls, r, sparse=True, max_iter=200)
+    assert not dense.sparse and sparse.sparse and dense.iters == sparse.iters
+    torch.testing.assert_close(dense.q, sparse.q, atol=1e-6, rtol=0)
+    torch.testing.assert_close(dense.log_beta, sparse.log_beta, atol=1e-4, rtol=0)
+    assert sinkhorn(ls, r).sparse  # density ≈ 0.07: chosen automatically
+    assert not sinkhorn(*_problem(500, 10, 0.5, 4)[::2]).sparse
+
+
+def test_tolerance_stop():
+    ls, cand, r = _problem(400, 8, 0.4, 6)
+    res = sinkhorn(ls, r, tol=1e-3, max_iter=500)
+    assert res.iters % 10 == 0 and res.col_err <= 1e-3
+    assert sinkhorn(ls, r, tol=1e-3, max_iter=500, check_every=1).iters <= res.iters
+    assert sinkhorn(ls, r, stop="fixed", max_iter=37).iters == 37
+
+
+def test_warm_start_needs_fewer_iterations():
+    ls, cand, r = _problem(600, 8, 0.4, 7, scale=3.0)
+    first = sinkhorn(ls, r, tol=1e-5, max_iter=2000)
+    g = torch.Generator().manual_seed(8)
+    ls2 = torch.where(cand, ls + 0.05 * torch.randn(ls.shape, generator=g), ls)  # slightly perturbed
+    cold = sinkhorn(ls2, r, tol=1e-4, max_iter=2000, check_every=1)
+    warm = sinkhorn(ls2, r, tol=1e-4, max_iter=2000, check_every=1, log_beta0=first.log_beta)
+    assert warm.iters <= 0.6 * cold.iters  # measured 27 vs 67
+    torch.testing.assert_close(warm.q, cold.q, atol=2e-3, rtol=0)
+
+
+def test_log_beta_reproduces_q():
+    ls, cand, r = _problem(50, 6, 0.5, 9)
+    res = sinkhorn(ls, r, **TIGHT)
+    w = (3.0 * ls.double() + res.log_beta.double()).exp()  # (p ⊙ Y)^λ · β
+    torch.testing.assert_close(res.q.double(), w / w.sum(1, keepdim=True), atol=1e-6, rtol=0)
+    assert res.log_beta.max() == 0
+
+
+def test_infeasible_empty_column_relaxes():
+    ls, cand, r = _problem(40, 4, 0.5, 10)
+    cand[:, 3] = False
+    cand[cand.sum(1) == 0, 0] = True
+    ls = masked_log_softmax(torch.zeros(40, 4), cand)
+    assert torch.isnan(reference_sinkhorn(ls.exp(), r)).all()  # the reference needs its relaxed branch
+    res = sinkhorn(ls, r)
+    assert res.relaxed
+    _assert_valid(res.q, cand)
+    assert res.col_err > 0.1  # class 3 cannot get its mass: the error is reported, not hidden
+
+
+def test_infeasible_singletons_relax():
+    ls, cand, r = _problem(40, 4, 0.5, 11)
+    cand[:10] = False
+    cand[:10, 2] = True  # 10 rows can only be class 2, but Ñ·r_2 = 2
+    ls = ls.masked_fill(~cand, float("-inf")).masked_fill(cand & torch.isinf(ls), -1.0)
+    res = sinkhorn(ls, torch.tensor([0.35, 0.35, 0.05, 0.25]))
+    assert res.relaxed
+    _assert_valid(res.q, cand)
+    assert (res.q[:10, 2] == 1).all()
+
+
+def test_zero_prior_class_gets_no_mass():
+    ls, cand, r = _problem(60, 3, 0.6, 12)
+    cand[:, 2] = cand[:, 2] & (cand.sum(1) > 1)  # class 2 never a row's only candidate
+    cand[cand.sum(1) == 0, 0] = True
+    ls = ls.masked_fill(~cand, float("-inf")).nan_to_num(neginf=-1.0).masked_fill(~cand, float("-inf"))
+    res = sinkhorn(ls, torch.tensor([0.5, 0.5, 0.0]), tol=1e-6, max_iter=2000)
+    assert not res.relaxed and (res.q[:, 2] == 0).all() and res.col_err < 1e-5
+    _assert_valid(res.q, cand)
+
+
+def test_invalid_inputs_raise():
+    ls, cand, r = _problem(10, 3, 0.5, 13)
+    with pytest.raises(ValueError):
+        sinkhorn(ls.index_fill(0, torch.tensor([4]), float("-inf")), r)  # a row without candidates
+    with pytest.raises(ValueError):
+        sinkhorn(ls.index_fill(0, torch.tensor([4]), float("nan")), r)
+
+
+def test_autocast_and_dtypes():
+    ls, cand, r = _problem(64, 5, 0.5, 14)
+    expected = sinkhorn(ls, r).q
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        res = sinkhorn(ls, r.double())
+    assert res.q.dtype == torch.float32
+    torch.testing.assert_close(res.q, expected)
+
+
+def test_masked_log_softmax():
+    logits = torch.tensor([[1.0, 2.0, 3.0], [0.0, 0.0, 0.0]])
+    cand = torch.tensor([[1, 0, 1], [0, 1, 1]])
+    out = masked_log_softmax(logits, cand)
+    assert torch.isinf(out[cand == 0]).all()
+    torch.testing.assert_close(out[cand == 1].exp(), torch.softmax(logits, 1)[cand == 1])
