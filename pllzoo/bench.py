@@ -111,7 +111,8 @@ def plan(
                 "method": recipe.name, "dataset": data.name, "seed": seed, "device": resolved_device,
                 "recipe": {s: c.name for s, c in comps.items()},
                 "hparams": {s: as_dict(c.hp) for s, c in comps.items()},
-                "train": as_dict(cfg), "data": {**as_dict(options), "seed": seed, **data.info},
+                "train": as_dict(cfg),
+                "data": {**as_dict(options), "seed": seed, **data.info, "train_counts": data.train_counts.tolist()},
             }
             plans.append(RunPlan(recipe, seed, data, cfg, per_method[recipe.name], config))
     return plans

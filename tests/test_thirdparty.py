@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -25,8 +26,10 @@ HERE = Path(__file__).resolve().parent
 @pytest.fixture(scope="module")
 def site(tmp_path_factory) -> Path:
     target = tmp_path_factory.mktemp("site")
+    source = tmp_path_factory.mktemp("src") / "pllzoo-example"  # build outside the repository
+    shutil.copytree(HERE / "thirdparty" / "pllzoo-example", source, ignore=shutil.ignore_patterns("build", "*.egg-info"))
     cmd = [sys.executable, "-m", "pip", "install", "--quiet", "--no-index", "--no-deps", "--no-build-isolation",
-           "--target", str(target), str(HERE / "thirdparty" / "pllzoo-example")]
+           "--target", str(target), str(source)]
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr
     broken = target / "pllzoo_broken-0.0.1.dist-info"  # an installed distribution whose plugin cannot import

@@ -171,6 +171,18 @@ def test_infeasible_singletons_relax():
     assert (res.q[:10, 2] == 1).all()
 
 
+def test_relaxed_row_without_mass():
+    # row 0 may only be classes 2 or 3, whose prior is 0: infeasible, and the relaxed solve leaves it no
+    # candidate mass, so it gets its normalised kernel row (p^3 re-normalised over {2, 3})
+    logp = torch.log(torch.tensor([[0.1, 0.1, 0.2, 0.6], [0.4, 0.3, 0.2, 0.1], [0.3, 0.3, 0.2, 0.2]]))
+    cand = torch.tensor([[0, 0, 1, 1], [1, 1, 1, 0], [1, 1, 0, 1]]).bool()
+    res = sinkhorn(logp.masked_fill(~cand, float("-inf")), torch.tensor([0.5, 0.5, 0.0, 0.0]))
+    assert res.relaxed
+    _assert_valid(res.q, cand)
+    torch.testing.assert_close(res.q[0], torch.tensor([0.0, 0.0, 8 / 224, 216 / 224]))
+    assert (res.q[1:, 2:] == 0).all()
+
+
 def test_zero_prior_class_gets_no_mass():
     ls, cand, r = _problem(60, 3, 0.6, 12)
     cand[:, 2] = cand[:, 2] & (cand.sum(1) > 1)  # class 2 never a row's only candidate
@@ -187,6 +199,8 @@ def test_invalid_inputs_raise():
         sinkhorn(ls.index_fill(0, torch.tensor([4]), float("-inf")), r)  # a row without candidates
     with pytest.raises(ValueError):
         sinkhorn(ls.index_fill(0, torch.tensor([4]), float("nan")), r)
+    with pytest.raises(ValueError):
+        sinkhorn(ls, torch.tensor([0.6, 0.6, -0.2]))
 
 
 def test_autocast_and_dtypes():

@@ -56,7 +56,10 @@ class SolarLoss(Component):
 
     @classmethod
     def dataset_defaults(cls, dataset: str, kind: str) -> dict[str, Any]:
-        return {"cr": False, "mixup": False} if kind == "tabular" else {}
+        out: dict[str, Any] = {"cr": False, "mixup": False} if kind == "tabular" else {}
+        if dataset == "synthetic-lt":  # ours: a ramp that finishes inside its 30-epoch default run
+            out["warmup_epochs"] = 10
+        return out
 
     @hookimpl
     def pllzoo_on_epoch_start(self, epoch: int) -> None:

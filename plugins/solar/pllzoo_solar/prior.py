@@ -69,6 +69,8 @@ class PriorEstimator(Component):
             return {"est_epochs": 100, "gamma1": 0.1}
         if dataset.startswith("cifar100lt"):
             return {"est_epochs": 20, "gamma1": 0.05}
+        if dataset == "synthetic-lt":  # ours: a 30-epoch default run
+            return {"est_epochs": 10}
         return {}
 
     @hookimpl

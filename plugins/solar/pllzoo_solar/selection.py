@@ -90,6 +90,8 @@ class ClasswiseSelection(Component):
             return {"rho_end": 0.6}
         if dataset.startswith("cifar100lt"):
             return {"rho_end": 0.5}
+        if dataset == "synthetic-lt":  # ours: ramps that finish inside its 30-epoch default run
+            return {"warmup_epochs": 10}
         return {}
 
     @hookimpl

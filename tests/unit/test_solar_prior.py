@@ -1,0 +1,232 @@
+"""SoLar's class-prior estimator (pllzoo_solar.prior): votes, moving average, initial priors, stages (spec §1.1, §1.6)."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import pytest
+import torch
+
+from pllzoo import PLLState, Stage
+from pllzoo.run import Batch, Step, TrainConfig
+from pllzoo.trainer import Trainer
+from pllzoo_solar.prior import PriorEstimator, PriorHParams, count_argmax, initial_prior, moving_average
+
+
+def test_count_argmax_by_hand():
+    probs = torch.tensor([[0.5, 0.3, 0.2], [0.5, 0.3, 0.2], [0.1, 0.2, 0.7], [0.4, 0.4, 0.2]])
+    cands = torch.tensor([[0.0, 1.0, 1.0], [1.0, 1.0, 0.0], [1.0, 1.0, 0.0], [1.0, 1.0, 1.0]])
+    # masked rows: (0, .3, .2) → 1; (.5, .3, 0) → 0; (.1, .2, 0) → 1; tie (.4, .4, .2) → first index 0
+    votes = count_argmax(probs, cands)
+    assert votes.dtype == torch.float32
+    assert votes.tolist() == [2.0, 2.0, 0.0]
+
+
+def test_moving_average_gamma_weights_the_new_estimate():
+    r = torch.tensor([0.5, 0.5])
+    # r ← γ·z + (1 − γ)·r with γ = 0.1
+    for z, expected in [([1.0, 0.0], [0.55, 0.45]), ([0.0, 1.0], [0.495, 0.505]),
+                        ([0.25, 0.75], [0.4705, 0.5295])]:
+        r = moving_average(r, torch.tensor(z), 0.1)
+        torch.testing.assert_close(r, torch.tensor(expected))
+    torch.testing.assert_close(moving_average(r, torch.tensor([1.0, 0.0]), 1.0), torch.tensor([1.0, 0.0]))
+    torch.testing.assert_close(moving_average(r, torch.tensor([1.0, 0.0]), 0.0), r)
+
+
+CANDS = torch.tensor([[1, 1, 0], [0, 1, 0], [1, 1, 1], [0, 0, 1]], dtype=torch.bool)
+Y = torch.tensor([0, 1, 1, 2])
+
+
+def test_initial_prior():
+    torch.testing.assert_close(initial_prior("uniform", CANDS, torch.bincount(Y)), torch.full((3,), 1 / 3))
+    # Cand-Est: column counts of the candidate matrix (2, 3, 2) / 7
+    torch.testing.assert_close(initial_prior("candidates", CANDS, torch.bincount(Y)), torch.tensor([2, 3, 2]) / 7.0)
+    # oracle: the training class frequencies (1, 2, 1) / 4
+    torch.testing.assert_close(initial_prior("oracle", CANDS, torch.bincount(Y)), torch.tensor([0.25, 0.5, 0.25]))
+
+
+# ---------------------------------------------------------------------------------------------- stages
+
+
+def test_stages_with_pre_estimation():
+    comp = PriorEstimator(PriorHParams(est_epochs=5, gamma1=0.2, gamma2=0.03))
+    pre, final = comp.pllzoo_stages(run=None)
+    assert (pre.name, pre.epochs, pre.params, pre.carry) == ("pre-estimation", 5, {"gamma": 0.2}, ())
+    assert (final.name, final.epochs, final.params, final.carry) == ("train", None, {"gamma": 0.03}, ("prior",))
+    assert pre.reinit_model and final.reinit_model  # stage 2 starts from a fresh network
+
+
+def test_stages_without_pre_estimation():
+    (only,) = PriorEstimator(PriorHParams(est_epochs=0, gamma2=0.03)).pllzoo_stages(run=None)
+    assert (only.name, only.epochs, only.params) == ("train", None, {"gamma": 0.03})
+
+
+def test_oracle_stage_plan():
+    (only,) = PriorEstimator(PriorHParams(est_epochs=7, init="oracle")).pllzoo_stages(run=None)
+    assert (only.name, only.params) == ("train", {"gamma": 0.0})
+
+
+def test_dataset_defaults(registry):
+    assert PriorEstimator.dataset_defaults("cifar10lt", "image") == {"est_epochs": 100, "gamma1": 0.1}
+    assert PriorEstimator.dataset_defaults("cifar100lt", "image") == {"est_epochs": 20, "gamma1": 0.05}
+    assert PriorEstimator.dataset_defaults("tiny", "tabular") == {}
+    method = registry.method("solar")
+    for dataset, (epochs, gamma1) in {"cifar10lt": (100, 0.1), "cifar100lt": (20, 0.05)}.items():
+        hp = registry.build_components(method, dataset=(dataset, "image"))["estimator"].hp
+        assert (hp.est_epochs, hp.gamma1, hp.gamma2) == (epochs, gamma1, 0.01)
+    # a recipe's and the user's values override the dataset's
+    hp = registry.build_components(registry.method("solar-no-preest"), dataset=("cifar10lt", "image"))["estimator"].hp
+    assert hp.est_epochs == 0
+
+
+# ---------------------------------------------------------------------------------------------- epoch-end updates
+
+TRAIN_Y = torch.tensor([0, 0, 0, 1, 1, 2, 0, 1])  # true frequencies (4, 3, 1) / 8
+TRAIN_CANDS = torch.tensor([
+    [1, 1, 0], [1, 0, 1], [1, 1, 1], [0, 1, 1], [1, 1, 0], [0, 1, 1], [1, 0, 0], [0, 1, 1],
+], dtype=torch.bool)
+EVAL_PROBS = torch.tensor([
+    [0.1, 0.8, 0.1],  # cand {0,1} → 1
+    [0.2, 0.7, 0.1],  # cand {0,2} → 0
+    [0.3, 0.3, 0.4],  # all → 2
+    [0.6, 0.3, 0.1],  # cand {1,2} → 1
+    [0.5, 0.4, 0.1],  # cand {0,1} → 0
+    [0.1, 0.2, 0.7],  # cand {1,2} → 2
+    [0.1, 0.1, 0.8],  # cand {0} → 0
+    [0.1, 0.1, 0.8],  # cand {1,2} → 2
+])  # votes (3, 2, 3) → z = (3, 2, 3) / 8
+
+
+class _FakeRun:
+    """The parts of a Run the estimator reads; counts calls of predict_train."""
+
+    def __init__(self, gamma=None, probs=EVAL_PROBS):
+        self.candidates, self.num_classes, self.num_train = TRAIN_CANDS, 3, 8
+        self.device = torch.device("cpu")
+        self.data = SimpleNamespace(train_counts=torch.bincount(TRAIN_Y, minlength=3))
+        self.stage = Stage(params={} if gamma is None else {"gamma": gamma})
+        self.calls, self._probs = 0, probs
+
+    def predict_train(self):
+        self.calls += 1
+        if self._probs is None:
+            raise AssertionError("online mode must not run the estimation pass")
+        return self._probs
+
+
+def _tv(a, b):
+    return 0.5 * float((a - b).abs().sum())
+
+
+def test_offline_epoch_end_uses_predict_train():
+    comp, state, run = PriorEstimator(PriorHParams(gamma2=0.01)), PLLState(), _FakeRun(gamma=0.5)
+    comp.pllzoo_setup_stage(run, state)
+    torch.testing.assert_close(state.prior, torch.full((3,), 1 / 3))
+    out = comp.pllzoo_on_epoch_end(run, state)
+    assert run.calls == 1
+    expected = 0.5 * torch.tensor([3.0, 2.0, 3.0]) / 8 + 0.5 / 3  # the stage's γ, not gamma2
+    torch.testing.assert_close(state.prior, expected)
+    true = torch.tensor([4.0, 3.0, 1.0]) / 8
+    assert out["prior_tv"] == pytest.approx(_tv(expected, true))
+    assert out["prior"] == pytest.approx(expected.tolist(), abs=1e-6)
+    # a second epoch compounds the moving average
+    comp.pllzoo_on_epoch_end(run, state)
+    expected = 0.5 * torch.tensor([3.0, 2.0, 3.0]) / 8 + 0.5 * expected
+    torch.testing.assert_close(state.prior, expected)
+    assert run.calls == 2
+
+
+def test_gamma_falls_back_to_gamma2():
+    comp, state, run = PriorEstimator(PriorHParams(gamma2=0.25)), PLLState(), _FakeRun(gamma=None)
+    comp.pllzoo_setup_stage(run, state)
+    comp.pllzoo_on_epoch_end(run, state)
+    torch.testing.assert_close(state.prior, 0.25 * torch.tensor([3.0, 2.0, 3.0]) / 8 + 0.75 / 3)
+
+
+def test_setup_keeps_a_carried_prior():
+    comp, run = PriorEstimator(), _FakeRun()
+    carried = torch.tensor([0.6, 0.3, 0.1])
+    state = PLLState({"prior": carried.clone()})
+    comp.pllzoo_setup_stage(run, state)
+    torch.testing.assert_close(state.prior, carried)
+    torch.testing.assert_close(state.prior_votes, torch.zeros(3))
+
+
+def _step(rows, probs):
+    idx = torch.tensor(rows)
+    batch = Batch(index=idx, x=torch.zeros(len(rows), 1), candidates=TRAIN_CANDS[idx].float(), y_true=TRAIN_Y[idx])
+    return Step(batch=batch, logits=probs.log(), probs=probs, forward=None, generator=None, epoch=0, stage=Stage(),
+                nominal_batch_size=len(rows))
+
+
+def test_online_counts_batches():
+    comp, state, run = PriorEstimator(PriorHParams(mode="online")), PLLState(), _FakeRun(gamma=0.5, probs=None)
+    comp.pllzoo_setup_stage(run, state)
+    # two batches of training-mode predictions: rows (0, 1, 2) and (3, 6)
+    comp.pllzoo_post_step(_step([0, 1, 2], EVAL_PROBS[[0, 1, 2]]), state)  # votes 1, 0, 2
+    torch.testing.assert_close(state.prior_votes, torch.tensor([1.0, 1.0, 1.0]))
+    comp.pllzoo_post_step(_step([3, 6], torch.tensor([[0.1, 0.2, 0.7], [0.2, 0.7, 0.1]])), state)  # 2, 0
+    torch.testing.assert_close(state.prior_votes, torch.tensor([2.0, 1.0, 2.0]))
+    comp.pllzoo_on_epoch_end(run, state)
+    assert run.calls == 0  # no extra estimation pass
+    expected = 0.5 * torch.tensor([2.0, 1.0, 2.0]) / 5 + 0.5 / 3
+    torch.testing.assert_close(state.prior, expected)
+    torch.testing.assert_close(state.prior_votes, torch.zeros(3))  # reset for the next epoch
+    # next epoch: only this epoch's votes count
+    comp.pllzoo_post_step(_step([4], torch.tensor([[0.1, 0.8, 0.1]])), state)  # cand {0,1} → 1
+    comp.pllzoo_on_epoch_end(run, state)
+    torch.testing.assert_close(state.prior, 0.5 * torch.tensor([0.0, 1.0, 0.0]) + 0.5 * expected)
+
+
+def test_offline_ignores_batches():
+    comp, state, run = PriorEstimator(), PLLState(), _FakeRun(gamma=0.5)
+    comp.pllzoo_setup_stage(run, state)
+    comp.pllzoo_post_step(_step([0, 1, 2], EVAL_PROBS[[0, 1, 2]]), state)
+    torch.testing.assert_close(state.prior_votes, torch.zeros(3))
+
+
+def test_oracle_is_fixed():
+    comp, state, run = PriorEstimator(PriorHParams(init="oracle")), PLLState(), _FakeRun()
+    (stage,) = comp.pllzoo_stages(run)
+    run.stage = stage
+    comp.pllzoo_setup_stage(run, state)
+    true = torch.tensor([4.0, 3.0, 1.0]) / 8
+    torch.testing.assert_close(state.prior, true)
+    for _ in range(3):
+        out = comp.pllzoo_on_epoch_end(run, state)
+        torch.testing.assert_close(state.prior, true)
+        assert out["prior_tv"] == pytest.approx(0.0, abs=1e-7)
+
+
+def test_oracle_is_fixed_in_a_real_run(registry, tiny_data):
+    comps = registry.build_components(registry.method("solar-oracle"), dataset=("tiny", "tabular"))
+    cfg = TrainConfig(model="linear", epochs=2, lr=0.1, weight_decay=0.0, batch_size=16)
+    trainer = Trainer(tiny_data, comps, cfg, seed=1, device=torch.device("cpu"))
+    records = trainer.fit()
+    true = tiny_data.train_counts.float() / tiny_data.num_train
+    assert [r["stage"] for r in records] == ["train", "train"]
+    torch.testing.assert_close(trainer.state.prior, true)
+    assert all(r["prior_tv"] == pytest.approx(0.0, abs=1e-6) for r in records)
+
+
+def test_prior_carries_over_stages_in_a_real_run(registry, tiny_data):
+    """Two stages: the pre-estimation prior is stage 2's starting point (γ1 then γ2)."""
+    comps = registry.build_components(
+        registry.method("solar"), {"estimator.est_epochs": 1, "estimator.gamma1": 0.5, "estimator.gamma2": 0.25},
+        dataset=("tiny", "tabular"),
+    )
+    cfg = TrainConfig(model="linear", epochs=1, lr=0.1, weight_decay=0.0, batch_size=16)
+    trainer = Trainer(tiny_data, comps, cfg, seed=1, device=torch.device("cpu"))
+    priors = []
+    trainer.on_epoch = lambda records: priors.append(trainer.state.prior.clone())
+    records = trainer.fit()
+    assert [r["stage"] for r in records] == ["pre-estimation", "train"]
+    uniform = torch.full((4,), 0.25)
+    z1 = (priors[0] - 0.5 * uniform) / 0.5  # the first estimate, recovered from r1 = 0.5·z1 + 0.5·r0
+    assert torch.all(z1 >= -1e-6) and float(z1.sum()) == pytest.approx(1.0, abs=1e-5)
+    z2 = (priors[1] - 0.75 * priors[0]) / 0.25  # stage 2 starts from r1 and uses γ2
+    assert torch.all(z2 >= -1e-5) and float(z2.sum()) == pytest.approx(1.0, abs=1e-5)
+    # the votes are multiples of 1/N
+    n = tiny_data.num_train
+    torch.testing.assert_close(z1 * n, (z1 * n).round(), atol=1e-3, rtol=0)
+    torch.testing.assert_close(z2 * n, (z2 * n).round(), atol=1e-3, rtol=0)
