@@ -1,6 +1,7 @@
 """Time SoLar's Sinkhorn kernel on CPU against the reference 50-iteration loop and POT's solvers.
 
-Problem (spec §1.4, §6): Ñ = 16,640 rows (a full 64×256 queue plus one batch of 256), λ = 3, and K ∈ {10, 100, 400}.
+Problem (spec §1.4, §6): Ñ = 16,640 rows (a full 64×256 queue plus one batch of 256), λ = 3, and
+K ∈ {10, 100, 400}.
 Labels are drawn from a long-tailed prior r_j ∝ γ^(−j/(K−1)) with γ = 100. Each row's candidate set is its
 label plus every other class independently with probability φ (K=10: φ=0.5; K=100: φ=0.05; K=400: φ=0.01,
 the sparse regime). Scores are softmax(N(0, σ²) logits), σ = 3 (``--logit-scale``). Every solver gets the
@@ -27,7 +28,9 @@ The table gives every solver's own iteration count and the row/column L1 errors 
 
 Usage: python benchmarks/sinkhorn.py [--ks 10,100,400] [--repeats 5] [--tol 1e-3] [--threads N] [--out F.json]
 Timings are medians over the repeats; min and max are in the JSON. Slow solvers (> 1 s a run) skip the
-warm-up run and stop repeating after --budget seconds.
+warm-up run and stop repeating after --budget seconds. On a shared or oversubscribed machine, use
+--threads 1. On a 2-core box under load 4, two OpenMP threads made the same calls 10 to 30 times slower
+and erratic.
 """
 
 from __future__ import annotations
@@ -162,7 +165,8 @@ def bench_k(k: int) -> list[dict]:
 
 def _fmt(x: dict) -> str:
     return (f"{x['K']:>4} {x['solver']:<18} {x['median_s'] * 1e3:>10.1f} ms {x['iters']:>6} "
-            f"{x['row_l1']:>10.2e} {x['col_l1']:>10.2e}  ({x['runs']} runs, {x['min_s'] * 1e3:.1f}–{x['max_s'] * 1e3:.1f} ms)")
+            f"{x['row_l1']:>10.2e} {x['col_l1']:>10.2e}  "
+            f"({x['runs']} runs, {x['min_s'] * 1e3:.1f}–{x['max_s'] * 1e3:.1f} ms)")
 
 
 def main() -> None:

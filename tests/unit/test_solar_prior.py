@@ -230,3 +230,26 @@ def test_prior_carries_over_stages_in_a_real_run(registry, tiny_data):
     n = tiny_data.num_train
     torch.testing.assert_close(z1 * n, (z1 * n).round(), atol=1e-3, rtol=0)
     torch.testing.assert_close(z2 * n, (z2 * n).round(), atol=1e-3, rtol=0)
+
+
+def test_online_mode_in_a_real_run(registry, tiny_data):
+    comps = registry.build_components(
+        registry.method("solar"), {"estimator.est_epochs": 1, "estimator.mode": "online", "estimator.gamma1": 1.0},
+        dataset=("tiny", "tabular"),
+    )
+    cfg = TrainConfig(model="linear", epochs=1, lr=0.1, weight_decay=0.0, batch_size=32)
+    trainer = Trainer(tiny_data, comps, cfg, seed=1, device=torch.device("cpu"))
+
+    def no_pass():
+        raise AssertionError("online mode must not run the estimation pass")
+
+    trainer.run.predict_train = no_pass
+    priors = []
+    trainer.on_epoch = lambda records: priors.append(trainer.state.prior.clone())
+    records = trainer.fit()
+    assert len(records) == 2
+    # γ1 = 1: after stage 1 the prior is exactly this epoch's vote share over the 3 × 32 rows seen
+    votes = priors[0] * 96
+    torch.testing.assert_close(votes, votes.round(), atol=1e-4, rtol=0)
+    assert float(priors[1].sum()) == pytest.approx(1.0, abs=1e-6)
+    torch.testing.assert_close(trainer.state.prior_votes, torch.zeros(4))

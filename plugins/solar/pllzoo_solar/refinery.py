@@ -37,7 +37,7 @@ class RefineryHParams:
                    choices=("tol", "fixed"))
     tol: float = hp(1e-3, "L1 error of the column marginal at which Sinkhorn stops")
     eps: float = hp(1e-5, "weight of non-candidates in the relaxed problem (paper: 1e-5 added to M)")
-    warm_start: bool = hp(True, "start each solve from the previous step's class scalings")
+    warm_start: bool = hp(True, "start each solve from the previous step's class scalings (stop=tol only)")
 
 
 class SinkhornRefinery(Component):
@@ -53,7 +53,7 @@ class SinkhornRefinery(Component):
         state.confidence = normalize_rows(run.candidates.float())  # [N, K] re-normalised targets
         state.queue = torch.full((rows, k), float("-inf"), device=run.device)  # log C of past batches
         state.queue_pushes = torch.zeros((), dtype=torch.long, device=run.device)
-        state.sinkhorn_log_beta = torch.zeros(k, device=run.device)
+        state.sinkhorn_log_beta = torch.zeros(0, device=run.device)  # empty: the first solve starts cold
 
     @hookimpl
     def pllzoo_label_update(self, step: Step, state: PLLState) -> torch.Tensor:
@@ -63,7 +63,7 @@ class SinkhornRefinery(Component):
         scores = torch.cat([state.queue, log_c]) if full else log_c  # l.2, [Ñ, K]
         result = sinkhorn(
             scores, state.prior, lam=self.hp.lam, max_iter=self.hp.max_iter, tol=self.hp.tol, stop=self.hp.stop,
-            eps=self.hp.eps, log_beta0=state.sinkhorn_log_beta if self.hp.warm_start else None,
+            eps=self.hp.eps, log_beta0=self._warm(state),
         )  # l.3
         state.sinkhorn_log_beta = result.log_beta
         start = (int(state.queue_pushes) * step.nominal_batch_size) % rows  # l.4, ring buffer
@@ -75,6 +75,11 @@ class SinkhornRefinery(Component):
         step.logs["sinkhorn_iters"] = float(result.iters)
         step.logs["pseudo_acc"] = (q.argmax(1) == step.batch.y_true).float().mean()  # logging only
         return q
+
+    def _warm(self, state: PLLState) -> torch.Tensor | None:
+        """The previous solve's class scalings, unless cold starts are asked for (or faithful fixed-50 runs)."""
+        use = self.hp.warm_start and self.hp.stop == "tol" and state.sinkhorn_log_beta.numel() > 0
+        return state.sinkhorn_log_beta if use else None
 
     @hookimpl
     def pllzoo_post_step(self, step: Step, state: PLLState) -> None:

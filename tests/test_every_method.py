@@ -1,0 +1,123 @@
+"""Every registered method trains for real on tiny data and leaves a valid state; SoLar's image path runs."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+
+from pllzoo.data.base import PLLData, TrainDefaults
+from pllzoo.run import TrainConfig
+from pllzoo.trainer import Trainer
+
+
+def _all_methods() -> list[str]:
+    from pllzoo.registry import get_registry, reset_registry
+
+    reset_registry()
+    try:
+        return get_registry().list_methods()
+    finally:
+        reset_registry()
+
+
+METHODS = _all_methods()
+CFG = TrainConfig(model="linear", epochs=2, lr=0.1, weight_decay=0.0, batch_size=16)
+
+
+def test_methods_are_discovered():
+    assert {"proden", "cc", "solar"} <= set(METHODS)
+
+
+def _check_state(state, candidates: torch.Tensor) -> None:
+    if "confidence" in state:
+        conf = state.confidence
+        assert torch.isfinite(conf).all() and (conf >= 0).all()
+        torch.testing.assert_close(conf.sum(1), torch.ones(conf.shape[0]), atol=1e-5, rtol=0)
+        assert torch.all(conf[~candidates] == 0)
+    if "prior" in state:
+        prior = state.prior
+        assert prior.dim() == 1 and prior.numel() == candidates.shape[1]
+        assert torch.isfinite(prior).all() and (prior >= 0).all()
+        assert float(prior.sum()) == pytest.approx(1.0, abs=1e-5)
+
+
+@pytest.mark.parametrize("name", METHODS)
+def test_method_trains_on_tiny_data(name, registry, tiny_data):
+    data = tiny_data  # conftest.make_tiny_data(): 96 rows, K = 4, tabular
+    method = registry.method(name)
+    overrides = {"estimator.est_epochs": 1} if "estimator.est_epochs" in registry.hparam_keys(method) else {}
+    comps = registry.build_components(method, overrides, dataset=(data.name, data.kind))
+    trainer = Trainer(data, comps, CFG, seed=1, device=torch.device("cpu"))
+    records = trainer.fit()
+
+    plan = trainer.stages()
+    expected = [(s.index, e + 1) for s in plan for e in range(s.epochs if s.epochs is not None else CFG.epochs)]
+    assert [(r["stage_index"], r["epoch"]) for r in records] == expected
+    if overrides and comps["estimator"].hp.init != "oracle":
+        assert [s.name for s in plan] == ["pre-estimation", "train"]
+    for r in records:
+        assert math.isfinite(r["loss"]), r
+        assert 0.0 <= r["acc_all"] <= 100.0
+        assert r["final_stage"] == (r["stage_index"] == plan[-1].index)
+    _check_state(trainer.state, data.candidates)
+
+
+def _fake_images(n: int = 64, k: int = 4, seed: int = 0) -> PLLData:
+    g = torch.Generator().manual_seed(seed)
+    y = torch.arange(n) % k
+    cand = torch.rand(n, k, generator=g) < 0.3
+    cand[torch.arange(n), y] = True
+    return PLLData(
+        name="fake-images", kind="image",
+        x_train=torch.randint(0, 256, (n, 3, 32, 32), generator=g, dtype=torch.uint8), y_train=y, candidates=cand,
+        x_test=torch.randint(0, 256, (16, 3, 32, 32), generator=g, dtype=torch.uint8), y_test=torch.arange(16) % k,
+        num_classes=k, class_names=[str(i) for i in range(k)],
+        defaults=TrainDefaults(model="cnn", epochs=1, lr=0.01, weight_decay=0.0, batch_size=16),
+        mean=(0.5, 0.5, 0.5), std=(0.25, 0.25, 0.25),
+    )
+
+
+def test_solar_image_path_runs_strong_view_and_mixup(registry, monkeypatch):
+    import pllzoo_solar.loss as solar_loss
+
+    data = _fake_images()
+    # one stage, and the full loss from epoch 0 (no first-epoch rule, η already at 0.9), so that the
+    # strong view and the mixup pass run in a single epoch
+    comps = registry.build_components(
+        registry.method("solar"),
+        {"estimator.est_epochs": 0, "loss.first_epoch_rn": False, "loss.warmup_epochs": 0},
+        dataset=(data.name, data.kind),
+    )
+    assert comps["loss"].hp.cr and comps["loss"].hp.mixup
+
+    seen = {"mixup": 0, "strong": 0, "batches": 0}
+    real_coefficient = solar_loss.mixup_coefficient
+
+    def counting_coefficient(generator, alpha):
+        seen["mixup"] += 1
+        return real_coefficient(generator, alpha)
+
+    monkeypatch.setattr(solar_loss, "mixup_coefficient", counting_coefficient)
+    real_loss = comps["loss"].pllzoo_loss.__func__
+
+    def spy_loss(self, step, state):
+        seen["batches"] += 1
+        assert step.batch.x_strong is not None and step.logits_strong is not None
+        assert step.batch.x_strong.shape == step.batch.x.shape and step.batch.x_strong.dtype == torch.float32
+        assert not torch.equal(step.batch.x_strong, step.batch.x)  # a different augmentation
+        seen["strong"] += 1
+        return real_loss(self, step, state)
+
+    spy_loss.pllzoo_impl = real_loss.pllzoo_impl  # keep pluggy's marker
+    monkeypatch.setattr(type(comps["loss"]), "pllzoo_loss", spy_loss)
+
+    cfg = TrainConfig(model="cnn", epochs=1, lr=0.01, weight_decay=0.0, batch_size=16)
+    trainer = Trainer(data, comps, cfg, seed=1, device=torch.device("cpu"))
+    assert "strong" in trainer.views
+    records = trainer.fit()
+    assert len(records) == 1 and math.isfinite(records[0]["loss"])
+    assert seen["batches"] == 4 and seen["strong"] == 4 and seen["mixup"] == 4
+    assert records[0]["eta"] == pytest.approx(0.9)
+    _check_state(trainer.state, data.candidates)
