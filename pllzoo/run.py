@@ -77,7 +77,7 @@ class Step:
     targets: torch.Tensor | None = None  # set after pllzoo_label_update
     mask: torch.Tensor | None = None  # set after pllzoo_select
     scratch: dict[str, torch.Tensor] = field(default_factory=dict)  # values shared between hooks
-    logs: dict[str, torch.Tensor | float] = field(default_factory=dict)  # scalars, averaged per epoch
+    logs: dict[str, torch.Tensor | float] = field(default_factory=dict)  # scalars: epoch mean ("*_count": sum)
 
 
 @dataclass

@@ -230,4 +230,5 @@ class Trainer:
         mean_loss = float(loss_sum) / n_batches  # one host sync per epoch
         if not math.isfinite(mean_loss):
             raise PLLZooError(f"non-finite training loss in stage {stage.name!r} epoch {epoch + 1}; lower the LR?")
-        return mean_loss, {k: float(v) / n_batches for k, v in log_sums.items()}
+        # step logs are averaged over the epoch; keys ending in "_count" are summed
+        return mean_loss, {k: float(v) / (1 if k.endswith("_count") else n_batches) for k, v in log_sums.items()}

@@ -161,11 +161,6 @@ def test_dataset_defaults_and_views(registry):
     assert (img.hp.cr, img.hp.mixup, img.views) == (True, True, frozenset({"strong"}))
 
 
-@pytest.mark.xfail(strict=True, raises=ValueError, reason=(
-    "SolarLoss._mixup runs the extra train-mode forward on the reliable rows even when |R| = 1; a model with "
-    "BatchNorm1d (pllzoo.models.mlp) then raises 'Expected more than 1 value per channel when training'. "
-    "Reached with loss.mixup=true on tabular data (off by default there) when one sample is selected, e.g. "
-    "solar-global-selection with ⌈B·ρ⌉ = 1. Mixing a single row with itself is the identity anyway."))
 def test_mixup_with_a_single_reliable_sample_and_batchnorm():
     torch.manual_seed(0)
     net = torch.nn.Sequential(torch.nn.Linear(2, 5), torch.nn.BatchNorm1d(5), torch.nn.Linear(5, 3)).train()

@@ -48,6 +48,16 @@ def test_quota_at_least_one_for_present_classes():
     assert classwise_quota(pseudo, prior, 0.5, 7).tolist() == [4, 1, 1]
 
 
+def test_quota_paper_rule_without_at_least_one():
+    # the paper's k_j = min(⌈B·r_j·ρ⌉, |B_j|): a present class with a zero budget selects nobody
+    pseudo = torch.tensor([0, 0, 0, 0, 1, 1, 2])  # |B_j| = (4, 2, 1)
+    prior = torch.tensor([1.0, 0.0, 0.0])
+    assert classwise_quota(pseudo, prior, 0.5, 7, at_least_one=False).tolist() == [4, 0, 0]
+    pseudo = torch.tensor([0, 0, 0, 0, 0, 1, 1, 3])
+    prior = torch.tensor([0.125, 0.5, 0.25, 0.125])
+    assert classwise_quota(pseudo, prior, 1.0, 8, at_least_one=False).tolist() == [1, 2, 0, 1]
+
+
 def test_quota_uses_nominal_batch_size_not_rows():
     # B in the budget is the nominal batch size, whatever the number of rows in this batch
     pseudo = torch.tensor([0, 0, 0, 0, 1, 1, 1, 1])
@@ -268,6 +278,14 @@ def test_rho_ramp_drives_the_quota():
     # the prior moves the budget: (0.75, 0.125, 0.125) at ρ = 0.6 → ⌈(2.7, 0.45)⌉ = (3, 1)
     _, _, mask = _select(epoch=4, prior=(0.75, 0.125, 0.125))
     assert mask.tolist() == [True, True, True, True, True, False]
+
+
+def test_at_least_one_switch_in_the_component():
+    # prior (1, 0, 0) at ρ = 0.4: budgets ⌈(2.4, 0, 0)⌉ = (3, 0, ·)
+    _, _, mask = _select(epoch=2, prior=(1.0, 0.0, 0.0), tau=1.0)
+    assert mask.tolist() == [True, True, True, True, False, False]  # class 1 keeps its best row (3)
+    _, _, mask = _select(epoch=2, prior=(1.0, 0.0, 0.0), tau=1.0, at_least_one=False)
+    assert mask.tolist() == [True, True, True, False, False, False]
 
 
 def test_global_mode_by_hand():

@@ -75,7 +75,7 @@ class SolarLoss(Component):
         loss = masked_mean(soft_cross_entropy(step.logits, q), reliable)  # L_ce
         if self.hp.cr:
             loss = loss + masked_mean(soft_cross_entropy(step.logits_strong, q), reliable)
-        if self.hp.mixup:
+        if self.hp.mixup and int(reliable.sum()) > 1:  # mixing one sample with itself changes nothing
             loss = loss + self._mixup(step, reliable)
         step.logs["eta"] = self.eta
         return self.eta * loss + (1.0 - self.eta) * masked_mean(rn, ~reliable)  # masked_mean(∅) = 0

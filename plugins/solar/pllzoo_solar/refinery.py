@@ -52,29 +52,36 @@ class SinkhornRefinery(Component):
         k, rows = run.num_classes, self.hp.queue_length * run.config.batch_size
         state.confidence = normalize_rows(run.candidates.float())  # [N, K] re-normalised targets
         state.queue = torch.full((rows, k), float("-inf"), device=run.device)  # log C of past batches
-        state.queue_pushes = torch.zeros((), dtype=torch.long, device=run.device)
+        state.queue_ptr = torch.zeros((), dtype=torch.long, device=run.device)  # next row to write
+        state.queue_filled = torch.zeros((), dtype=torch.long, device=run.device)  # rows written so far
         state.sinkhorn_log_beta = torch.zeros(0, device=run.device)  # empty: the first solve starts cold
 
     @hookimpl
     def pllzoo_label_update(self, step: Step, state: PLLState) -> torch.Tensor:
         log_c = masked_log_softmax(step.logits.detach(), step.batch.candidates)  # Alg. l.1, [B, K]
         b, rows = log_c.shape[0], state.queue.shape[0]
-        full = int(state.queue_pushes) * step.nominal_batch_size >= rows
+        full = int(state.queue_filled) >= rows
         scores = torch.cat([state.queue, log_c]) if full else log_c  # l.2, [Ñ, K]
         result = sinkhorn(
             scores, state.prior, lam=self.hp.lam, max_iter=self.hp.max_iter, tol=self.hp.tol, stop=self.hp.stop,
             eps=self.hp.eps, log_beta0=self._warm(state),
         )  # l.3
         state.sinkhorn_log_beta = result.log_beta
-        start = (int(state.queue_pushes) * step.nominal_batch_size) % rows  # l.4, ring buffer
-        end = min(start + b, rows)
-        state.queue[start:end] = log_c[: end - start]
-        state.queue_pushes += 1
+        self._push(state, log_c)  # l.4
         q = result.q[-b:]
-        step.logs["sinkhorn_relaxed"] = float(result.relaxed)
+        step.logs["sinkhorn_relaxed_count"] = float(result.relaxed)
         step.logs["sinkhorn_iters"] = float(result.iters)
         step.logs["pseudo_acc"] = (q.argmax(1) == step.batch.y_true).float().mean()  # logging only
         return q
+
+    @staticmethod
+    def _push(state: PLLState, log_c: torch.Tensor) -> None:
+        """Write the batch rows into the ring buffer at its pointer, wrapping around."""
+        rows = state.queue.shape[0]
+        log_c = log_c[-rows:]
+        state.queue[(state.queue_ptr + torch.arange(log_c.shape[0], device=log_c.device)) % rows] = log_c
+        state.queue_ptr = (state.queue_ptr + log_c.shape[0]) % rows
+        state.queue_filled = (state.queue_filled + log_c.shape[0]).clamp(max=rows)
 
     def _warm(self, state: PLLState) -> torch.Tensor | None:
         """The previous solve's class scalings, unless cold starts are asked for (or faithful fixed-50 runs)."""

@@ -42,13 +42,16 @@ class SelectionHParams:
     mode: str = hp("classwise", "classwise (SoLar) | global (w GS) | confidence (w/o S-SL)",
                    choices=("classwise", "global", "confidence"))
     confidence: str = hp("dot", "dot: Σ Q·p (code); cosine: normalised (paper text)", choices=("dot", "cosine"))
+    at_least_one: bool = hp(True, "k_j ≥ 1 for every present class (code); False: the paper's min(⌈B r_j ρ⌉, |B_j|)")
 
 
-def classwise_quota(pseudo: torch.Tensor, prior: torch.Tensor, rho: float, batch_size: int) -> torch.Tensor:
+def classwise_quota(
+    pseudo: torch.Tensor, prior: torch.Tensor, rho: float, batch_size: int, at_least_one: bool = True,
+) -> torch.Tensor:
     """k_j = max(min(⌈B·r_j·ρ⌉, |B_j|), 1) for present classes, 0 for absent ones → long ``[K]``."""
     present = torch.bincount(pseudo, minlength=prior.numel())
-    want = torch.ceil(batch_size * prior * rho).long()
-    return torch.where(present > 0, want.clamp(max=present).clamp(min=1), torch.zeros_like(present))
+    quota = torch.minimum(torch.ceil(batch_size * prior * rho).long(), present)
+    return quota.clamp(min=1).minimum(present) if at_least_one else quota
 
 
 def small_loss_mask(pseudo: torch.Tensor, loss: torch.Tensor, quota: torch.Tensor) -> torch.Tensor:
@@ -109,7 +112,8 @@ class ClasswiseSelection(Component):
         loss = soft_cross_entropy(step.logits.detach(), q)  # Alg. l.2
         if self.hp.mode == "classwise":
             pseudo = q.argmax(1)
-            mask = small_loss_mask(pseudo, loss, classwise_quota(pseudo, state.prior, self.rho, step.nominal_batch_size))
+            quota = classwise_quota(pseudo, state.prior, self.rho, step.nominal_batch_size, self.hp.at_least_one)
+            mask = small_loss_mask(pseudo, loss, quota)
         elif self.hp.mode == "global":
             mask = global_small_loss_mask(loss, self.rho)
         else:
