@@ -45,7 +45,7 @@ def measure(method: str, data_dir: Path, steps: int) -> dict:
     trainer.hooks.pllzoo_setup_stage(run=trainer.run, state=trainer.state)
     if "queue" in trainer.state:  # a full queue, as in steady state
         trainer.state.queue = torch.log_softmax(torch.randn_like(trainer.state.queue), 1)
-        trainer.state.queue_pushes += trainer.state.queue.shape[0] // 256
+        trainer.state.queue_filled += trainer.state.queue.shape[0]
     hook_time = [0.0]
     for name in ("pllzoo_label_update", "pllzoo_select"):
         caller = getattr(trainer.hooks, name)

@@ -56,9 +56,10 @@ def methods(show_hp: bool) -> None:
     t.add_column("Method", style="bold")
     for s in SLOTS:
         t.add_column(s)
+    t.add_column("recipe hyper-parameters")
     for name in reg.list_methods():
         m = reg.methods[name][0]
-        t.add_row(name, *(m.slots()[s] or "–" for s in SLOTS))
+        t.add_row(name, *(m.slots()[s] or "–" for s in SLOTS), " ".join(f"{k}={v}" for k, v in m.hparams.items()))
     Console().print(t)
     if show_hp:
         h = Table(title="hyper-parameters (--hp slot.field=value)")
