@@ -53,7 +53,8 @@ def lr_at(config: TrainConfig, epoch: int) -> float:
         return config.lr * config.lr_decay ** sum(epoch > m for m in config.milestones)
     if config.schedule == "cosine":
         lr_min = config.lr * config.cosine_min_factor
-        return lr_min + (config.lr - lr_min) * (1 + math.cos(math.pi * epoch / config.epochs)) / 2
+        progress = min(epoch, config.epochs) / config.epochs  # a stage longer than the horizon stays at lr_min
+        return lr_min + (config.lr - lr_min) * (1 + math.cos(math.pi * progress)) / 2
     raise PLLZooError(f"unknown schedule {config.schedule!r}; valid: constant, step, cosine")
 
 
