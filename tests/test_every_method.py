@@ -90,7 +90,7 @@ def _fake_images(n: int = 64, k: int = 4, seed: int = 0) -> PLLData:
 
 
 def test_solar_image_path_runs_strong_view_and_mixup(registry, monkeypatch):
-    import pllzoo_solar.loss as solar_loss
+    import pllzoo.mixup as pllzoo_mixup
 
     data = _fake_images()
     # one stage, and the full loss from epoch 0 (no first-epoch rule, η already at 0.9), so that the
@@ -103,13 +103,13 @@ def test_solar_image_path_runs_strong_view_and_mixup(registry, monkeypatch):
     assert comps["loss"].hp.cr and comps["loss"].hp.mixup
 
     seen = {"mixup": 0, "strong": 0, "batches": 0}
-    real_coefficient = solar_loss.mixup_coefficient
+    real_coefficient = pllzoo_mixup.mixup_coefficient
 
     def counting_coefficient(generator, alpha):
         seen["mixup"] += 1
         return real_coefficient(generator, alpha)
 
-    monkeypatch.setattr(solar_loss, "mixup_coefficient", counting_coefficient)
+    monkeypatch.setattr(pllzoo_mixup, "mixup_coefficient", counting_coefficient)
     real_loss = comps["loss"].pllzoo_loss.__func__
 
     def spy_loss(self, step, state):

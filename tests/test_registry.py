@@ -46,7 +46,7 @@ def test_parse_method_string():
 def test_swap_is_a_first_class_method(registry):
     m = registry.method("proden+label_update=pllzoo.uniform")
     assert m.name == "proden+label_update=pllzoo.uniform"
-    assert (m.label_update, m.selection, m.loss) == ("pllzoo.uniform", "pllzoo.all", "pllzoo.soft_ce")
+    assert (m.label_update, m.selection, m.loss) == ("pllzoo.uniform", "pllzoo.all", "proden.loss")
 
 
 def test_unknown_names_list_valid_ones(registry):

@@ -9,7 +9,8 @@ import torch
 
 from pllzoo import PLLState, Stage
 from pllzoo.run import Batch, Step
-from pllzoo_solar.loss import SolarLoss, SolarLossHParams, mixup_coefficient
+from pllzoo.mixup import mixup_coefficient
+from pllzoo_solar.loss import SolarLoss, SolarLossHParams
 
 Z_WEAK = [[2.0, 0.0, -1.0], [0.5, 1.5, 0.0], [0.0, 0.0, 3.0], [1.0, -1.0, 0.5]]
 Z_STRONG = [[1.0, 0.5, 0.0], [0.0, 2.0, 1.0], [-1.0, 0.0, 1.0], [0.0, 0.0, 0.0]]

@@ -2,7 +2,8 @@
 (official code: RCCC, ``cc_loss``; spec §3.2).
 
 Algorithm (per mini-batch; no state, no warm-up):
-  1. L = −(1/B) Σ_i log Σ_{j∈S_i} p_j(x_i)                → ``cc.loss``
+  1. L = −(1/B) Σ_i log Σ_{j∈S_i} p_j(x_i)                → ``cc.loss`` (+ consistency and
+     mixup under the SoLar protocol, ``protocol.py``)
      (classifier-consistent under uniform candidate generation: the transition
      factor is constant and drops out)
 
@@ -16,8 +17,8 @@ from __future__ import annotations
 
 import torch
 
-from pllzoo import Component, Method, Step, hookimpl
-from pllzoo.losses import masked_mean
+from pllzoo import Method, PLLState, Step
+from pllzoo_baselines.protocol import ProtocolLoss
 
 
 def cc_loss(logits: torch.Tensor, candidates: torch.Tensor) -> torch.Tensor:
@@ -27,12 +28,14 @@ def cc_loss(logits: torch.Tensor, candidates: torch.Tensor) -> torch.Tensor:
     return torch.logsumexp(z, dim=1) - torch.logsumexp(in_set, dim=1)
 
 
-class CCLoss(Component):
-    """Mean over selected samples of the classifier-consistent loss (Alg. l.1)."""
+class CCLoss(ProtocolLoss):
+    """The classifier-consistent loss (Alg. l.1) on candidate rows, with consistency and mixup."""
 
-    @hookimpl
-    def pllzoo_loss(self, step: Step) -> torch.Tensor:
-        return masked_mean(cc_loss(step.logits, step.batch.candidates), step.mask)
+    def labels(self, step: Step, state: PLLState) -> torch.Tensor:
+        return step.batch.candidates
+
+    def per_sample(self, logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+        return cc_loss(logits, labels)
 
 
 CC = Method(

@@ -3,20 +3,25 @@
 from __future__ import annotations
 
 from pllzoo import hookimpl
-from pllzoo_baselines import cc, proden
+from pllzoo_baselines import cc, lws, mse_exp, proden
 
 
 @hookimpl
 def pllzoo_register_label_updates(register):
     register("proden.confidence", proden.Confidence)
+    register("lws.weights", lws.Weights)
 
 
 @hookimpl
 def pllzoo_register_losses(register):
+    register("proden.loss", proden.ProdenLoss)
     register("cc.loss", cc.CCLoss)
+    register("lws.loss", lws.LWSLoss)
+    register("mse.loss", mse_exp.MSELoss)
+    register("exp.loss", mse_exp.EXPLoss)
 
 
 @hookimpl
 def pllzoo_register_methods(register):
-    for method in (proden.PRODEN, cc.CC):
+    for method in (proden.PRODEN, cc.CC, lws.LWS, mse_exp.MSE, mse_exp.EXP):
         register(method)

@@ -3,7 +3,8 @@ Learning", ICML 2020 (official code: Lvcrezia77/PRODEN; spec §3.1).
 
 Algorithm (per mini-batch, no warm-up):
   1. w_i ← s_i / |S_i| for every training sample (uniform on the candidate set)
-  2. L = −(1/B) Σ_i Σ_j w_ij log p_j(x_i)                  → ``pllzoo.soft_ce`` on targets w
+  2. L = −(1/B) Σ_i Σ_j w_ij log p_j(x_i)                  → ``proden.loss`` (+ consistency and mixup
+     under the SoLar protocol, ``protocol.py``)
   3. after the optimizer step, on the batch rows only:
      w_i ← p(x_i) ⊙ m_i / Σ_j p_j(x_i) m_ij, with p from the *same* (pre-step)
      forward pass                                          → ``proden.confidence``
@@ -24,7 +25,8 @@ from dataclasses import dataclass
 import torch
 
 from pllzoo import Component, Method, PLLState, Run, Step, hookimpl, hp
-from pllzoo.losses import normalize_rows
+from pllzoo.losses import normalize_rows, soft_cross_entropy
+from pllzoo_baselines.protocol import ProtocolLoss
 
 
 @dataclass(frozen=True)
@@ -56,11 +58,18 @@ class Confidence(Component):
         state.confidence[idx] = normalize_rows(step.probs * keep)  # Alg. l.3 (pre-step p)
 
 
+class ProdenLoss(ProtocolLoss):
+    """−Σ_j w_ij log p_ij on the weak view (Alg. l.2), with the protocol's consistency and mixup."""
+
+    def per_sample(self, logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+        return soft_cross_entropy(logits, labels)
+
+
 PRODEN = Method(
     name="proden",
     label_update="proden.confidence",
     selection="pllzoo.all",
-    loss="pllzoo.soft_ce",
+    loss="proden.loss",
     description="PRODEN: self-training on progressively re-weighted candidate labels",
     citation="Lv et al., ICML 2020",
 )

@@ -19,11 +19,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-import numpy as np
 import torch
 
 from pllzoo import Component, PLLState, Step, hookimpl, hp
 from pllzoo.losses import masked_mean, soft_cross_entropy
+from pllzoo.mixup import mixup_loss
 from pllzoo_solar.ramps import linear_ramp
 
 
@@ -76,13 +76,6 @@ class SolarLoss(Component):
         if self.hp.cr:
             loss = loss + masked_mean(soft_cross_entropy(step.logits_strong, q), reliable)
         if self.hp.mixup and int(reliable.sum()) > 1:  # mixing one sample with itself changes nothing
-            loss = loss + self._mixup(step, reliable)
+            loss = loss + mixup_loss(step, soft_cross_entropy, q, self.hp.mixup_alpha, rows=reliable)
         step.logs["eta"] = self.eta
         return self.eta * loss + (1.0 - self.eta) * masked_mean(rn, ~reliable)  # masked_mean(∅) = 0
-
-    def _mixup(self, step: Step, reliable: torch.Tensor) -> torch.Tensor:
-        x, q = step.batch.x[reliable], step.targets[reliable]
-        lam = mixup_coefficient(step.generator, self.hp.mixup_alpha)
-        perm = torch.randperm(x.shape[0], generator=step.generator).to(x.device)
-        logits = step.forward(lam * x + (1 - lam) * x[perm])  # third forward pass, train mode
-        return soft_cross_entropy(logits, lam * q + (1 - lam) * q[perm]).mean()
