@@ -41,8 +41,9 @@ def measure(method: str, data_dir: Path, steps: int) -> dict:
     trainer = Trainer(data, comps, plan.train, 1, torch.device("cpu"))
     stage = trainer.stages()[-1]
     trainer.run.stage = stage
-    trainer._new_model_and_optimizer(stage)
+    trainer._new_model(stage)
     trainer.hooks.pllzoo_setup_stage(run=trainer.run, state=trainer.state)
+    trainer._collect_modules_and_optimizer()
     if "queue" in trainer.state:  # a full queue, as in steady state
         trainer.state.queue = torch.log_softmax(torch.randn_like(trainer.state.queue), 1)
         trainer.state.queue_filled += trainer.state.queue.shape[0]

@@ -28,7 +28,7 @@ def _rng_states() -> dict[str, Any]:
 
 def save_checkpoint(
     run_dir: Path, stage: int, epoch: int, model: torch.nn.Module, optimizer: torch.optim.Optimizer,
-    state: PLLState, records: list[dict[str, Any]],
+    state: PLLState, records: list[dict[str, Any]], modules: dict[str, torch.nn.Module] | None = None,
 ) -> Path:
     path = Path(run_dir) / NAME
     tmp = path.with_suffix(".tmp")
@@ -36,6 +36,7 @@ def save_checkpoint(
         {
             "stage": stage, "epoch": epoch, "model": model.state_dict(), "optimizer": optimizer.state_dict(),
             "state": state.state_dict(), "records": records, "rng": _rng_states(),
+            "modules": {name: m.state_dict() for name, m in (modules or {}).items()},
         },
         tmp,
     )

@@ -22,6 +22,7 @@ Call order within one run (the trainer, ``pllzoo/trainer.py``)::
     plan = pllzoo_stages(run) or [one stage]
     for stage in plan:                       # model/optimizer/state re-initialised,
         pllzoo_setup_stage(run, state)       # ... except state.carry keys
+        pllzoo_modules(run)                  # extra modules join the optimizer and checkpoint
         for epoch in stage:
             pllzoo_on_epoch_start(run, epoch, state)
             for batch:                       # forward pass(es) by the trainer
@@ -196,6 +197,21 @@ class RunSpec:
         :param state: the run's :class:`pllzoo.state.PLLState`; write tensors
             only (e.g. ``state.confidence = ...  # [N, K] float32``).
         :returns: None.
+
+        .. versionadded:: 0.1
+        """
+
+    @hookspec
+    def pllzoo_modules(self, run: Run) -> dict[str, torch.nn.Module] | None:
+        """Offer extra modules for this stage (a projection head, an encoder/decoder, an EMA copy).
+
+        Called: at the start of every stage, right after :meth:`pllzoo_setup_stage`
+        (``run.model`` is the stage's freshly built network).  The trainer moves every
+        module to ``run.device``, adds the parameters that require grad to the SGD
+        optimizer (same LR schedule and weight decay as the network), saves all of
+        them in each checkpoint and restores them on resume.
+
+        :returns: ``{name: module}`` (names unique within the component) or ``None``.
 
         .. versionadded:: 0.1
         """

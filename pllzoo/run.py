@@ -74,6 +74,7 @@ class Step:
     stage: Stage
     nominal_batch_size: int
     logits_strong: torch.Tensor | None = None  # [B, K] when a component declared views={"strong"}
+    features: torch.Tensor | None = None  # [B, F] encoder output of the weak view (views={"features"})
     targets: torch.Tensor | None = None  # set after pllzoo_label_update
     mask: torch.Tensor | None = None  # set after pllzoo_select
     scratch: dict[str, torch.Tensor] = field(default_factory=dict)  # values shared between hooks
@@ -90,6 +91,7 @@ class Run:
     device: torch.device
     seed: int
     stage: Stage = field(default_factory=Stage)
+    model: torch.nn.Module | None = None  # the current stage's network (pllzoo.models.PLLNet)
     predict_train: Callable[[], torch.Tensor] = lambda: torch.empty(0)  # eval softmax [N, K]
     logs: dict[str, Any] = field(default_factory=dict)  # per-epoch values (e.g. a prior vector)
 

@@ -58,14 +58,14 @@ def lr_at(config: TrainConfig, epoch: int) -> float:
     raise PLLZooError(f"unknown schedule {config.schedule!r}; valid: constant, step, cosine")
 
 
-def make_run_hooks(components: dict[str, Component]) -> pluggy.HookRelay:
-    """A fresh plugin manager holding exactly this run's components."""
+def make_run_manager(components: dict[str, Component]) -> pluggy.PluginManager:
+    """A fresh plugin manager holding exactly this run's components, each under its slot's name."""
     pm = pluggy.PluginManager(hookspecs.PROJECT)
     pm.add_hookspecs(hookspecs.RunSpec)
     for slot, comp in components.items():
         pm.register(comp, name=slot)
     pm.check_pending()
-    return pm.hook
+    return pm
 
 
 class Trainer:
@@ -83,7 +83,8 @@ class Trainer:
         on_epoch: Callable[[list[dict[str, Any]]], None] | None = None,
     ) -> None:
         self.data, self.config, self.seed, self.device = data, config, seed, device
-        self.components, self.hooks = components, make_run_hooks(components)
+        self.components, self.pm = components, make_run_manager(components)
+        self.hooks = self.pm.hook
         self.run_dir, self.record_base, self.on_epoch = run_dir, dict(record_base or {}), on_epoch
         self.views = frozenset().union(*(c.views for c in components.values()))
         self.image = data.kind == "image"
@@ -134,13 +135,23 @@ class Trainer:
         plan = self.hooks.pllzoo_stages(run=self.run) or [Stage()]
         return [dataclasses.replace(s, index=i) for i, s in enumerate(plan)]
 
-    def _new_model_and_optimizer(self, stage: Stage) -> None:
+    def _new_model(self, stage: Stage) -> None:
         if self.model is None or stage.reinit_model:
             torch.manual_seed(derive_seed(self.seed, "init", stage.index))
             self.model = build_model(self.config.model, self.data.num_classes, tuple(self.x_train.shape[1:]))
             self.model.to(self.device)
+        self.run.model = self.model
+
+    def _collect_modules_and_optimizer(self) -> None:
+        """Extra modules of the components (``pllzoo_modules``) join the optimizer and checkpoint."""
+        self.modules: dict[str, torch.nn.Module] = {}
+        for impl in self.hooks.pllzoo_modules.get_hookimpls():  # per component, to name its modules
+            offered = impl.function(**{arg: self.run for arg in impl.argnames})
+            for name, module in (offered or {}).items():
+                self.modules[f"{impl.plugin_name}.{name}"] = module.to(self.device)
+        params = list(self.model.parameters()) + [p for m in self.modules.values() for p in m.parameters()]
         self.optimizer = torch.optim.SGD(
-            self.model.parameters(), lr=self.config.lr, momentum=self.config.momentum,
+            [p for p in params if p.requires_grad], lr=self.config.lr, momentum=self.config.momentum,
             weight_decay=self.config.weight_decay,
         )
 
@@ -153,21 +164,25 @@ class Trainer:
             if ckpt and stage.index < ckpt["stage"]:
                 continue
             self.run.stage = stage
-            self._new_model_and_optimizer(stage)
+            self._new_model(stage)
             self.state = self.state.keep(stage.carry)
             self.hooks.pllzoo_setup_stage(run=self.run, state=self.state)
+            self._collect_modules_and_optimizer()
             n_epochs = stage.epochs if stage.epochs is not None else self.config.epochs
             start = 0
             if ckpt and stage.index == ckpt["stage"]:
                 self.model.load_state_dict(ckpt["model"])
                 self.optimizer.load_state_dict(ckpt["optimizer"])
                 self.state.load_state_dict(ckpt["state"], self.device)
+                for name, sd in ckpt.get("modules", {}).items():
+                    self.modules[name].load_state_dict(sd)
                 start, ckpt = ckpt["epoch"] + 1, None
             for epoch in range(start, n_epochs):
                 record = self._epoch(stage, epoch, n_epochs, is_last=stage is plan[-1])
                 records.append(record)
                 if self.run_dir is not None:
-                    save_checkpoint(self.run_dir, stage.index, epoch, self.model, self.optimizer, self.state, records)
+                    save_checkpoint(self.run_dir, stage.index, epoch, self.model, self.optimizer, self.state, records,
+                                    self.modules)
                 if self.on_epoch:
                     self.on_epoch(records)  # all records so far; the newest is records[-1]
         return records
@@ -210,9 +225,15 @@ class Trainer:
             batch = Batch(idx, self._prepare(x_raw, self.weak, gen), self.candidates[idx].float(), self.y_train[idx])
             if "strong" in self.views:
                 batch.x_strong = self._prepare(x_raw, self.strong, gen)
-            logits = self.forward(batch.x)
+            if "features" in self.views:
+                with self._autocast():
+                    logits, feats = self.model.forward_with_features(batch.x)
+                logits, feats = logits.float(), feats.float()
+            else:
+                logits, feats = self.forward(batch.x), None
             step = Step(
-                batch=batch, logits=logits, probs=torch.softmax(logits.detach(), dim=1), forward=self.forward,
+                batch=batch, logits=logits, features=feats, probs=torch.softmax(logits.detach(), dim=1),
+                forward=self.forward,
                 generator=gen, epoch=epoch, stage=stage, nominal_batch_size=bs,
                 logits_strong=self.forward(batch.x_strong) if batch.x_strong is not None else None,
             )

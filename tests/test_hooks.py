@@ -239,3 +239,36 @@ def test_hook_pllzoo_predict(tiny_data):
     _, flipped = fit(tiny_data, {"predict": Flip()})
     # predicting argmin instead of argmax: a trained model gets fewer right
     assert flipped[-1]["acc_all"] < plain[-1]["acc_all"]
+
+
+class Head(Component):
+    """Offers a trainable head on the encoder features (as PiCO's projection head)."""
+
+    views = frozenset({"features"})
+
+    @hookimpl
+    def pllzoo_modules(self, run):
+        self.head = torch.nn.Linear(run.model.feature_dim, 2)
+        self.frozen = torch.nn.Linear(2, 2).requires_grad_(False)
+        self.initial = (self.head.weight.detach().clone(), self.frozen.weight.detach().clone())
+        return {"head": self.head, "frozen": self.frozen}
+
+    @hookimpl
+    def pllzoo_loss(self, step):
+        assert step.features is not None and step.features.shape[0] == step.batch.size
+        return SoftCrossEntropy().pllzoo_loss(step, None) + 1e-3 * self.head(step.features).pow(2).mean()
+
+
+def test_hook_pllzoo_modules(tiny_data, tmp_path):
+    comp = Head()
+    trainer = Trainer(tiny_data, {"label_update": UniformTargets(), "selection": SelectAll(), "loss": comp}, CFG,
+                      seed=1, device=torch.device("cpu"), run_dir=tmp_path)
+    torch.manual_seed(0)
+    trainer.fit()
+    # trained with the network (same optimizer), frozen one untouched, both in the checkpoint
+    assert set(trainer.modules) == {"loss.head", "loss.frozen"}
+    assert not torch.equal(comp.head.weight, comp.initial[0]) and torch.equal(comp.frozen.weight, comp.initial[1])
+    opt_params = {id(p) for g in trainer.optimizer.param_groups for p in g["params"]}
+    assert id(comp.head.weight) in opt_params and id(comp.frozen.weight) not in opt_params
+    ckpt = torch.load(tmp_path / "checkpoint.pt", weights_only=False)
+    assert torch.equal(ckpt["modules"]["loss.head"]["weight"], comp.head.weight.detach())
