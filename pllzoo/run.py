@@ -93,6 +93,7 @@ class Run:
     stage: Stage = field(default_factory=Stage)
     model: torch.nn.Module | None = None  # the current stage's network (pllzoo.models.PLLNet)
     predict_train: Callable[[], torch.Tensor] = lambda: torch.empty(0)  # eval softmax [N, K]
+    embed_train: Callable[..., torch.Tensor] = lambda train_mode=False: torch.empty(0)  # features [N, F]
     logs: dict[str, Any] = field(default_factory=dict)  # per-epoch values (e.g. a prior vector)
 
     @property

@@ -97,7 +97,7 @@ class Trainer:
         self.strong = augment.make_view(config.strong_view if self.image else "none")
         self.amp = config.amp and device.type == "cuda"
         self.run = Run(data=data, candidates=self.candidates, config=config, device=device, seed=seed)
-        self.run.predict_train = self.predict_train
+        self.run.predict_train, self.run.embed_train = self.predict_train, self.embed_train
         self.state = PLLState()
         self.model: torch.nn.Module | None = None
         self.optimizer: torch.optim.Optimizer | None = None
@@ -130,6 +130,23 @@ class Trainer:
     def predict_train(self) -> torch.Tensor:
         """Eval-mode softmax over the training set with the test transform, float32 ``[N, K]``."""
         return torch.softmax(self._eval_logits(self.x_train), dim=1)
+
+    @torch.no_grad()
+    def embed_train(self, train_mode: bool = False) -> torch.Tensor:
+        """Encoder features of the training set (test transform), float32 ``[N, F]``.
+
+        ``train_mode=True`` runs the network in train mode (BN batch statistics, as VALEN's
+        official feature pass); the network is left in eval mode either way.
+        """
+        self.model.train(train_mode)
+        out = []
+        for i in range(0, self.x_train.shape[0], self.config.eval_batch_size):
+            xb = self.x_train[i : i + self.config.eval_batch_size]
+            xb = augment.normalize(xb, self.data.mean, self.data.std) if self.image else xb
+            with self._autocast():
+                out.append(self.model.features(xb).float())
+        self.model.eval()
+        return torch.cat(out)
 
     def stages(self) -> list[Stage]:
         plan = self.hooks.pllzoo_stages(run=self.run) or [Stage()]
