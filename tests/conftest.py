@@ -65,3 +65,21 @@ def make_tiny_data(n: int = 96, k: int = 4, d: int = 6, seed: int = 0, phi: floa
 @pytest.fixture
 def tiny_data():
     return make_tiny_data()
+
+
+def make_fake_images(n: int = 64, k: int = 4, seed: int = 0) -> "PLLData":
+    """Random uint8 images (kind 'image', model 'cnn'): exercises the augmentation and strong-view paths."""
+    from pllzoo.data.base import PLLData, TrainDefaults
+
+    g = torch.Generator().manual_seed(seed)
+    y = torch.arange(n) % k
+    cand = torch.rand(n, k, generator=g) < 0.3
+    cand[torch.arange(n), y] = True
+    return PLLData(
+        name="fake-images", kind="image",
+        x_train=torch.randint(0, 256, (n, 3, 32, 32), generator=g, dtype=torch.uint8), y_train=y, candidates=cand,
+        x_test=torch.randint(0, 256, (16, 3, 32, 32), generator=g, dtype=torch.uint8), y_test=torch.arange(16) % k,
+        num_classes=k, class_names=[str(i) for i in range(k)],
+        defaults=TrainDefaults(model="cnn", epochs=1, lr=0.01, weight_decay=0.0, batch_size=16),
+        mean=(0.5, 0.5, 0.5), std=(0.25, 0.25, 0.25),
+    )

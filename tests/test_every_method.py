@@ -7,9 +7,9 @@ import math
 import pytest
 import torch
 
-from pllzoo.data.base import PLLData, TrainDefaults
 from pllzoo.run import TrainConfig
 from pllzoo.trainer import Trainer
+from conftest import make_fake_images
 
 
 def _all_methods() -> list[str]:
@@ -74,25 +74,10 @@ def test_method_trains_on_tiny_data(name, registry, tiny_data):
     _check_state(trainer.state, data.candidates)
 
 
-def _fake_images(n: int = 64, k: int = 4, seed: int = 0) -> PLLData:
-    g = torch.Generator().manual_seed(seed)
-    y = torch.arange(n) % k
-    cand = torch.rand(n, k, generator=g) < 0.3
-    cand[torch.arange(n), y] = True
-    return PLLData(
-        name="fake-images", kind="image",
-        x_train=torch.randint(0, 256, (n, 3, 32, 32), generator=g, dtype=torch.uint8), y_train=y, candidates=cand,
-        x_test=torch.randint(0, 256, (16, 3, 32, 32), generator=g, dtype=torch.uint8), y_test=torch.arange(16) % k,
-        num_classes=k, class_names=[str(i) for i in range(k)],
-        defaults=TrainDefaults(model="cnn", epochs=1, lr=0.01, weight_decay=0.0, batch_size=16),
-        mean=(0.5, 0.5, 0.5), std=(0.25, 0.25, 0.25),
-    )
-
-
 def test_solar_image_path_runs_strong_view_and_mixup(registry, monkeypatch):
     import pllzoo.mixup as pllzoo_mixup
 
-    data = _fake_images()
+    data = make_fake_images()
     # one stage, and the full loss from epoch 0 (no first-epoch rule, η already at 0.9), so that the
     # strong view and the mixup pass run in a single epoch
     comps = registry.build_components(

@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 from pllzoo import hookimpl
-from pllzoo_baselines import cc, lws, mse_exp, proden
+from pllzoo_baselines import cc, lws, mse_exp, pico, proden
 
 
 @hookimpl
 def pllzoo_register_label_updates(register):
     register("proden.confidence", proden.Confidence)
     register("lws.weights", lws.Weights)
+    register("pico.confidence", pico.PiCOConfidence)
 
 
 @hookimpl
@@ -19,9 +20,10 @@ def pllzoo_register_losses(register):
     register("lws.loss", lws.LWSLoss)
     register("mse.loss", mse_exp.MSELoss)
     register("exp.loss", mse_exp.EXPLoss)
+    register("pico.loss", pico.PiCOLoss)
 
 
 @hookimpl
 def pllzoo_register_methods(register):
-    for method in (proden.PRODEN, cc.CC, lws.LWS, mse_exp.MSE, mse_exp.EXP):
+    for method in (proden.PRODEN, cc.CC, lws.LWS, mse_exp.MSE, mse_exp.EXP, pico.PICO):
         register(method)

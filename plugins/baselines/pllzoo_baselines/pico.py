@@ -1,0 +1,161 @@
+"""PiCO — Wang et al., "PiCO: Contrastive Label Disambiguation for Partial Label Learning", ICLR 2022
+(official code: hbzju/PiCO, ``model.py``, ``train.py``, ``utils_loss.py``; spec §3.6).
+
+Algorithm (per mini-batch; q, k are L2-normalised 128-d projections of x^w and x^s):
+  1. W_i ← s_i / |S_i|; prototypes μ_c ← 0; key encoder ← copy of (network + projection head)
+  2. ŷ_i = argmax_j p_ij·Y_ij;  s_i = softmax(q_i · μᵀ) with the prototypes before this batch
+  3. μ_ŷi ← normalise(m_p·μ_ŷi + (1 − m_p)·q_i), sample by sample in batch order (m_p = 0.99)
+  4. key encoder ← 0.999·key + 0.001·query;  k = key(x^s)
+  5. if epoch ≥ prot_start: W_i ← m·W_i + (1 − m)·onehot(argmax_j s_ij·Y_ij)    (before the loss)
+  6. L = −mean_i Σ_j W_ij log p_ij + λ·L_cont, λ = 0.5, temperature 0.07, over [q; k; queue]:
+     SupCon with positives of the same pseudo-label once epoch ≥ prot_start, MoCo InfoNCE before;
+     then enqueue (k, ŷ)
+  7. after each epoch: m ← 0.95 + (e/E)·(0.8 − 0.95)
+
+Deviations:
+  * one process: ``concat_all_gather`` is the identity and there is no shuffle-BN (the key encoder
+    sees the strong batch unshuffled); the queue is a ring buffer, so its length need not be a
+    multiple of the batch size (upstream asserts it).
+  * the sequential prototype update of line 3 is computed in closed form per class
+    (μ ← m^n μ + (1−m)Σ_t m^(n−1−t) q_t) — identical, without a loop over samples.
+    Test: tests/unit/test_pico.py::test_prototype_update_equals_sequential.
+  * the key encoder and the projection head are offered through ``pllzoo_modules`` (checkpointed,
+    head trained with the network); the confidence update runs inside ``pico.loss`` because it needs
+    the projections computed with gradients there; ``pico.confidence`` owns W and hands W_idx to the
+    other slots.
+  * no consistency/mixup (the SoLar paper runs PiCO without them); PiCO's own SimAugment weak view is
+    ``--hp train.weak_view=simaugment``.
+"""
+
+from __future__ import annotations
+
+import copy
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+
+from pllzoo import Component, Method, PLLState, Run, Step, hookimpl, hp
+from pllzoo.losses import soft_cross_entropy
+from pllzoo_baselines.proden import Confidence
+
+
+@dataclass(frozen=True)
+class PiCOHParams:
+    loss_weight: float = hp(0.5, "λ: weight of the contrastive loss")
+    temperature: float = hp(0.07, "contrastive temperature")
+    queue: int = hp(8192, "embedding queue length (a multiple of the batch size)")
+    low_dim: int = hp(128, "projection dimension")
+    moco_m: float = hp(0.999, "momentum of the key encoder")
+    proto_m: float = hp(0.99, "momentum m_p of the prototypes")
+    conf_ema_start: float = hp(0.95, "m at epoch 0 (the constructor's 0.99 applies before the first update)")
+    conf_ema_end: float = hp(0.8, "m at the last epoch")
+    prot_start: int = hp(1, "epoch from which W follows the prototypes and SupCon replaces MoCo (run.sh: 1)")
+
+
+def prototype_update(protos: torch.Tensor, q: torch.Tensor, labels: torch.Tensor, m: float) -> torch.Tensor:
+    """Sequential EMA μ_c ← m·μ_c + (1 − m)·q_i over the batch, in closed form; rows re-normalised."""
+    k = protos.shape[0]
+    order = torch.sort(labels, stable=True).indices
+    counts = torch.bincount(labels, minlength=k)
+    rank = torch.arange(labels.numel(), device=labels.device) - (torch.cumsum(counts, 0) - counts)[labels[order]]
+    after = (counts[labels[order]] - 1 - rank).float()  # later samples of the same class
+    contrib = torch.zeros_like(protos).index_add_(0, labels[order], (1 - m) * m ** after[:, None] * q[order])
+    return F.normalize(m ** counts.float()[:, None] * protos + contrib, dim=1)
+
+
+def contrastive_loss(q: torch.Tensor, k: torch.Tensor, queue: torch.Tensor, labels: torch.Tensor,
+                     queue_labels: torch.Tensor, temperature: float, supervised: bool) -> torch.Tensor:
+    """SupCon over [q; k; queue] (positives share a pseudo-label, self excluded) or MoCo InfoNCE."""
+    if not supervised:
+        logits = torch.cat([(q * k).sum(1, keepdim=True), q @ queue.T], dim=1) / temperature
+        return F.cross_entropy(logits, torch.zeros(q.shape[0], dtype=torch.long, device=q.device))
+    feats, all_labels = torch.cat([q, k, queue]), torch.cat([labels, labels, queue_labels])
+    logits = q @ feats.T / temperature  # [B, 2B + Q]
+    not_self = torch.ones_like(logits, dtype=torch.bool)
+    not_self[torch.arange(q.shape[0]), torch.arange(q.shape[0])] = False
+    positive = (labels[:, None] == all_labels[None, :]) & not_self
+    log_prob = logits - torch.logsumexp(logits.masked_fill(~not_self, float("-inf")), dim=1, keepdim=True)
+    return -((log_prob * positive).sum(1) / positive.sum(1)).mean()
+
+
+class PiCOLoss(Component):
+    """Classification on W plus prototype-based contrastive learning; updates W and the prototypes."""
+
+    HParams = PiCOHParams
+    needs = frozenset({"confidence"})
+    views = frozenset({"strong", "features"})
+
+    @hookimpl
+    def pllzoo_setup_stage(self, run: Run, state: PLLState) -> None:
+        d, n = self.hp.low_dim, self.hp.queue
+        state.pico_prototypes = torch.zeros(run.num_classes, d, device=run.device)  # l.1
+        state.pico_queue = F.normalize(torch.randn(n, d, device=run.device), dim=0)  # upstream's dim-0 quirk
+        state.pico_queue_labels = torch.full((n,), -1, dtype=torch.long, device=run.device)
+        state.pico_queue_ptr = torch.zeros((), dtype=torch.long, device=run.device)
+        self.epochs, self.m = run.config.epochs, 0.99
+
+    @hookimpl
+    def pllzoo_modules(self, run: Run) -> dict[str, torch.nn.Module]:
+        f = run.model.feature_dim
+        self.head = torch.nn.Sequential(torch.nn.Linear(f, f), torch.nn.ReLU(inplace=True), torch.nn.Linear(f, self.hp.low_dim))
+        self.key = torch.nn.ModuleDict({"net": copy.deepcopy(run.model), "head": copy.deepcopy(self.head)})
+        self.key.requires_grad_(False)
+        self.query = torch.nn.ModuleDict({"net": run.model, "head": self.head})
+        return {"head": self.head, "key": self.key}
+
+    @hookimpl
+    def pllzoo_on_epoch_start(self, epoch: int) -> None:
+        self.epoch = epoch
+
+    @hookimpl
+    def pllzoo_loss(self, step: Step, state: PLLState) -> torch.Tensor:
+        idx, cands = step.batch.index, step.batch.candidates
+        q = F.normalize(self.head(step.features), dim=1)  # [B, d], with grad
+        pseudo = (step.probs * cands).argmax(1)  # l.2
+        with torch.no_grad():
+            score = torch.softmax(q.detach() @ state.pico_prototypes.T, dim=1)
+            state.pico_prototypes = prototype_update(state.pico_prototypes, q.detach(), pseudo, self.hp.proto_m)
+            keys, queries = list(self.key.parameters()), [p.detach() for p in self.query.parameters()]
+            torch._foreach_mul_(keys, self.hp.moco_m)  # l.4
+            torch._foreach_add_(keys, queries, alpha=1 - self.hp.moco_m)
+            k = F.normalize(self.key["head"](self.key["net"].features(step.batch.x_strong)), dim=1)
+            supervised = self.epoch >= self.hp.prot_start
+            if supervised:  # l.5
+                onehot = F.one_hot((score * cands).argmax(1), cands.shape[1]).float()
+                state.confidence[idx] = self.m * state.confidence[idx] + (1 - self.m) * onehot
+        cont = contrastive_loss(q, k, state.pico_queue, pseudo, state.pico_queue_labels, self.hp.temperature,
+                                supervised)
+        self._enqueue(state, k, pseudo)
+        step.logs["contrastive"] = cont.detach()
+        return soft_cross_entropy(step.logits, state.confidence[idx]).mean() + self.hp.loss_weight * cont  # l.6
+
+    @staticmethod
+    def _enqueue(state: PLLState, k: torch.Tensor, labels: torch.Tensor) -> None:
+        n = state.pico_queue.shape[0]
+        rows = (state.pico_queue_ptr + torch.arange(k.shape[0], device=k.device)) % n
+        # out of place: the contrastive loss of this step still holds the old queue for backward
+        state.pico_queue = state.pico_queue.index_copy(0, rows, k)
+        state.pico_queue_labels = state.pico_queue_labels.index_copy(0, rows, labels)
+        state.pico_queue_ptr = (state.pico_queue_ptr + k.shape[0]) % n
+
+    @hookimpl
+    def pllzoo_on_epoch_end(self, epoch: int) -> None:
+        self.m = self.hp.conf_ema_start + (epoch / self.epochs) * (self.hp.conf_ema_end - self.hp.conf_ema_start)  # l.7
+
+
+class PiCOConfidence(Confidence):
+    """PiCO's W (initialised uniform on the candidates, updated by ``pico.loss``), as targets."""
+
+    @hookimpl
+    def pllzoo_post_step(self) -> None:
+        """PiCO's W moves with the prototypes inside the loss, not from the softmax."""
+
+
+PICO = Method(
+    name="pico",
+    label_update="pico.confidence",
+    loss="pico.loss",
+    description="PiCO: contrastive label disambiguation with class prototypes",
+    citation="Wang et al., ICLR 2022",
+)

@@ -1,0 +1,65 @@
+"""PiCO's prototype update, contrastive losses and a short real run."""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+
+from pllzoo_baselines.pico import contrastive_loss, prototype_update
+
+
+def test_prototype_update_equals_sequential():
+    g = torch.Generator().manual_seed(0)
+    protos = F.normalize(torch.randn(4, 8, generator=g), dim=1)
+    q = F.normalize(torch.randn(10, 8, generator=g), dim=1)
+    labels = torch.tensor([2, 0, 2, 3, 2, 0, 1, 3, 2, 0])
+    expected = protos.clone()
+    for qi, c in zip(q, labels):  # the official loop, sample by sample (normalised at the end)
+        expected[c] = 0.99 * expected[c] + 0.01 * qi
+    expected = F.normalize(expected, dim=1)
+    torch.testing.assert_close(prototype_update(protos, q, labels, 0.99), expected)
+
+
+def test_moco_is_cross_entropy_with_the_key_as_positive():
+    q = F.normalize(torch.tensor([[1.0, 0.0], [0.0, 1.0]]), dim=1)
+    k = q.clone()
+    queue = F.normalize(torch.tensor([[1.0, 1.0], [-1.0, 0.0]]), dim=1)
+    out = contrastive_loss(q, k, queue, torch.tensor([0, 1]), torch.tensor([0, 1]), 1.0, supervised=False)
+    logits = torch.cat([(q * k).sum(1, keepdim=True), q @ queue.T], 1)
+    torch.testing.assert_close(out, F.cross_entropy(logits, torch.zeros(2, dtype=torch.long)))
+
+
+def test_supcon_against_a_loop():
+    g = torch.Generator().manual_seed(1)
+    q, k = F.normalize(torch.randn(3, 4, generator=g), dim=1), F.normalize(torch.randn(3, 4, generator=g), dim=1)
+    queue = F.normalize(torch.randn(5, 4, generator=g), dim=1)
+    labels, qlabels = torch.tensor([0, 1, 0]), torch.tensor([1, 1, 0, 2, -1])
+    got = contrastive_loss(q, k, queue, labels, qlabels, 0.5, supervised=True)
+    feats, all_labels = torch.cat([q, k, queue]), torch.cat([labels, labels, qlabels])
+    losses = []
+    for i in range(3):
+        sims = {j: float(q[i] @ feats[j]) / 0.5 for j in range(len(feats)) if j != i}
+        denom = torch.logsumexp(torch.tensor(list(sims.values())), 0)
+        pos = [sims[j] - denom for j in sims if all_labels[j] == labels[i]]
+        losses.append(-sum(pos) / len(pos))
+    torch.testing.assert_close(got, torch.stack(losses).mean().float())
+
+
+def test_pico_runs_on_images_with_strong_view_and_projection(registry):
+    import math
+
+    from conftest import make_fake_images
+    from pllzoo.run import TrainConfig
+    from pllzoo.trainer import Trainer
+
+    data = make_fake_images()
+    comps = registry.build_components(registry.method("pico"), {"loss.queue": 40}, (data.name, data.kind))
+    trainer = Trainer(data, comps, TrainConfig(model="cnn", epochs=2, batch_size=16, lr=0.01), 1, torch.device("cpu"))
+    records = trainer.fit()
+    assert all(math.isfinite(r["loss"]) and math.isfinite(r["contrastive"]) for r in records)
+    conf = trainer.state.confidence
+    torch.testing.assert_close(conf.sum(1), torch.ones(conf.shape[0]), atol=1e-5, rtol=0)
+    assert torch.all(conf[~data.candidates] == 0)
+    assert set(trainer.modules) == {"loss.head", "loss.key"}
+    # the key encoder moved towards the query encoder but is not trained by the optimizer
+    assert not any(p.requires_grad for p in trainer.modules["loss.key"].parameters())
