@@ -59,6 +59,13 @@ def test_plugins_json_lists_components_and_recipes(runner):
     assert rows["pllzoo.builtin"]["builtin"] and "pllzoo_register_datasets" in rows["pllzoo.builtin"]["hooks"]
 
 
+def test_plugins_lists_all_eight_methods(runner):
+    rows = json.loads(runner.invoke(cli, ["plugins", "--json"]).output)
+    methods = {m for r in rows for m in r["methods"]}
+    assert {"solar", "proden", "cc", "lws", "mse", "exp", "valen", "pico"} <= methods
+    assert all(r["error"] is None for r in rows)
+
+
 def test_plugins_table_and_methods_and_datasets(runner):
     assert "baselines" in runner.invoke(cli, ["plugins"]).output
     out = runner.invoke(cli, ["methods", "--hparams"]).output

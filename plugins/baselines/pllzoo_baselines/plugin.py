@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pllzoo import hookimpl
-from pllzoo_baselines import cc, lws, mse_exp, pico, proden
+from pllzoo_baselines import cc, lws, mse_exp, pico, proden, valen
 
 
 @hookimpl
@@ -11,6 +11,7 @@ def pllzoo_register_label_updates(register):
     register("proden.confidence", proden.Confidence)
     register("lws.weights", lws.Weights)
     register("pico.confidence", pico.PiCOConfidence)
+    register("valen.targets", valen.Targets)
 
 
 @hookimpl
@@ -21,9 +22,10 @@ def pllzoo_register_losses(register):
     register("mse.loss", mse_exp.MSELoss)
     register("exp.loss", mse_exp.EXPLoss)
     register("pico.loss", pico.PiCOLoss)
+    register("valen.loss", valen.VALENLoss)
 
 
 @hookimpl
 def pllzoo_register_methods(register):
-    for method in (proden.PRODEN, cc.CC, lws.LWS, mse_exp.MSE, mse_exp.EXP, pico.PICO):
+    for method in (proden.PRODEN, cc.CC, lws.LWS, mse_exp.MSE, mse_exp.EXP, valen.VALEN, pico.PICO):
         register(method)

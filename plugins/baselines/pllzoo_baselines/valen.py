@@ -1,0 +1,231 @@
+"""VALEN — Xu et al., "Instance-Dependent Partial Label Learning", NeurIPS 2021 (official code:
+palm-ml/valen, valen-conference/main.py, utils/utils_loss.py, utils_graph.py, models/VGAE.py; spec §3.5).
+x: flattened input, Y: candidates, z = f(x): the net's logits, p = softmax(z).
+
+Algorithm:
+  0. warm-up (``warm_up`` epochs), PRODEN: o ← Y/|S|; L = −Σ o log p; o ← row-norm(1[o>0] ⊙ p)  → ``valen.targets``
+  1. A = D⁻¹(A_kNN + I) on the warmed net's features (train mode), k = ``knn``, self excluded  → ``knn_adjacency``;
+     d ← o; enc ← copy of the net; dec: K → dim x → dim x                                    → ``make_decoder``
+  2. a = enc(x); s = softmax(a) ⊙ 1[o>0] / sg(Σ ·) + 0.01; d̃ ~ Dir(s), reparameterised        → ``concentration``
+  3. L_d = −Σ o log softmax(a);  L_KL = KL(Dir(α̂) ‖ Dir(1)), α̂ = clamp(exp(a/4), 0.01, 30)  → ``dirichlet_kl_uniform``
+  4. L_rec = 0.01·MSE(dec(d̃), x) + 0.01·BCE-logits(d̃, Y) + MSE(softmax(σ(d̃ d̃ᵀ)), A[B, B]) → ``graph_decode``
+  5. L_o = −Σ d log p;  L = α L_rec + β L_KL + γ L_d + θ L_o; one SGD step over net, enc, dec → ``valen.loss``
+  6. after the step: d ← correct·row-norm(1[o>0] ⊙ d̃) + (1−correct)·o;  o ← row-norm(1[d>0] ⊙ p) (pre-step p)
+Defaults: random partial labels, README benchmark-random CIFAR-10 (γ 10, β 0.1, correct 1, enc from the net's
+initial weights); tabular: the README real-world commands (γ 20, β 0.01, L_x without the 0.01, graph on the input).
+
+Deviations (tests in tests/unit/test_valen.py):
+  * SoLar protocol (``cr``, ``mixup``; off on tabular, which is then the conference code): the θ term is the
+    protocol's loss with targets d (weak + strong view + mixup), the warm-up's likewise with o; steps 2–4 use
+    the weak view only (main_aug.py also sums L_d over enc's views). Ours. Test: test_image_run_with_protocol.
+  * enc and dec read the weak view, not an un-augmented x (the batch has none; equal on tabular). Same test.
+  * A is sparse, built on the device in row blocks (cdist + topk: ties by topk order, not argmin's first), not
+    cached on disk (the code's cache is keyed by dataset name only), and kept in the state, so a resumed run
+    equals an uninterrupted one. Tests: test_knn_adjacency_by_hand, test_resume_equals_uninterrupted.
+  * d̃ comes from torch's sampler seeded from the run's generator, not the global RNG.
+    Test: test_concentration_and_dirichlet_draw_follows_generator.
+  * log-softmax for log(softmax + 1e-12); α̂ = exp(clamp(a/4, ln 0.01, ln 30)): the same values and gradients,
+    no overflow. Test: test_alpha_hat_and_kl_closed_form.
+  * The trainer's SGD and LR schedule, the warm-up included (the code: constant LR; old main.py: Adam on CIFAR).
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from pllzoo import Method, PLLState, Run, Stage, Step, hookimpl, hp
+from pllzoo.losses import masked_mean, normalize_rows, soft_cross_entropy
+from pllzoo.seeding import derive_seed
+from pllzoo_baselines.proden import Confidence, ConfidenceHParams, ProdenLoss
+from pllzoo_baselines.protocol import ProtocolHParams
+
+
+def knn_adjacency(feats: torch.Tensor, k: int) -> torch.Tensor:
+    """A = D⁻¹(A_kNN + I), sparse ``[N, N]``, directed as the code: row i holds i and its k nearest, 1/(k+1) each."""
+    n = feats.shape[0]
+    k = min(k, n - 1)
+    rows = torch.arange(n, device=feats.device)
+    block, nbrs = max(1, 2**24 // n), []  # ≤ 2^24 distances (64 MB) at a time
+    for i in range(0, n, block):
+        dist = torch.cdist(feats[i : i + block], feats)  # [b, N]
+        r = rows[i : i + block]
+        dist[r - i, r] = float("inf")  # self excluded from the k
+        nbrs.append(dist.topk(k, dim=1, largest=False).indices)  # [b, k]
+    cols = torch.cat([rows[:, None], torch.cat(nbrs)], dim=1)  # [N, k+1]: self loop first
+    index = torch.stack([rows.repeat_interleave(k + 1), cols.reshape(-1)])  # [2, N(k+1)]
+    values = torch.full((n * (k + 1),), 1.0 / (k + 1), device=feats.device)  # every degree is k+1
+    return torch.sparse_coo_tensor(index, values, (n, n), check_invariants=True).coalesce()
+
+
+def adjacency_block(adj: torch.Tensor, idx: torch.Tensor) -> torch.Tensor:
+    """The batch sub-block A[idx][:, idx], densified at ``[B, B]`` only."""
+    return adj.index_select(0, idx).index_select(1, idx).to_dense()
+
+
+def concentration(a: torch.Tensor, keep: torch.Tensor) -> torch.Tensor:
+    """Dirichlet concentration ``[B, K]`` (l.2): softmax(a) on ``keep``, over its detached sum, + 0.01."""
+    s = torch.softmax(a, dim=1) * keep
+    return s / s.sum(1, keepdim=True).detach().clamp_min(1e-12) + 0.01  # rsample needs s > 0
+
+
+def dirichlet_rsample(s: torch.Tensor, generator: torch.Generator) -> torch.Tensor:
+    """d̃ ~ Dir(s) ``[B, K]``, reparameterised; torch's sampler reads the global RNG: seeded from ``generator``."""
+    seed = int(torch.randint(2**62, (1,), generator=generator))
+    with torch.random.fork_rng(devices=[s.device] if s.device.type == "cuda" else []):
+        torch.manual_seed(seed)
+        return torch.distributions.Dirichlet(s).rsample()
+
+
+def alpha_hat(a: torch.Tensor) -> torch.Tensor:
+    """α̂ = clamp(exp(a/4), 0.01, 30) ``[B, K]`` (l.3), clamped before exp: same values and gradients."""
+    return torch.exp(torch.clamp(a / 4, math.log(0.01), math.log(30.0)))
+
+
+def dirichlet_kl_uniform(alpha: torch.Tensor) -> torch.Tensor:
+    """KL(Dir(α) ‖ Dir(1, …, 1)) per row ``[B]`` (l.3, closed form)."""
+    a0 = alpha.sum(1)  # [B]
+    return (torch.lgamma(a0) - torch.lgamma(alpha).sum(1) - math.lgamma(alpha.shape[1])
+            + ((alpha - 1) * (torch.digamma(alpha) - torch.digamma(a0)[:, None])).sum(1))
+
+
+def graph_decode(d: torch.Tensor) -> torch.Tensor:
+    """Â = row-softmax(σ(d̃ d̃ᵀ)) ``[B, B]`` (l.4)."""
+    return torch.softmax(torch.sigmoid(d @ d.T), dim=1)
+
+
+def make_decoder(k: int, dim: int, generator: torch.Generator) -> nn.Sequential:
+    """dec: K → dim → dim (Linear, ReLU, Linear), xavier-normal weights, biases 0.01 (VGAE.py)."""
+    dec = nn.Sequential(nn.Linear(k, dim), nn.ReLU(), nn.Linear(dim, dim))
+    for layer in (dec[0], dec[2]):
+        nn.init.xavier_normal_(layer.weight, generator=generator)
+        nn.init.constant_(layer.bias, 0.01)
+    return dec
+
+
+def _warm(stage: Stage) -> bool:
+    return bool(stage.params.get("warmup", False))
+
+
+@dataclass(frozen=True)
+class TargetsHParams(ConfidenceHParams):
+    correct: float = hp(1.0, "d ← correct·d̃ + (1−correct)·o: 1 for random partial labels, 0.2 instance-dependent")
+
+
+class Targets(Confidence):
+    """o (PRODEN's table ``state.confidence``, warmed up by PRODEN) and d (``state.valen_d``), the targets."""
+
+    HParams = TargetsHParams
+    needs = frozenset({"valen_dirichlet"})
+    provides = frozenset({"confidence", "valen_d"})
+
+    def _keep(self, table: torch.Tensor, candidates: torch.Tensor) -> torch.Tensor:
+        return (table > 0).float() if self.hp.mask == "support" else candidates
+
+    @hookimpl
+    def pllzoo_setup_stage(self, run: Run, state: PLLState) -> None:
+        if _warm(run.stage) or "confidence" not in state:  # no warm-up, or a resume (checkpoint loads over it)
+            super().pllzoo_setup_stage(run, state)  # l.0: o ← Y/|S|
+        if not _warm(run.stage):
+            state.valen_d = state.confidence.clone()  # l.1: d ← o
+
+    @hookimpl
+    def pllzoo_label_update(self, step: Step, state: PLLState) -> torch.Tensor:
+        if _warm(step.stage):
+            return super().pllzoo_label_update(step, state)  # o
+        return state.valen_d[step.batch.index]  # d, the targets of L_o (l.5)
+
+    @hookimpl
+    def pllzoo_post_step(self, step: Step, state: PLLState) -> None:
+        if _warm(step.stage):
+            return super().pllzoo_post_step(step, state)  # PRODEN's update of o (l.0)
+        idx, cands = step.batch.index, step.batch.candidates
+        o, d = state.confidence[idx], state.valen_d[idx]  # [B, K] before the update
+        d_new = normalize_rows(step.scratch["valen_dirichlet"] * self._keep(o, cands))  # l.6
+        state.valen_d[idx] = self.hp.correct * d_new + (1 - self.hp.correct) * o
+        state.confidence[idx] = normalize_rows(step.probs * self._keep(d, cands))  # pre-step p, old d
+
+
+@dataclass(frozen=True)
+class VALENHParams(ProtocolHParams):
+    warm_up: int = hp(10, "PRODEN warm-up epochs before the graph is built (args.py)")
+    knn: int = hp(3, "k of the kNN graph")
+    graph: str = hp("features", "kNN on the warmed net's features (benchmark) or the raw input (real-world)",
+                    choices=("features", "input"))
+    enc_init: str = hp("initial", "enc starts from the net's initial weights (random partial labels) or the warmed "
+                       "net (the code's instance-dependent cifar10/kmnist path)", choices=("initial", "warmed"))
+    alpha: float = hp(1.0, "α: weight of L_rec")
+    beta: float = hp(0.1, "β: weight of L_KL (README; args.py default 1)")
+    gamma: float = hp(10.0, "γ: weight of L_d (README CIFAR-10; args.py default 1; real-world 20)")
+    theta: float = hp(1.0, "θ: weight of L_o")
+    rec_x: float = hp(0.01, "weight of the input reconstruction in L_rec (benchmark 0.01; real-world 1)")
+
+
+class VALENLoss(ProdenLoss):
+    """PRODEN's loss in the warm-up; α L_rec + β L_KL + γ L_d + θ L_o after it.  Plans the two stages."""
+
+    HParams = VALENHParams
+    needs = frozenset({"confidence"})
+    provides = frozenset({"valen_dirichlet", "valen_adj"})
+
+    @classmethod
+    def dataset_defaults(cls, dataset: str, kind: str) -> dict[str, Any]:
+        tabular = {"gamma": 20.0, "beta": 0.01, "rec_x": 1.0, "graph": "input"} if kind == "tabular" else {}
+        return {**super().dataset_defaults(dataset, kind), **tabular}
+
+    @hookimpl
+    def pllzoo_stages(self, run: Run) -> list[Stage]:
+        train = Stage("train", carry=("confidence",), reinit_model=False)  # the net keeps its warmed weights
+        warm_up = Stage("warm-up", epochs=self.hp.warm_up, params={"warmup": True})
+        return [warm_up, train] if self.hp.warm_up > 0 else [train]
+
+    @hookimpl
+    def pllzoo_setup_stage(self, run: Run, state: PLLState) -> None:
+        if _warm(run.stage):
+            self.initial = copy.deepcopy(run.model.state_dict())  # enc's start for random partial labels
+            return
+        x = run.data.x_train
+        raw = self.hp.graph == "input"
+        feats = x.to(run.device).flatten(1).float() if raw else run.embed_train(train_mode=True)  # [N, F]
+        state.valen_adj = knn_adjacency(feats, self.hp.knn)  # l.1
+        self.enc = copy.deepcopy(run.model).train()
+        if self.hp.enc_init == "initial" and getattr(self, "initial", None) is not None:  # None: resume, no warm-up
+            self.enc.load_state_dict(self.initial)
+        gen = torch.Generator().manual_seed(derive_seed(run.seed, "valen.dec"))
+        self.dec = make_decoder(run.num_classes, math.prod(x.shape[1:]), gen)
+        self.amp = run.config.amp and run.device.type == "cuda"  # enc under the trainer's autocast
+
+    @hookimpl
+    def pllzoo_modules(self, run: Run) -> dict[str, nn.Module] | None:
+        return None if _warm(run.stage) else {"enc": self.enc, "dec": self.dec}
+
+    @hookimpl
+    def pllzoo_loss(self, step: Step, state: PLLState) -> torch.Tensor:
+        l_o = super().pllzoo_loss(step, state)  # −Σ t log p (+ protocol): t = o in the warm-up, d after (l.5)
+        if _warm(step.stage):
+            return l_o
+        x, cands, idx = step.batch.x, step.batch.candidates, step.batch.index
+        o = state.confidence[idx]  # [B, K]
+        with torch.autocast(x.device.type, dtype=torch.bfloat16, enabled=self.amp):
+            a = self.enc(x).float()  # l.2: [B, K]
+        d = dirichlet_rsample(concentration(a, (o > 0).float()), step.generator)  # l.2: [B, K]
+        step.scratch["valen_dirichlet"] = d.detach()
+        l_d = masked_mean(soft_cross_entropy(a, o), step.mask)  # l.3
+        l_kl = masked_mean(dirichlet_kl_uniform(alpha_hat(a)), step.mask)
+        l_rec = (self.hp.rec_x * F.mse_loss(self.dec(d), x.flatten(1))  # l.4
+                 + 0.01 * F.binary_cross_entropy_with_logits(d, cands)
+                 + F.mse_loss(graph_decode(d), adjacency_block(state.valen_adj, idx)))
+        step.logs.update(valen_rec=l_rec.detach(), valen_kl=l_kl.detach(), valen_ld=l_d.detach(),
+                         valen_lo=l_o.detach())
+        return self.hp.alpha * l_rec + self.hp.beta * l_kl + self.hp.gamma * l_d + self.hp.theta * l_o
+
+
+VALEN = Method(name="valen", label_update="valen.targets", selection="pllzoo.all", loss="valen.loss",
+               description="VALEN: variational label enhancement over a kNN graph, after a PRODEN warm-up",
+               citation="Xu et al., NeurIPS 2021")

@@ -1,0 +1,216 @@
+"""VALEN: closed forms, the sparse kNN graph, the d/o updates by hand, the stage plan, real Trainer runs."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+from conftest import make_fake_images, make_tiny_data
+
+from pllzoo import PLLState, Stage
+from pllzoo.builtin import SelectAll
+from pllzoo.run import Batch, Run, Step, TrainConfig
+from pllzoo.trainer import Trainer
+from pllzoo_baselines.valen import (
+    Targets, TargetsHParams, VALENHParams, VALENLoss, adjacency_block, alpha_hat, concentration,
+    dirichlet_kl_uniform, dirichlet_rsample, graph_decode, knn_adjacency,
+)
+
+CPU = torch.device("cpu")
+
+
+@pytest.fixture(autouse=True)
+def _one_thread():
+    previous = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(previous)
+
+
+def test_alpha_hat_and_kl_closed_form():
+    a = torch.tensor([[-40.0, 0.0, 3.0, 20.0], [1.0, -2.0, 0.5, 30.0]], requires_grad=True)
+    reference = torch.clamp(torch.exp(a / 4), 0.01, 30.0)  # the code's hardtanh(exp(a/4))
+    alpha = alpha_hat(a)
+    torch.testing.assert_close(alpha, reference)
+    g1, = torch.autograd.grad(alpha.sum(), a)
+    g2, = torch.autograd.grad(reference.sum(), a)
+    torch.testing.assert_close(g1, g2)  # zero where clamped, exp(a/4)/4 inside
+    assert torch.isfinite(alpha_hat(torch.tensor([[1e4, -1e4]]))).all()
+    alpha = torch.tensor([[0.5, 2.0, 7.0], [0.01, 30.0, 1.0], [1.0, 1.0, 1.0]], dtype=torch.float64)
+    expected = torch.distributions.kl_divergence(torch.distributions.Dirichlet(alpha),
+                                                 torch.distributions.Dirichlet(torch.ones_like(alpha)))
+    torch.testing.assert_close(dirichlet_kl_uniform(alpha), expected)
+    assert float(dirichlet_kl_uniform(alpha)[2]) == pytest.approx(0.0, abs=1e-12)
+
+
+def test_knn_adjacency_by_hand():
+    x = torch.tensor([[0.0], [1.0], [3.0], [7.0], [15.0]])  # on a line
+    adj = knn_adjacency(x, k=2)
+    assert adj.is_sparse and adj._nnz() == 5 * 3
+    # nearest two (self excluded): 0→{1,2}, 1→{0,2}, 2→{1,0}, 3→{2,1}, 4→{3,2}; plus the self loop
+    nbrs = {0: {0, 1, 2}, 1: {0, 1, 2}, 2: {0, 1, 2}, 3: {1, 2, 3}, 4: {2, 3, 4}}
+    expected = torch.zeros(5, 5)
+    for i, js in nbrs.items():
+        expected[i, list(js)] = 1 / 3
+    torch.testing.assert_close(adj.to_dense(), expected)
+    torch.testing.assert_close(torch.sparse.sum(adj, 1).to_dense(), torch.ones(5))  # D⁻¹: rows sum to 1
+    assert adj.to_dense()[4, 3] > 0 and adj.to_dense()[3, 4] == 0  # directed, as the code
+    # row blocks give the same graph; k larger than N−1 is clipped
+    torch.testing.assert_close(knn_adjacency(torch.randn(300, 4, generator=torch.Generator().manual_seed(0)), 3)
+                               .to_dense().sum(1), torch.ones(300))
+    torch.testing.assert_close(knn_adjacency(x[:2], k=3).to_dense(), torch.full((2, 2), 0.5))
+
+
+def test_adjacency_block_and_graph_decode():
+    x = torch.tensor([[0.0], [1.0], [3.0], [7.0], [15.0]])
+    adj = knn_adjacency(x, k=2)
+    idx = torch.tensor([3, 0, 4])
+    torch.testing.assert_close(adjacency_block(adj, idx), adj.to_dense()[idx][:, idx])
+    third = 1 / 3  # rows 3, 0, 4 restricted to columns 3, 0, 4
+    torch.testing.assert_close(adjacency_block(adj, idx), torch.tensor([[third, 0, 0], [0, third, 0], [third, 0, third]]))
+    d = torch.tensor([[1.0, 0.0], [0.0, 1.0]])
+    s1 = torch.sigmoid(torch.tensor(1.0))  # σ(1) on the diagonal, σ(0) = 0.5 off it
+    e = torch.exp(s1) / (torch.exp(s1) + math.exp(0.5))
+    torch.testing.assert_close(graph_decode(d), torch.tensor([[e, 1 - e], [1 - e, e]]))
+
+
+def test_concentration_and_dirichlet_draw_follows_generator():
+    a = torch.tensor([[0.0, math.log(3.0), 5.0]])
+    s = concentration(a, torch.tensor([[1.0, 1.0, 0.0]]))
+    torch.testing.assert_close(s, torch.tensor([[0.25 + 0.01, 0.75 + 0.01, 0.01]]))
+    conc = torch.tensor([[0.5, 1.0, 2.0]]).repeat(4, 1)
+    draw = lambda seed: dirichlet_rsample(conc, torch.Generator().manual_seed(seed))  # noqa: E731
+    state = torch.get_rng_state()
+    torch.testing.assert_close(draw(1), draw(1))
+    assert not torch.equal(draw(1), draw(2))
+    assert torch.equal(torch.get_rng_state(), state)  # the global RNG is left as it was
+    torch.testing.assert_close(draw(3).sum(1), torch.ones(4))
+
+
+def _step(idx, cands, probs, d_tilde, stage):
+    batch = Batch(index=idx, x=torch.zeros(len(idx), 1), candidates=cands, y_true=torch.zeros(len(idx)).long())
+    step = Step(batch=batch, logits=probs.log(), probs=probs, forward=None, generator=None, epoch=0, stage=stage,
+                nominal_batch_size=len(idx))
+    step.scratch["valen_dirichlet"] = d_tilde
+    return step
+
+
+def test_post_step_updates_by_hand():
+    cands = torch.tensor([[1.0, 1.0, 0.0], [1.0, 1.0, 1.0]])
+    state = PLLState()
+    state.confidence = torch.tensor([[0.5, 0.5, 0.0], [0.0, 0.4, 0.6]])  # o (row 1 lost candidate 0)
+    state.valen_d = torch.tensor([[1.0, 0.0, 0.0], [0.0, 0.5, 0.5]])  # d (row 0: support {0})
+    probs = torch.tensor([[0.2, 0.6, 0.2], [0.5, 0.3, 0.2]])
+    d_tilde = torch.tensor([[0.1, 0.3, 0.6], [0.2, 0.2, 0.6]])
+    comp = Targets(TargetsHParams(correct=0.5))
+    step = _step(torch.tensor([0, 1]), cands, probs, d_tilde, Stage("train"))
+    torch.testing.assert_close(comp.pllzoo_label_update(step, state), state.valen_d)
+    comp.pllzoo_post_step(step, state)
+    d_new = torch.tensor([[0.25, 0.75, 0.0], [0.0, 0.25, 0.75]])  # d̃ on the support of o, re-normalised
+    old_o = torch.tensor([[0.5, 0.5, 0.0], [0.0, 0.4, 0.6]])
+    torch.testing.assert_close(state.valen_d, 0.5 * d_new + 0.5 * old_o)
+    # o from the pre-step p on the support of the *old* d
+    torch.testing.assert_close(state.confidence, torch.tensor([[1.0, 0.0, 0.0], [0.0, 0.6, 0.4]]))
+    # in the warm-up it is PRODEN: targets o, o ← row-norm(1[o>0] ⊙ p)
+    state.confidence = old_o.clone()
+    warm = _step(torch.tensor([0, 1]), cands, probs, d_tilde, Stage("warm-up", params={"warmup": True}))
+    torch.testing.assert_close(comp.pllzoo_label_update(warm, state), old_o)
+    comp.pllzoo_post_step(warm, state)
+    torch.testing.assert_close(state.confidence, torch.tensor([[0.25, 0.75, 0.0], [0.0, 0.6, 0.4]]))
+
+
+def test_stages_plan():
+    plan = VALENLoss(VALENHParams(warm_up=10)).pllzoo_stages(None)
+    assert [(s.name, s.epochs, s.reinit_model) for s in plan] == [("warm-up", 10, True), ("train", None, False)]
+    assert plan[0].params == {"warmup": True} and plan[1].carry == ("confidence",) and not plan[1].params
+    assert [s.name for s in VALENLoss(VALENHParams(warm_up=0)).pllzoo_stages(None)] == ["train"]
+    assert VALENLoss.dataset_defaults("lost", "tabular")["gamma"] == 20.0
+    assert VALENLoss.dataset_defaults("cifar10lt", "image") == {}
+
+
+def _check_state(trainer, data):
+    cands = data.candidates
+    for table in (trainer.state.confidence, trainer.state.valen_d):  # o and d
+        assert torch.isfinite(table).all() and (table >= 0).all()
+        torch.testing.assert_close(table.sum(1), torch.ones(len(table)), atol=1e-5, rtol=0)
+        assert torch.all(table[~cands] == 0)
+    adj = trainer.state.valen_adj
+    assert adj.is_sparse and adj.shape == (data.num_train, data.num_train) and adj._nnz() == 4 * data.num_train
+
+
+def _valen(**hp):
+    return {"label_update": Targets(), "selection": SelectAll(), "loss": VALENLoss(VALENHParams(**hp))}
+
+
+def _strip(records):
+    return [{k: v for k, v in r.items() if k != "wall_s"} for r in records]
+
+
+def test_tabular_run_keeps_invariants():
+    data = make_tiny_data()
+    comps = _valen(warm_up=2, cr=False, mixup=False)
+    cfg = TrainConfig(model="mlp", epochs=2, lr=0.05, weight_decay=0.0, batch_size=16)
+    trainer = Trainer(data, comps, cfg, seed=1, device=CPU)
+    records = trainer.fit()
+    assert [(r["stage"], r["epoch"]) for r in records] == [("warm-up", 1), ("warm-up", 2), ("train", 1), ("train", 2)]
+    assert all(math.isfinite(r["loss"]) for r in records)
+    assert all(k in records[-1] for k in ("valen_rec", "valen_kl", "valen_ld", "valen_lo"))
+    _check_state(trainer, data)
+    assert set(trainer.modules) == {"loss.enc", "loss.dec"}
+    opt = {id(p) for g in trainer.optimizer.param_groups for p in g["params"]}
+    assert {id(p) for p in comps["loss"].enc.parameters()} <= opt and {id(p) for p in trainer.model.parameters()} <= opt
+
+
+def test_enc_starts_from_initial_or_warmed_weights():
+    data = make_tiny_data()
+    for init in ("initial", "warmed"):
+        loss = VALENLoss(VALENHParams(enc_init=init))
+        net = torch.nn.Linear(6, 4)
+        run = Run(data=data, candidates=data.candidates, config=TrainConfig(), device=CPU, seed=0, model=net,
+                  stage=Stage("warm-up", params={"warmup": True}))
+        loss.pllzoo_setup_stage(run, PLLState())
+        first = net.weight.detach().clone()
+        with torch.no_grad():
+            net.weight.add_(1.0)  # "warm-up"
+        run.stage, run.embed_train = Stage("train"), lambda train_mode=False: data.x_train
+        loss.pllzoo_setup_stage(run, PLLState())
+        assert torch.equal(loss.enc.weight, first if init == "initial" else net.weight) and loss.enc.training
+        assert loss.dec[2].bias.eq(0.01).all() and loss.dec[2].out_features == 6
+
+
+def test_resume_equals_uninterrupted(tmp_path):
+    data = make_tiny_data()
+    cfg = TrainConfig(model="mlp", epochs=2, lr=0.05, weight_decay=0.0, batch_size=16)
+
+    def trainer(path, on_epoch=None):
+        path.mkdir(exist_ok=True)
+        return Trainer(data, _valen(warm_up=1, cr=False, mixup=False), cfg, seed=2, device=CPU, run_dir=path,
+                       on_epoch=on_epoch)
+
+    full = trainer(tmp_path / "full").fit()
+
+    class Stop(Exception):
+        pass
+
+    def stop(records):
+        if len(records) == 2:  # warm-up done, one train epoch done
+            raise Stop
+
+    with pytest.raises(Stop):
+        trainer(tmp_path / "cut", stop).fit()
+    resumed = trainer(tmp_path / "cut")
+    assert _strip(resumed.fit(resume=True)) == _strip(full)
+    _check_state(resumed, data)
+
+
+def test_image_run_with_protocol():
+    data = make_fake_images()  # 64 random uint8 images, kind "image"
+    comps = _valen(warm_up=1)
+    assert comps["loss"].hp.cr and comps["loss"].hp.mixup and "strong" in comps["loss"].views
+    cfg = TrainConfig(model="cnn", epochs=1, lr=0.01, weight_decay=0.0, batch_size=16)
+    trainer = Trainer(data, comps, cfg, seed=1, device=CPU)
+    records = trainer.fit()
+    assert [r["stage"] for r in records] == ["warm-up", "train"] and all(math.isfinite(r["loss"]) for r in records)
+    assert comps["loss"].dec[2].out_features == 3 * 32 * 32
+    _check_state(trainer, data)
