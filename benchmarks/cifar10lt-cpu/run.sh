@@ -9,4 +9,5 @@ pllzoo bench --methods solar,proden --dataset cifar10lt --data-dir "$data" --phi
   --seeds 1 --epochs "${EPOCHS:-40}" --device cpu \
   --hp train.model=cnn --hp train.lr=0.05 --hp train.schedule=cosine --hp train.weight_decay=5e-4 \
   --hp solar:estimator.est_epochs="${EST_EPOCHS:-20}" --hp solar:selection.warmup_epochs=10 \
-  --hp solar:loss.warmup_epochs=10 --out "$here/${OUT:-results}" "$@"
+  --hp solar:loss.warmup_epochs=10 --hp proden:loss.cr=false --hp proden:loss.mixup=false \
+  --out "$here/${OUT:-results}" "$@"
