@@ -63,3 +63,16 @@ def test_mask_modes():
         state.confidence[0] = torch.tensor([0.0, 1.0, 0.0])  # candidate 0 underflowed to exactly 0
         comp.pllzoo_post_step(_step((0,)), state)
         torch.testing.assert_close(state.confidence[0], torch.tensor(expected))
+
+
+def test_loss_by_hand():
+    from pllzoo_baselines.protocol import ProtocolHParams
+    from pllzoo_baselines.proden import ProdenLoss
+
+    import math
+
+    w = torch.tensor([[0.25, 0.75, 0.0]])
+    # -(0.25 log 0.2 + 0.75 log 0.6)
+    expected = -(0.25 * math.log(0.2) + 0.75 * math.log(0.6))
+    got = ProdenLoss(ProtocolHParams(cr=False, mixup=False)).per_sample(PROBS[:1].log(), w)
+    torch.testing.assert_close(got, torch.tensor([expected]))
