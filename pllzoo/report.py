@@ -24,7 +24,7 @@ def fmt(mean: float, std: float) -> str:
 def table(summary: pd.DataFrame, title: str, caption: str) -> Table:
     """One row per method: All / Many / Medium / Few as mean ± sample std over n seeds."""
     t = Table(title=title, caption=caption, caption_justify="left")
-    t.add_column("Method", style="bold")
+    t.add_column("Method", style="bold", overflow="fold")
     for col in ACC_COLUMNS:
         t.add_column(HEADERS[col], justify="right")
     t.add_column("n", justify="right")
