@@ -51,10 +51,14 @@ class Confidence(Component):
     def pllzoo_label_update(self, step: Step, state: PLLState) -> torch.Tensor:
         return state.confidence[step.batch.index]  # targets of l.2
 
+    def _keep(self, weights: torch.Tensor, candidates: torch.Tensor) -> torch.Tensor:
+        """The labels re-normalisation keeps: the support of ``weights`` or the candidate set."""
+        return (weights > 0).float() if self.hp.mask == "support" else candidates
+
     @hookimpl
     def pllzoo_post_step(self, step: Step, state: PLLState) -> None:
         idx = step.batch.index
-        keep = (state.confidence[idx] > 0).float() if self.hp.mask == "support" else step.batch.candidates
+        keep = self._keep(state.confidence[idx], step.batch.candidates)
         state.confidence[idx] = normalize_rows(step.probs * keep)  # Alg. l.3 (pre-step p)
 
 

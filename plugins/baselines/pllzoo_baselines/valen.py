@@ -125,9 +125,6 @@ class Targets(Confidence):
     needs = frozenset({"valen_dirichlet"})
     provides = frozenset({"confidence", "valen_d"})
 
-    def _keep(self, table: torch.Tensor, candidates: torch.Tensor) -> torch.Tensor:
-        return (table > 0).float() if self.hp.mask == "support" else candidates
-
     @hookimpl
     def pllzoo_setup_stage(self, run: Run, state: PLLState) -> None:
         if _warm(run.stage) or "confidence" not in state:  # no warm-up, or a resume (checkpoint loads over it)
