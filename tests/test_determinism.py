@@ -54,3 +54,26 @@ def test_resume_from_mid_run_checkpoint_equals_uninterrupted(tiny_data, tmp_path
     for k, v in final_full.items():
         assert torch.equal(ckpt["model"][k], v), k
     assert torch.equal(ckpt["state"]["confidence"], full_trainer.state.confidence)
+
+
+def test_resume_across_a_stage_boundary_with_solar(tiny_data, tmp_path):
+    """SoLar's two stages: stop inside the final stage, resume, and match an uninterrupted run."""
+    reg = get_registry()
+
+    def trainer(run_dir, on_epoch=None):
+        comps = reg.build_components(reg.method("solar"), {"estimator.est_epochs": 2, "label_update.queue_length": 2})
+        return Trainer(tiny_data, comps, CFG, seed=5, device=torch.device("cpu"), run_dir=run_dir, on_epoch=on_epoch)
+
+    (tmp_path / "full").mkdir()
+    full = trainer(tmp_path / "full").fit()
+
+    def stop_after_three(records):
+        if len(records) == 3:  # 2 pre-estimation epochs + 1 of the final stage
+            raise _Interrupt
+
+    (tmp_path / "cut").mkdir()
+    with pytest.raises(_Interrupt):
+        trainer(tmp_path / "cut", stop_after_three).fit()
+    resumed = trainer(tmp_path / "cut").fit(resume=True)
+    assert [r["stage"] for r in full] == ["pre-estimation"] * 2 + ["train"] * 4
+    assert _strip(resumed) == _strip(full)
