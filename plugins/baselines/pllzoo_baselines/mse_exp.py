@@ -16,7 +16,7 @@ Test: tests/unit/test_mse_exp.py::test_full_candidate_set_guard.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import torch
 
@@ -44,6 +44,11 @@ def mse_loss(logits: torch.Tensor, candidates: torch.Tensor, full_set: str = "ma
     return 1 + (p * p).sum(1) - 2 * p_s + 2 * (size - 1) * (1 - p_s) / comp
 
 
+def informative(candidates: torch.Tensor) -> torch.Tensor:
+    """Rows with at least one non-candidate (|S| < K) → bool ``[B]``; the others carry no supervision."""
+    return candidates.sum(1) < candidates.shape[1]
+
+
 @dataclass(frozen=True)
 class ComplementaryHParams(ProtocolHParams):
     full_set: str = hp("mask", "samples with |S| = K: mask (leave out), clamp (K−|S| ≥ 1), none (official: NaN)",
@@ -59,23 +64,14 @@ class _ComplementaryLoss(ProtocolLoss):
 
     def per_sample(self, logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
         loss = self.fn(logits, labels, self.hp.full_set)
-        if self.hp.full_set == "mask":
-            loss = loss * (labels.sum(1) < labels.shape[1])
-        return loss
+        return loss * informative(labels) if self.hp.full_set == "mask" else loss
 
     @hookimpl
     def pllzoo_loss(self, step: Step, state: PLLState) -> torch.Tensor:
         if self.hp.full_set == "mask":  # average over the samples that carry supervision
-            informative = step.batch.candidates.sum(1) < step.batch.candidates.shape[1]
-            mask = informative if step.mask is None else step.mask.bool() & informative
-            step = _with_mask(step, mask)
+            keep = informative(step.batch.candidates)
+            step = replace(step, mask=keep if step.mask is None else step.mask.bool() & keep)
         return super().pllzoo_loss(step, state)
-
-
-def _with_mask(step: Step, mask: torch.Tensor) -> Step:
-    from dataclasses import replace
-
-    return replace(step, mask=mask)
 
 
 class MSELoss(_ComplementaryLoss):
