@@ -18,9 +18,9 @@ import pandas as pd
 
 from pllzoo.components import SLOTS, Method
 from pllzoo.data.base import DataOptions, PLLData
+from pllzoo.data.holdout import hold_out, subsample
 from pllzoo.errors import PLLZooError, UnknownNameError
 from pllzoo.hparams import as_dict, override
-from pllzoo.metrics import shot_groups
 from pllzoo.registry import Registry
 from pllzoo.results import RESULT_COLUMNS, env_info, final_rows, read_jsonl, run_id, write_json, write_jsonl
 from pllzoo.run import TrainConfig
@@ -86,6 +86,15 @@ def train_config(data: PLLData, epochs: int | None, batch_size: int | None, over
     return cfg
 
 
+def carve(data: PLLData, options: DataOptions, seed: int) -> PLLData:
+    """Apply the loader-independent options: ``subset`` (smoke runs), then ``holdout``."""
+    if options.subset is not None:
+        data = subsample(data, options.subset, seed)
+    if options.holdout:
+        data = hold_out(data, options.holdout, seed)
+    return data
+
+
 def plan(
     registry: Registry, methods: list[str], dataset: str, seeds: list[int], options: DataOptions,
     epochs: int | None = None, batch_size: int | None = None, hp: dict[str, str] | None = None,
@@ -103,7 +112,7 @@ def plan(
     resolved_device = str(resolve_device(device))
     plans = []
     for seed in seeds:
-        data = spec.load(dataclasses.replace(options, seed=seed))
+        data = carve(spec.load(dataclasses.replace(options, seed=seed)), options, seed)
         cfg = train_config(data, epochs, batch_size, train_hp)
         for recipe in recipes:
             comps = registry.build_components(recipe, per_method[recipe.name], (data.name, data.kind))
@@ -172,6 +181,3 @@ def _train(registry, p: RunPlan, run_dir: Path, resume: bool, on_epoch, on_run) 
     return records
 
 
-def caption(data: PLLData) -> str:
-    """The table caption: the shot grouping rule and the model-selection rule."""
-    return f"Last epoch, mean ± sample std over seeds. {shot_groups(data.train_counts).caption}."

@@ -74,3 +74,12 @@ def evaluate(pred: torch.Tensor, target: torch.Tensor, groups: ShotGroups) -> di
         "acc_few": _group_mean(acc, groups.few),
         "class_acc": [None if torch.isnan(a) else round(float(a), 4) for a in acc],
     }
+
+
+def covering_rate(pred: torch.Tensor, candidates: torch.Tensor) -> float:
+    """% of rows whose predicted label is one of their candidates (PLENCH's model-selection score).
+
+    Needs only partial labels, so it can rank epochs on held-out *training* rows.
+    """
+    hit = candidates.bool().gather(1, pred.long().view(-1, 1)).squeeze(1)  # [V]
+    return float(100.0 * hit.double().mean())

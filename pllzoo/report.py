@@ -1,19 +1,42 @@
-"""Summaries → rich tables (pure functions, no I/O)."""
+"""Comparison tables from run records: mean ± std over seeds, rendered as rich, Markdown or CSV.
+
+A :class:`Report` is plain data (title, headers, cells, caption), built by
+
+* :func:`long_reports` — one table per setting, All / Many / Medium / Few per method (the shape
+  of the paper's Table 2);
+* :func:`wide_report` — one metric, methods × settings, with the paper's numbers beside ours
+  when a paper file gives them (the shape of the paper's Tables 1 and the real-world table);
+
+and rendered by :func:`to_rich` / :func:`to_markdown`.  Every caption states the model-selection
+rule, what "±" is and the shot grouping.
+"""
 
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 import pandas as pd
+import torch
 from rich.table import Table
 
-from pllzoo.results import ACC_COLUMNS
+from pllzoo.metrics import shot_groups
+from pllzoo.model_selection import CAPTIONS, select_epochs
+from pllzoo.results import ACC_COLUMNS, order_methods, summarise
 
 HEADERS = {"acc_all": "All", "acc_many": "Many", "acc_medium": "Medium", "acc_few": "Few"}
 
 
-def fmt(mean: float, std: float) -> str:
-    """``mean ± std`` with two decimals; ``mean`` alone when std is undefined (one seed)."""
+@dataclass
+class Report:
+    title: str
+    headers: list[str]
+    rows: list[list[str]]
+    caption: str
+
+
+def fmt(mean: float | None, std: float | None) -> str:
+    """``mean ± std`` with two decimals; ``mean`` alone when std is undefined (one seed); ``–`` for none."""
     if mean is None or (isinstance(mean, float) and math.isnan(mean)):
         return "–"
     if std is None or (isinstance(std, float) and math.isnan(std)):
@@ -21,23 +44,99 @@ def fmt(mean: float, std: float) -> str:
     return f"{mean:.2f} ± {std:.2f}"
 
 
-def table(summary: pd.DataFrame, title: str, caption: str) -> Table:
-    """One row per method: All / Many / Medium / Few as mean ± sample std over n seeds."""
-    t = Table(title=title, caption=caption, caption_justify="left")
-    t.add_column("Method", style="bold", overflow="fold")
-    for col in ACC_COLUMNS:
-        t.add_column(HEADERS[col], justify="right")
-    t.add_column("n", justify="right")
-    for _, row in summary.iterrows():
-        t.add_row(row["method"], *(fmt(row[f"{c}_mean"], row[f"{c}_std"]) for c in ACC_COLUMNS), str(int(row["n"])))
+def shot_caption(train_counts: list[tuple[int, ...]]) -> str:
+    """The shot-grouping rule; thresholds when every run of the setting shares its training counts."""
+    distinct = {tuple(c) for c in train_counts if c}
+    if len(distinct) == 1:
+        return shot_groups(torch.tensor(next(iter(distinct)))).caption
+    k = len(next(iter(distinct))) if distinct else 0
+    return (f"Many / Few: about the {k // 3} classes with the most / fewest training examples of each run, "
+            "Medium: the rest (SoLar §1.11 thresholds on each run's own counts, which differ between seeds)")
+
+
+def caption(rule: str, train_counts: list[tuple[int, ...]] | None = None) -> str:
+    """Model-selection rule, what ± means, and (for shot columns) the grouping."""
+    parts = [CAPTIONS[rule], "Mean ± sample std over n seeds (one seed: the value alone)"]
+    if train_counts is not None:
+        parts.append(shot_caption(train_counts))
+    return ". ".join(parts) + "."
+
+
+def summary(records: pd.DataFrame, rule: str = "last", methods: list[str] | None = None) -> pd.DataFrame:
+    """Per (setting, method): accuracy means, sample stds and n, epochs picked by ``rule``.
+
+    Settings keep their first-seen order (the order of the results folders); ``methods`` keeps
+    only those, in that order; otherwise methods are sorted by name.
+    """
+    chosen = select_epochs(records, rule)
+    order = methods or sorted(set(chosen["method"]))
+    chosen = order_methods(chosen[chosen["method"].isin(order)], order)
+    settings = {s: i for i, s in enumerate(dict.fromkeys(records["setting"]))}
+    chosen = chosen.sort_values("setting", key=lambda c: c.map(settings), kind="stable")
+    out = summarise(chosen, by=("setting", "method"))
+    counts = chosen.groupby(["setting", "method"], sort=False)["train_counts"].agg(list)
+    return out.assign(train_counts=[counts[(s, m)] for s, m in zip(out["setting"], out["method"])])
+
+
+def long_reports(summ: pd.DataFrame, rule: str, seeds_note: str = "") -> list[Report]:
+    """One All/Many/Medium/Few table per setting."""
+    reports = []
+    for setting, rows in summ.groupby("setting", sort=False):
+        cells = [[r["method"], *(fmt(r[f"{c}_mean"], r[f"{c}_std"]) for c in ACC_COLUMNS), str(int(r["n"]))]
+                 for _, r in rows.iterrows()]
+        counts = [c for lst in rows["train_counts"] for c in lst]
+        reports.append(Report(f"{setting}{seeds_note}", ["Method", *HEADERS.values(), "n"], cells, caption(rule, counts)))
+    return reports
+
+
+def wide_report(summ: pd.DataFrame, rule: str, metric: str = "acc_all", paper: pd.DataFrame | None = None,
+                title: str = "") -> Report:
+    """Methods × settings for one metric; a ``paper`` column after each setting the paper covers.
+
+    ``paper`` has columns ``method``, ``setting``, ``paper`` (the number as printed).
+    """
+    settings = list(dict.fromkeys(summ["setting"]))
+    methods = list(dict.fromkeys(summ["method"]))
+    cell = {(r["setting"], r["method"]): (fmt(r[f"{metric}_mean"], r[f"{metric}_std"]), int(r["n"]))
+            for _, r in summ.iterrows()}
+    printed = {} if paper is None else {(r["setting"], r["method"]): str(r["paper"]) for _, r in paper.iterrows()}
+    with_paper = [s for s in settings if any(k[0] == s for k in printed)]
+    headers = ["Method"]
+    for s in settings:
+        headers += [s] + (["paper"] if s in with_paper else [])
+    rows = []
+    for m in methods:
+        row = [m]
+        for s in settings:
+            row.append(cell.get((s, m), ("–", 0))[0])
+            if s in with_paper:
+                row.append(printed.get((s, m), ""))
+        rows.append(row)
+    ns = sorted({n for _, n in cell.values()})
+    note = f"n = {ns[0]} seeds per cell" if len(ns) == 1 else f"n = {ns[0]}–{ns[-1]} seeds per cell"
+    cap = f"{HEADERS.get(metric, metric)} accuracy (%). {caption(rule)} {note}."
+    return Report(title or f"{HEADERS.get(metric, metric)} accuracy", headers, rows, cap)
+
+
+def to_rich(report: Report) -> Table:
+    t = Table(title=report.title, caption=report.caption, caption_justify="left")
+    for i, h in enumerate(report.headers):
+        t.add_column(h, justify="left" if i == 0 else "right", style="bold" if i == 0 else None, overflow="fold")
+    for row in report.rows:
+        t.add_row(*row)
     return t
 
 
-def markdown(summary: pd.DataFrame, caption: str) -> str:
-    """The same table as Markdown."""
-    head = "| Method | " + " | ".join(HEADERS[c] for c in ACC_COLUMNS) + " | n |"
-    lines = [head, "|---" * (len(ACC_COLUMNS) + 2) + "|"]
-    for _, row in summary.iterrows():
-        cells = [fmt(row[f"{c}_mean"], row[f"{c}_std"]) for c in ACC_COLUMNS]
-        lines.append(f"| {row['method']} | " + " | ".join(cells) + f" | {int(row['n'])} |")
-    return "\n".join(lines) + f"\n\n{caption}\n"
+def to_markdown(report: Report, heading: str = "##") -> str:
+    lines = [f"{heading} {report.title}", "", "| " + " | ".join(report.headers) + " |",
+             "|" + "---|" * len(report.headers)]
+    lines += ["| " + " | ".join(row) + " |" for row in report.rows]
+    return "\n".join(lines) + f"\n\n{report.caption}\n"
+
+
+def to_csv(summ: pd.DataFrame, paper: pd.DataFrame | None = None) -> str:
+    """The tidy summary (one row per setting × method), with the paper's numbers when given."""
+    out = summ.drop(columns=["train_counts"])
+    if paper is not None:
+        out = out.merge(paper[["setting", "method", "paper"]], on=["setting", "method"], how="left")
+    return out.to_csv(index=False, float_format="%.4f")

@@ -80,31 +80,62 @@ def env_info(device: str) -> dict[str, Any]:
     }
 
 
-def load(out_dir: Path) -> pd.DataFrame:
-    """All per-epoch records under ``out_dir/runs`` as one tidy frame (one row per run × epoch)."""
+def setting_label(config: dict[str, Any]) -> str:
+    """What a run was trained on, e.g. ``cifar10lt φ=0.5 γ=100`` or ``lost balanced``."""
+    d = config.get("data", {})
+    parts = [str(config["dataset"])]
+    if d.get("phi") is not None:
+        parts.append(f"φ={d['phi']:g}")
+    if d.get("imb") is not None:
+        parts.append(f"γ={d['imb']:g}")
+    if "layout" in d:  # the real-world .mat sets: the test protocol matters
+        parts.append(str(d.get("split", "uniform")))
+    for key in ("holdout", "subset"):
+        if d.get(key):
+            parts.append(f"{key}={d[key]:g}")
+    return " ".join(parts)
+
+
+def load(*out_dirs: Path) -> pd.DataFrame:
+    """All per-epoch records under ``out_dir/runs`` as one tidy frame (one row per run × epoch).
+
+    Each record also gets its run's ``setting`` (:func:`setting_label`) and ``train_counts``.
+    """
     frames = []
-    for log in sorted(Path(out_dir).glob("runs/*/log.jsonl")):
-        recs = read_jsonl(log)
-        if recs:
-            frames.append(pd.DataFrame(recs).assign(run=log.parent.name))
+    for out_dir in out_dirs:
+        for log in sorted(Path(out_dir).glob("runs/*/log.jsonl")):
+            recs = read_jsonl(log)
+            if not recs:
+                continue
+            cfg_path = log.parent / "config.json"
+            config = json.loads(cfg_path.read_text()) if cfg_path.exists() else {"dataset": recs[0]["dataset"]}
+            counts = tuple(config.get("data", {}).get("train_counts", ()))
+            frame = pd.DataFrame(recs).assign(run=log.parent.name, setting=setting_label(config))
+            frame["train_counts"] = [counts] * len(frame)
+            frames.append(frame)
     return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=[*RESULT_COLUMNS, "run"])
 
 
 def final_rows(df: pd.DataFrame) -> pd.DataFrame:
-    """The last epoch of the final stage of every run."""
+    """The last epoch of the final stage of every run, methods in first-seen order."""
+    from pllzoo.model_selection import select_epochs
+
     if df.empty:
         return df
-    last = df[df["final_stage"].astype(bool)]
-    last = last.sort_values("epoch", kind="stable").groupby("run", sort=False).tail(1)
-    order = {m: i for i, m in enumerate(dict.fromkeys(df["method"]))}  # first-seen method order
-    return last.sort_values(["method", "seed"], key=lambda c: c.map(order) if c.name == "method" else c)
+    return order_methods(select_epochs(df, "last"), list(dict.fromkeys(df["method"])))
+
+
+def order_methods(df: pd.DataFrame, order: list[str]) -> pd.DataFrame:
+    """Rows sorted by ``order`` of methods, then seed (stable)."""
+    rank = {m: i for i, m in enumerate(order)}
+    return df.sort_values(["method", "seed"], key=lambda c: c.map(rank) if c.name == "method" else c, kind="stable")
 
 
 def summarise(df: pd.DataFrame, by: tuple[str, ...] = ("method", "dataset")) -> pd.DataFrame:
-    """Mean, *sample* std (ddof=1; NaN for one seed) and n over seeds of the accuracy columns."""
-    order = list(dict.fromkeys(df["method"]))
+    """Mean, *sample* std (ddof=1; NaN for one seed) and n over seeds of the accuracy columns.
+
+    Groups keep their first-seen order.
+    """
     g = df.groupby(list(by), sort=False)[list(ACC_COLUMNS)]
     out = g.mean().add_suffix("_mean").join(g.std(ddof=1).add_suffix("_std")).join(g.size().rename("n"))
-    out = out.reset_index()
-    out["_order"] = out["method"].map({m: i for i, m in enumerate(order)})
-    return out.sort_values("_order").drop(columns="_order").reset_index(drop=True)
+    return out.reset_index()

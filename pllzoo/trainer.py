@@ -29,7 +29,7 @@ from pllzoo.checkpoint import load_checkpoint, save_checkpoint
 from pllzoo.components import Component
 from pllzoo.data.base import PLLData
 from pllzoo.errors import PLLZooError
-from pllzoo.metrics import evaluate, shot_groups
+from pllzoo.metrics import covering_rate, evaluate, shot_groups
 from pllzoo.models import build_model
 from pllzoo.run import Batch, Run, Stage, Step, TrainConfig
 from pllzoo.seeding import derive_seed
@@ -92,6 +92,8 @@ class Trainer:
         self.x_test = data.x_test.to(device)
         self.y_train, self.y_test = data.y_train.to(device), data.y_test.to(device)
         self.candidates = data.candidates.to(device=device, dtype=torch.bool)
+        self.x_val = data.x_val.to(device) if data.x_val is not None else None
+        self.candidates_val = data.candidates_val.to(device, torch.bool) if data.candidates_val is not None else None
         self.groups = shot_groups(data.train_counts)
         self.weak = augment.make_view(config.weak_view if self.image else "none")
         self.strong = augment.make_view(config.strong_view if self.image else "none")
@@ -126,6 +128,12 @@ class Trainer:
             xb = augment.normalize(xb, self.data.mean, self.data.std) if self.image else xb
             out.append(self.forward(xb))
         return torch.cat(out)
+
+    def _predict(self, x: torch.Tensor) -> torch.Tensor:
+        """Predicted labels ``[M]``: argmax of the logits, or of the method's adjusted ones (``pllzoo_predict``)."""
+        logits = self._eval_logits(x)
+        adjusted = self.hooks.pllzoo_predict(logits=logits, state=self.state)
+        return (adjusted if adjusted is not None else logits).argmax(dim=1)
 
     def predict_train(self) -> torch.Tensor:
         """Eval-mode softmax over the training set with the test transform, float32 ``[N, K]``."""
@@ -217,10 +225,10 @@ class Trainer:
             extra: dict[str, Any] = {}
             for out in self.hooks.pllzoo_on_epoch_end(run=self.run, epoch=epoch, state=self.state):
                 extra.update(out or {})
-            logits = self._eval_logits(self.x_test)
-            adjusted = self.hooks.pllzoo_predict(logits=logits, state=self.state)
-            pred = (adjusted if adjusted is not None else logits).argmax(dim=1)
-        metrics = evaluate(pred, self.y_test, self.groups)
+            pred = self._predict(self.x_test)
+            metrics = evaluate(pred, self.y_test, self.groups)
+            if self.x_val is not None:
+                metrics["val_covering"] = covering_rate(self._predict(self.x_val), self.candidates_val)
         return {
             **self.record_base, "seed": self.seed, "stage": stage.name, "stage_index": stage.index,
             "epoch": epoch + 1, "epochs": n_epochs, "final_stage": is_last, "lr": lr,

@@ -14,8 +14,8 @@ from pllzoo.cli import cli
 from pllzoo.data.base import DataOptions
 from pllzoo.errors import PLLZooError
 from pllzoo.registry import get_registry
-from pllzoo.report import markdown, table
-from pllzoo.results import summarise
+from pllzoo import report as rep
+from pllzoo.results import load
 
 
 def _csv(text: str) -> list[str]:
@@ -41,16 +41,20 @@ def _seeds(text: str) -> list[int]:
 @click.option("--phi", type=float, default=None, help="Partial rate (CIFAR; < 0 selects the non-uniform matrix).")
 @click.option("--imb", type=float, default=None, help="Imbalance ratio gamma (CIFAR, synthetic).")
 @click.option("--imb-type", type=click.Choice(["exp", "step"]), default=None, help="Long-tail profile.")
+@click.option("--holdout", type=float, default=0.0, show_default=True,
+              help="Hold out this fraction of training rows (partial labels only) for `report --select heldout`.")
+@click.option("--subset", type=int, default=None, help="Keep N random train and N test rows (smoke runs, not results).")
 @click.option("--device", default="auto", show_default=True, help="auto | cpu | cuda[:i].")
 @click.option("--hp", "hps", multiple=True, help="Override: slot.field=value, train.field=value, or METHOD:slot.field=value.")
 @click.option("--out", type=click.Path(path_type=Path), default=Path("results/bench"), show_default=True)
 @click.option("--resume", is_flag=True, help="Reuse finished runs in OUT and resume unfinished ones from checkpoints.")
 @click.option("--offline", is_flag=True, help="Never download data.")
-def bench(methods, dataset, seeds, epochs, batch_size, data_dir, split, phi, imb, imb_type, device, hps, out,
-          resume, offline) -> None:
+def bench(methods, dataset, seeds, epochs, batch_size, data_dir, split, phi, imb, imb_type, holdout, subset, device,
+          hps, out, resume, offline) -> None:
     """Run METHODS head-to-head on DATASET over SEEDS and print All/Many/Medium/Few."""
     reg = get_registry()
-    options = DataOptions(data_dir=data_dir, split=split, phi=phi, imb=imb, imb_type=imb_type, download=not offline)
+    options = DataOptions(data_dir=data_dir, split=split, phi=phi, imb=imb, imb_type=imb_type, download=not offline,
+                          holdout=holdout, subset=subset)
     plans = bench_lib.plan(
         reg, _csv(methods), dataset, _seeds(seeds), options, epochs=epochs, batch_size=batch_size,
         hp=bench_lib.parse_overrides(hps), device=device,
@@ -69,10 +73,13 @@ def bench(methods, dataset, seeds, epochs, batch_size, data_dir, split, phi, imb
                 f"{escape(p.method.name)} seed {p.seed} {escape('[' + rec['stage'] + ']')} acc {rec['acc_all']:.1f} loss {rec['loss']:.3f}"))
 
         rows = bench_lib.execute(reg, plans, out, resume=resume, on_epoch=on_epoch, on_run=on_run)
-    summary = summarise(rows)
-    caption = bench_lib.caption(plans[0].data)
-    title = f"{plans[0].data.name}: {len(set(rows['seed']))} seed(s), {int(rows['epoch'].iloc[0])} epochs"
-    summary.to_csv(Path(out) / "summary.csv", index=False)
-    (Path(out) / "summary.md").write_text(f"## {title}\n\n" + markdown(summary, caption))
-    Console().print(table(summary, title, caption))
+    records = load(out)
+    records = records[records["run"].isin({p.run_id for p in plans})]
+    summary = rep.summary(records, "last", list(dict.fromkeys(p.method.name for p in plans)))
+    note = f": {len(set(rows['seed']))} seed(s), {int(rows['epoch'].iloc[0])} epochs"
+    tables = rep.long_reports(summary, "last", note)
+    (Path(out) / "summary.csv").write_text(rep.to_csv(summary))
+    (Path(out) / "summary.md").write_text("\n".join(rep.to_markdown(t) for t in tables))
+    for t in tables:
+        Console().print(rep.to_rich(t))
     click.echo(f"results: {Path(out) / 'results.csv'}")

@@ -26,6 +26,8 @@ class DataOptions:
     imb: float | None = None  # imbalance ratio gamma = n_0 / n_{K-1}
     imb_type: Literal["exp", "step"] | None = None
     download: bool = True  # allow torchvision to download when data_dir has no copy
+    holdout: float = 0.0  # fraction of training rows held out, partially labelled, for model selection
+    subset: int | None = None  # keep this many random train and test rows (smoke runs only)
 
 
 @dataclass(frozen=True)
@@ -65,6 +67,8 @@ class PLLData:
     mean: tuple[float, ...] | None = None  # per-channel normalisation for images
     std: tuple[float, ...] | None = None
     info: dict[str, Any] = field(default_factory=dict)  # generation parameters, provenance
+    x_val: torch.Tensor | None = None  # held-out training rows (pllzoo.data.holdout), no true labels
+    candidates_val: torch.Tensor | None = None  # bool [V, K], their candidate sets
 
     @property
     def num_train(self) -> int:

@@ -1,0 +1,9 @@
+#!/usr/bin/env bash
+# Issue 5's CPU tier: solar, proden and cc at phi = 0.5 and phi = 0.3 (gamma = 100), the schedule of
+# run.sh (20 pre-estimation + 40 epochs, cosine, small CNN), one seed; then the tables and the figure.
+set -euo pipefail
+here="$(cd "$(dirname "$0")" && pwd)"
+for phi in 0.5 0.3; do
+  PHI="$phi" METHODS=solar,proden,cc OUT="results-phi$phi" "$here/run.sh" --resume
+done
+"$here/tables.sh"

@@ -1,0 +1,190 @@
+"""Run the SoLar paper's table cells with ``pllzoo bench`` and compare with the printed numbers.
+
+``recipes.csv`` (next to this file) has one row per cell of the paper's Tables 1, 2, 4 and 6
+(plus the SUN397 table, which pllzoo cannot run).  Cells with the same ``run`` value are one
+training: e.g. Table 1's CIFAR-10-LT φ=0.5 γ=100 SoLar cell and that run's many/medium/few
+cells in Tables 2, 4 and 6.
+
+    python benchmarks/paper/run.py list [--names]
+    python benchmarks/paper/run.py run c10-phi0.5-g100-solar [--seeds 1,2,3] [--out DIR] [--dry-run] [bench args...]
+    python benchmarks/paper/run.py table [--results benchmarks/paper/results]
+
+Arguments after the run name that ``run`` does not know go to ``pllzoo bench`` unchanged
+(e.g. ``--device cuda --data-dir ../shared/data --offline``); they come after the recipe's,
+so they win for single-valued options.
+"""
+
+from __future__ import annotations
+
+import math
+import shlex
+import subprocess
+import sys
+from pathlib import Path
+
+import click
+import pandas as pd
+
+HERE = Path(__file__).resolve().parent
+RECIPES = HERE / "recipes.csv"
+RESULTS = HERE / "results"
+TABLES_MD = HERE / "TABLES.md"
+PAPER_EPOCHS = 1000  # every CIFAR cell: final-stage epochs in the paper and the released commands
+
+# table id -> (title, LaTeX label in /work/shared/spec/solar-paper.tex); see README.md for the numbering
+TABLES = {
+    "1": ("Table 1: accuracy on CIFAR10-LT / CIFAR100-LT across φ and γ (mean ± std over 3 seeds in the paper)",
+          "tab:all-acc"),
+    "2": ("Table 2: many / medium / few-shot accuracy, CIFAR10-LT (φ=0.5, γ=100) and CIFAR100-LT (φ=0.1, γ=20)",
+          "tab:shot-acc"),
+    "4": ("Table 4: ablations, CIFAR10-LT (φ=0.5, γ=100) and CIFAR100-LT (φ=0.1, γ=20)", "tab:ablation"),
+    "6": ("Table 6: SoLar with post-hoc logit adjustment (SoLar-LA)", "tab:logit-adj"),
+    "4f": ("SUN397 (φ=0.05): the fourth table float in the LaTeX, not runnable", "tab:sun197"),
+}
+
+
+def load_recipes(path: Path = RECIPES) -> pd.DataFrame:
+    """Every cell, all columns as strings (paper numbers stay exactly as printed)."""
+    return pd.read_csv(path, dtype=str, keep_default_na=False)
+
+
+def runnable(cells: pd.DataFrame) -> pd.DataFrame:
+    """The cells that name a pllzoo method."""
+    return cells[cells["method"] != ""]
+
+
+def runs(cells: pd.DataFrame) -> pd.DataFrame:
+    """One row per run: ``run, method, args, cells`` (the cell ids it serves, comma-joined)."""
+    grouped = runnable(cells).groupby("run", sort=False)
+    return grouped.agg(method=("method", "first"), args=("args", "first"), cells=("cell", ",".join)).reset_index()
+
+
+def find_run(cells: pd.DataFrame, name: str) -> pd.Series:
+    """The run called ``name``, or the run that serves the cell ``name``."""
+    table = runs(cells)
+    if name in set(cells["cell"]) and name not in set(table["run"]):
+        cell = cells[cells["cell"] == name].iloc[0]
+        if not cell["run"]:
+            raise click.ClickException(f"cell {name} is not runnable: {cell['note']}")
+        name = cell["run"]
+    hit = table[table["run"] == name]
+    if hit.empty:
+        raise click.ClickException(f"unknown run or cell {name!r}; see `python {Path(__file__).name} list`")
+    return hit.iloc[0]
+
+
+def bench_argv(run: pd.Series, seeds: str, out: Path, extra: tuple[str, ...] = ()) -> list[str]:
+    """The ``pllzoo bench`` arguments for one run (recipe, seeds, out, --resume, then ``extra``)."""
+    return ["--methods", run["method"], *shlex.split(run["args"]), "--seeds", seeds, "--out", str(out),
+            "--resume", *extra]
+
+
+def bench_command(argv: list[str]) -> list[str]:
+    """The full command line: this interpreter's ``python -m pllzoo bench``."""
+    return [sys.executable, "-m", "pllzoo", "bench", *argv]
+
+
+def summarise(results: Path, run: pd.Series) -> pd.DataFrame | None:
+    """Mean, sample std and n over seeds of the run's accuracies, or None if it has no results yet."""
+    csv = results / run["run"] / "results.csv"
+    if not csv.is_file():
+        return None
+    rows = pd.read_csv(csv)
+    rows = rows[rows["method"] == run["method"]]
+    if rows.empty:
+        return None
+    accs = rows[["acc_all", "acc_many", "acc_medium", "acc_few"]]
+    return pd.DataFrame({"mean": accs.mean(), "std": accs.std(ddof=1), "n": accs.count(),
+                         "epoch": rows["epoch"].max()})
+
+
+def ours(summary: pd.DataFrame | None, metric: str) -> str:
+    """``mean ± std (n=k)``, flagged when the run stopped short of the paper's epochs; "not run" without results."""
+    if summary is None:
+        return "not run"
+    s = summary.loc[f"acc_{metric}"]
+    text = f"{s['mean']:.2f}" + ("" if math.isnan(s["std"]) else f" ± {s['std']:.2f}") + f" (n={int(s['n'])})"
+    if int(s["epoch"]) != PAPER_EPOCHS:
+        text += f" [{int(s['epoch'])} epochs, not {PAPER_EPOCHS}]"
+    return text
+
+
+def paper_text(cell: pd.Series) -> str:
+    """The paper's number, with its std when one is printed."""
+    return cell["paper"] + (f" ± {cell['paper_std']}" if cell["paper_std"] else "")
+
+
+def markdown_tables(cells: pd.DataFrame, results: Path) -> str:
+    """One Markdown table per paper table: cell, row, setting, metric, paper, ours."""
+    summaries = {r["run"]: summarise(results, r) for _, r in runs(cells).iterrows()}
+    parts = ["# SoLar paper tables: paper vs pllzoo", "",
+             f"Generated by `python benchmarks/paper/run.py table` from `{_shown(results)}`; "
+             "ours = last epoch, mean ± sample std over seeds (n seeds). See README.md.", ""]
+    for table, (title, label) in TABLES.items():
+        part = cells[cells["table"] == table]
+        parts += [f"## {title}", "", f"LaTeX `\\label{{{label}}}`.", "",
+                  "| cell | row | setting | metric | paper | ours |", "|---|---|---|---|---|---|"]
+        for _, c in part.iterrows():
+            got = ours(summaries.get(c["run"]), c["metric"]) if c["method"] else f"not runnable: {c['note']}"
+            parts.append(f"| `{c['cell']}` | {c['row']} | {c['setting']} | {c['metric']} | {paper_text(c)} | {got} |")
+        parts.append("")
+    return "\n".join(parts)
+
+
+def _shown(path: Path) -> str:
+    """``path`` relative to the repository root when it is inside it."""
+    try:
+        return str(Path(path).resolve().relative_to(HERE.parents[1]))
+    except ValueError:
+        return str(path)
+
+
+@click.group()
+def main() -> None:
+    """The SoLar paper's table cells as pllzoo bench runs."""
+
+
+@main.command("list")
+@click.option("--names", is_flag=True, help="Only the run names, one a line (for shell loops).")
+def list_runs(names: bool) -> None:
+    """Print every run (method, bench args, the cells it serves), then the cells pllzoo cannot run."""
+    cells = load_recipes()
+    table = runs(cells)
+    if names:
+        click.echo("\n".join(table["run"]))
+        return
+    for _, r in table.iterrows():
+        click.echo(f"{r['run']}\n    pllzoo bench --methods {r['method']} {r['args']}\n    cells: {r['cells']}")
+    blocked = cells[cells["method"] == ""]
+    click.echo(f"\n{len(table)} runs serve {len(runnable(cells))} cells; {len(blocked)} cells are not runnable:")
+    for _, c in blocked.iterrows():
+        click.echo(f"  {c['cell']}: {c['note']}")
+
+
+@main.command(context_settings={"ignore_unknown_options": True, "allow_extra_args": True})
+@click.argument("name")
+@click.option("--seeds", default="1,2,3", show_default=True, help="Seeds (the paper reports 3).")
+@click.option("--out", type=click.Path(path_type=Path), default=None, help="Default: benchmarks/paper/results/RUN.")
+@click.option("--dry-run", is_flag=True, help="Print the command and exit.")
+@click.argument("extra", nargs=-1, type=click.UNPROCESSED)
+def run(name: str, seeds: str, out: Path | None, dry_run: bool, extra: tuple[str, ...]) -> None:
+    """Train run NAME (a run or a cell id) with pllzoo bench --resume; EXTRA goes to pllzoo bench."""
+    r = find_run(load_recipes(), name)
+    cmd = bench_command(bench_argv(r, seeds, out or RESULTS / r["run"], extra))
+    click.echo(shlex.join(cmd))
+    if not dry_run:
+        sys.exit(subprocess.call(cmd))
+
+
+@main.command()
+@click.option("--results", type=click.Path(path_type=Path), default=RESULTS, show_default=True,
+              help="Folder with one sub-folder per run (its results.csv).")
+@click.option("--out", type=click.Path(path_type=Path), default=TABLES_MD, show_default=True)
+def table(results: Path, out: Path) -> None:
+    """Write the paper-vs-ours Markdown tables from whatever result folders exist."""
+    out.write_text(markdown_tables(load_recipes(), results))
+    click.echo(f"wrote {out}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,17 @@
+#!/usr/bin/env bash
+# Real-world PLL sets (issue 5): all eight methods on the PALM .mat files from ../shared/data,
+# both test protocols, 5 seeds, the linear model, consistency and mixup off (tabular data).
+# One results folder per (dataset, split); --resume makes an interrupted run continue.
+#   DATASETS (default: lost birdsong msrcv2 fgnet italian), SPLITS (uniform balanced),
+#   SEEDS (1,2,3,4,5), EPOCHS (200)
+set -euo pipefail
+here="$(cd "$(dirname "$0")" && pwd)"
+data="${DATA_DIR:-$here/../../../shared/data}"
+for dataset in ${DATASETS:-lost birdsong msrcv2 fgnet italian}; do
+  for split in ${SPLITS:-uniform balanced}; do
+    pllzoo bench --methods solar,proden,cc,lws,mse,exp,valen,pico --dataset "$dataset" --split "$split" \
+      --data-dir "$data" --seeds "${SEEDS:-1,2,3,4,5}" --epochs "${EPOCHS:-200}" --device cpu \
+      --resume --out "$here/results/$dataset-$split" "$@"
+  done
+done
+"$here/tables.sh"

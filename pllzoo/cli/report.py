@@ -1,0 +1,60 @@
+"""``pllzoo report``: comparison tables from one or more results folders."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+import pandas as pd
+from rich.console import Console
+
+from pllzoo import report as rep
+from pllzoo.cli import cli
+from pllzoo.errors import PLLZooError
+from pllzoo.model_selection import RULES
+from pllzoo.results import ACC_COLUMNS, load
+
+
+def _paper(path: Path | None) -> pd.DataFrame | None:
+    if path is None:
+        return None
+    frame = pd.read_csv(path, dtype=str)
+    missing = {"method", "setting", "paper"} - set(frame.columns)
+    if missing:
+        raise PLLZooError(f"{path}: needs columns method, setting, paper (missing {', '.join(sorted(missing))})")
+    return frame
+
+
+@cli.command()
+@click.argument("results", nargs=-1, required=True, type=click.Path(exists=True, file_okay=False, path_type=Path))
+@click.option("--select", "rule", type=click.Choice(RULES), default="last", show_default=True,
+              help="Model selection: last epoch, held-out covering rate, or oracle (best on test; labelled).")
+@click.option("--methods", default=None, help="Comma-separated methods to show, in this order (default: all, by name).")
+@click.option("--wide", is_flag=True, help="One metric, methods x settings (with --paper numbers beside ours).")
+@click.option("--metric", type=click.Choice(ACC_COLUMNS), default="acc_all", show_default=True, help="Metric of --wide.")
+@click.option("--paper", type=click.Path(exists=True, dir_okay=False, path_type=Path), default=None,
+              help="CSV with columns method,setting,paper: the paper's numbers for --wide.")
+@click.option("--title", default="", help="Title of the --wide table.")
+@click.option("--md", type=click.Path(path_type=Path), default=None, help="Write the tables as Markdown here.")
+@click.option("--csv", "csv_path", type=click.Path(path_type=Path), default=None, help="Write the summary CSV here.")
+def report(results, rule, methods, wide, metric, paper, title, md, csv_path) -> None:
+    """Tables of mean ± std over seeds from RESULTS folders written by `pllzoo bench`."""
+    records = load(*results)
+    if records.empty:
+        raise PLLZooError(f"no runs under {', '.join(map(str, results))} (expected RESULTS/runs/*/log.jsonl)")
+    wanted = [m.strip() for m in methods.split(",") if m.strip()] if methods else None
+    unknown = sorted(set(wanted or ()) - set(records["method"]))
+    if unknown:
+        raise PLLZooError(f"--methods: no runs of {', '.join(unknown)}; found {', '.join(sorted(set(records['method'])))}")
+    summ = rep.summary(records, rule, wanted)
+    paper_frame = _paper(paper)
+    tables = ([rep.wide_report(summ, rule, metric, paper_frame, title)] if wide else rep.long_reports(summ, rule))
+    console = Console()
+    for t in tables:
+        console.print(rep.to_rich(t))
+    if md:
+        md.write_text("\n".join(rep.to_markdown(t) for t in tables))
+        click.echo(f"markdown: {md}")
+    if csv_path:
+        csv_path.write_text(rep.to_csv(summ, paper_frame))
+        click.echo(f"csv: {csv_path}")

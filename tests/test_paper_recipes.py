@@ -1,0 +1,122 @@
+"""benchmarks/paper: every recipe is a valid ``pllzoo bench`` call, cells agree with the paper's LaTeX.
+
+The fast tests parse each run's arguments with the bench command's own parser and route its
+``--hp`` keys without loading data; the slow test trains the Table 1 CIFAR-10-LT φ=0.5 γ=100
+SoLar run for 1 + 1 epochs on 256 images through ``run.py``.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import math
+import re
+import subprocess
+import sys
+
+import pandas as pd
+import pytest
+from click.testing import CliRunner
+
+from conftest import REPO, shared_data_dir
+
+PAPER_DIR = REPO / "benchmarks" / "paper"
+TEX = REPO.parent / "shared" / "spec" / "solar-paper.tex"
+
+
+def _load_run_py():
+    spec = importlib.util.spec_from_file_location("paper_run", PAPER_DIR / "run.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+paper = _load_run_py()
+CELLS = paper.load_recipes()
+RUNS = paper.runs(CELLS)
+
+
+def test_cells_are_unique_and_complete():
+    assert CELLS["cell"].is_unique
+    assert set(CELLS["table"]) == set(paper.TABLES)
+    assert set(CELLS["metric"]) <= {"all", "many", "medium", "few"}
+    blocked = CELLS[CELLS["method"] == ""]
+    assert (blocked["note"] != "").all() and (blocked["args"] == "").all() and (blocked["run"] == "").all()
+    assert (paper.runnable(CELLS)["run"] != "").all()
+
+
+def test_runnable_paper_values_are_numbers():
+    for value in paper.runnable(CELLS)["paper"]:
+        assert re.fullmatch(r"\d+\.\d\d", value), value
+        assert math.isfinite(float(value))
+
+
+def test_cells_sharing_a_run_share_method_and_args():
+    shared = paper.runnable(CELLS).groupby("run")[["method", "args"]].nunique()
+    assert (shared == 1).all().all(), shared[(shared > 1).any(axis=1)]
+
+
+@pytest.mark.skipif(not TEX.is_file(), reason=f"{TEX} is absent")
+def test_paper_values_are_printed_in_their_latex_table():
+    tex = TEX.read_text()
+    for table, (_, label) in paper.TABLES.items():
+        at = tex.index(f"\\label{{{label}}}")
+        body = tex[tex.rindex("\\begin{table", 0, at): tex.index("\\end{table", at)]
+        for _, c in CELLS[CELLS["table"] == table].iterrows():
+            std = rf"\}}?\s*\\tiny\{{\$\\pm\$\s*{re.escape(c['paper_std'])}(?!\d)" if c["paper_std"] else r"\}?(?![\d.])"
+            assert re.search(rf"(?<![\d.]){re.escape(c['paper'])}{std}", body), (c["cell"], label)
+
+
+@pytest.mark.parametrize("run", RUNS.to_dict("records"), ids=list(RUNS["run"]))
+def test_run_is_a_valid_bench_call(run, registry, tmp_path):
+    from pllzoo.bench import _route, parse_overrides
+    from pllzoo.cli.bench import bench
+
+    argv = paper.bench_argv(pd.Series(run), "1,2,3", tmp_path / run["run"])
+    params = bench.make_context("bench", argv).params  # the command's own parser: option names and types
+    method = registry.method(params["methods"])
+    registry.dataset(params["dataset"])
+    _, per_method = _route(parse_overrides(params["hps"]), [method], registry)
+    registry.build_components(method, per_method[method.name], (params["dataset"], "image"))
+    assert params["resume"] and params["seeds"] == "1,2,3"
+
+
+def test_dry_run_prints_the_bench_command():
+    result = CliRunner().invoke(paper.main, ["run", "t2-c10-phi0.5-g100-solar-few", "--dry-run", "--seeds", "1",
+                                             "--device", "cuda"])
+    assert result.exit_code == 0, result.output
+    assert "-m pllzoo bench --methods solar --dataset cifar10lt --phi 0.5 --imb 100 --seeds 1" in result.output
+    assert "results/c10-phi0.5-g100-solar --resume --device cuda" in result.output
+
+
+def test_table_reads_whatever_results_exist(tmp_path):
+    folder = tmp_path / "c10-phi0.5-g100-solar"
+    folder.mkdir()
+    pd.DataFrame({"method": "solar", "dataset": "cifar10lt", "seed": [1, 2], "epoch": 1000,
+                  "acc_all": [70.0, 72.0], "acc_many": 90.0, "acc_medium": 70.0, "acc_few": 50.0}
+                 ).to_csv(folder / "results.csv", index=False)
+    text = paper.markdown_tables(CELLS, tmp_path)
+    assert "| `t1-c10-phi0.5-g100-solar` | SoLar (ours) | CIFAR10-LT φ=0.5 γ=100 | all | 74.16 ± 3.03 | 71.00 ± 1.41 (n=2) |" in text
+    assert "| few | 49.34 | 50.00 ± 0.00 (n=2) |" in text
+    assert "| `t1-c10-phi0.5-g50-solar` | SoLar (ours) | CIFAR10-LT φ=0.5 γ=50 | all | 81.38 ± 2.84 | not run |" in text
+    assert "not runnable: no SUN397 loader" in text
+
+
+@pytest.mark.slow
+def test_table1_solar_run_trains_through_run_py(tmp_path):
+    data = shared_data_dir()
+    if not (data / "cifar10_jpeg").is_dir():
+        pytest.skip(f"{data / 'cifar10_jpeg'} is absent (the offline CIFAR-10 copy)")
+    out = tmp_path / "out"
+    cmd = [sys.executable, str(PAPER_DIR / "run.py"), "run", "c10-phi0.5-g100-solar", "--seeds", "1", "--out", str(out),
+           "--device", "cpu", "--subset", "256", "--epochs", "1", "--hp", "solar:estimator.est_epochs=1",
+           "--data-dir", str(data), "--offline"]
+    done = subprocess.run(cmd, capture_output=True, text=True, timeout=1800)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    rows = pd.read_csv(out / "results.csv")
+    assert len(rows) == 1 and rows["method"].iloc[0] == "solar"
+    accs = rows[["acc_all", "acc_many", "acc_medium", "acc_few"]].to_numpy()
+    assert all(math.isfinite(a) for a in accs.ravel())
+    (log,) = (out / "runs").glob("*/log.jsonl")
+    records = [json.loads(line) for line in log.read_text().splitlines() if line.strip()]
+    assert len(records) == 2 and [r["stage"] for r in records] == ["pre-estimation", "train"]

@@ -1,0 +1,91 @@
+"""`pllzoo report`: the numbers against results.csv by hand, the three model-selection rules,
+wide tables with the paper's numbers, and the files it writes."""
+
+from __future__ import annotations
+
+import math
+
+import pandas as pd
+import pytest
+from click.testing import CliRunner
+
+from pllzoo import report as rep
+from pllzoo.cli import cli
+
+
+@pytest.fixture(scope="module")
+def bench_out(tmp_path_factory):
+    """Two methods × two seeds on synthetic-lt, 3 epochs, 10 % held out (a few seconds)."""
+    out = tmp_path_factory.mktemp("bench")
+    res = CliRunner().invoke(cli, ["bench", "--methods", "proden,cc", "--dataset", "synthetic-lt", "--seeds", "1,2",
+                                   "--epochs", "3", "--holdout", "0.1", "--out", str(out)], catch_exceptions=False)
+    assert res.exit_code == 0, res.output
+    return out
+
+
+def _report(*args):
+    return CliRunner().invoke(cli, ["report", *map(str, args)], catch_exceptions=False)
+
+
+def test_report_last_matches_results_csv_by_hand(bench_out, tmp_path):
+    res = _report(bench_out, "--csv", tmp_path / "s.csv", "--md", tmp_path / "s.md", "--methods", "cc,proden")
+    assert res.exit_code == 0, res.output
+    raw = pd.read_csv(bench_out / "results.csv")
+    summ = pd.read_csv(tmp_path / "s.csv")
+    assert list(summ["method"]) == ["cc", "proden"]  # the --methods order
+    for _, row in summ.iterrows():
+        accs = raw.loc[raw["method"] == row["method"], "acc_all"].tolist()
+        mean = sum(accs) / 2
+        std = math.sqrt(sum((a - mean) ** 2 for a in accs) / 1)  # sample std, n - 1 = 1
+        assert row["acc_all_mean"] == pytest.approx(mean, abs=1e-4) and row["n"] == 2
+        assert row["acc_all_std"] == pytest.approx(std, abs=1e-4)
+    md = (tmp_path / "s.md").read_text()
+    assert "| Method | All | Many | Medium | Few | n |" in md and "Model selection: last epoch" in md
+    assert f"| cc | {rep.fmt(summ['acc_all_mean'][0], summ['acc_all_std'][0])} |" in md
+    assert "holdout=0.1" in md  # the setting says the training set lost 10 %
+
+
+def test_oracle_is_labelled_and_never_below_last(bench_out, tmp_path):
+    _report(bench_out, "--csv", tmp_path / "last.csv")
+    res = _report(bench_out, "--select", "oracle", "--csv", tmp_path / "oracle.csv")
+    assert "ORACLE" in res.output
+    last, oracle = pd.read_csv(tmp_path / "last.csv"), pd.read_csv(tmp_path / "oracle.csv")
+    assert (oracle["acc_all_mean"] >= last["acc_all_mean"] - 1e-9).all()
+
+
+def test_heldout_selection_runs_on_covering_rate(bench_out):
+    res = _report(bench_out, "--select", "heldout")
+    assert res.exit_code == 0 and "covering rate" in res.output
+
+
+def test_heldout_without_holdout_runs_is_one_line_error(tmp_path):
+    out = tmp_path / "b"
+    CliRunner().invoke(cli, ["bench", "--methods", "proden", "--dataset", "synthetic-lt", "--epochs", "1",
+                             "--out", str(out)], catch_exceptions=False)
+    res = CliRunner().invoke(cli, ["report", str(out), "--select", "heldout"])
+    assert res.exit_code == 1 and "--holdout" in res.output and "Traceback" not in res.output
+
+
+def test_wide_report_puts_paper_numbers_beside_ours(bench_out, tmp_path):
+    setting = pd.read_csv(bench_out / "summary.csv")["setting"][0]
+    paper = tmp_path / "paper.csv"
+    pd.DataFrame({"method": ["proden"], "setting": [setting], "paper": ["71.81 ± 1.52"]}).to_csv(paper, index=False)
+    res = _report(bench_out, "--wide", "--paper", paper, "--md", tmp_path / "w.md", "--methods", "proden,cc")
+    assert res.exit_code == 0, res.output
+    lines = (tmp_path / "w.md").read_text().splitlines()
+    assert lines[2] == f"| Method | {setting} | paper |"
+    assert lines[4].startswith("| proden | ") and lines[4].endswith(" | 71.81 ± 1.52 |")
+    assert lines[5].endswith(" |  |")  # cc: no paper number
+
+
+def test_fmt_and_shot_caption():
+    assert rep.fmt(71.104, 0.1414) == "71.10 ± 0.14"
+    assert rep.fmt(71.1, float("nan")) == "71.10" and rep.fmt(None, None) == "–"
+    assert "Many: train count > 1077 (3 classes)" in rep.shot_caption(
+        [(5000, 2997, 1796, 1077, 645, 387, 232, 139, 83, 50)] * 2)
+    assert "differ between seeds" in rep.shot_caption([(5, 3, 1), (4, 3, 2)])
+
+
+def test_report_on_empty_folder_is_an_error(tmp_path):
+    res = CliRunner().invoke(cli, ["report", str(tmp_path)])
+    assert res.exit_code == 1 and "no runs" in res.output
