@@ -90,11 +90,13 @@ def test_dry_run_prints_the_bench_command():
 
 
 def test_table_reads_whatever_results_exist(tmp_path):
-    folder = tmp_path / "c10-phi0.5-g100-solar"
-    folder.mkdir()
-    pd.DataFrame({"method": "solar", "dataset": "cifar10lt", "seed": [1, 2], "epoch": 1000,
-                  "acc_all": [70.0, 72.0], "acc_many": 90.0, "acc_medium": 70.0, "acc_few": 50.0}
-                 ).to_csv(folder / "results.csv", index=False)
+    for seed, acc in [(1, 70.0), (2, 72.0)]:  # two finished runs as pllzoo bench leaves them
+        run = tmp_path / "c10-phi0.5-g100-solar" / "runs" / f"solar__cifar10lt__s{seed}"
+        run.mkdir(parents=True)
+        (run / "config.json").write_text(json.dumps({"dataset": "cifar10lt", "data": {"phi": 0.5, "imb": 100}}))
+        record = {"method": "solar", "dataset": "cifar10lt", "seed": seed, "epoch": 1000, "final_stage": True,
+                  "acc_all": acc, "acc_many": 90.0, "acc_medium": 70.0, "acc_few": 50.0}
+        (run / "log.jsonl").write_text(json.dumps(record) + "\n")
     text = paper.markdown_tables(CELLS, tmp_path)
     assert "| `t1-c10-phi0.5-g100-solar` | SoLar (ours) | CIFAR10-LT φ=0.5 γ=100 | all | 74.16 ± 3.03 | 71.00 ± 1.41 (n=2) |" in text
     assert "| few | 49.34 | 50.00 ± 0.00 (n=2) |" in text

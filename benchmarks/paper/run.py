@@ -16,7 +16,6 @@ so they win for single-valued options.
 
 from __future__ import annotations
 
-import math
 import shlex
 import subprocess
 import sys
@@ -25,13 +24,17 @@ from pathlib import Path
 import click
 import pandas as pd
 
+from pllzoo.model_selection import select_epochs
+from pllzoo.report import fmt, summary
+from pllzoo.results import load
+
 HERE = Path(__file__).resolve().parent
 RECIPES = HERE / "recipes.csv"
 RESULTS = HERE / "results"
 TABLES_MD = HERE / "TABLES.md"
 PAPER_EPOCHS = 1000  # every CIFAR cell: final-stage epochs in the paper and the released commands
 
-# table id -> (title, LaTeX label in /work/shared/spec/solar-paper.tex); see README.md for the numbering
+# table id -> (title, LaTeX label in ../shared/spec/solar-paper.tex); see README.md for the numbering
 TABLES = {
     "1": ("Table 1: accuracy on CIFAR10-LT / CIFAR100-LT across φ and γ (mean ± std over 3 seeds in the paper)",
           "tab:all-acc"),
@@ -84,28 +87,27 @@ def bench_command(argv: list[str]) -> list[str]:
     return [sys.executable, "-m", "pllzoo", "bench", *argv]
 
 
-def summarise(results: Path, run: pd.Series) -> pd.DataFrame | None:
-    """Mean, sample std and n over seeds of the run's accuracies, or None if it has no results yet."""
-    csv = results / run["run"] / "results.csv"
-    if not csv.is_file():
+def summarise(results: Path, run: pd.Series) -> pd.Series | None:
+    """The run's row of ``pllzoo report``'s summary (last epoch; mean, sample std, n), or None."""
+    folder = results / run["run"]
+    if not (folder / "runs").is_dir():
         return None
-    rows = pd.read_csv(csv)
-    rows = rows[rows["method"] == run["method"]]
-    if rows.empty:
+    records = load(folder)
+    records = records[records["method"] == run["method"]]
+    if records.empty:
         return None
-    accs = rows[["acc_all", "acc_many", "acc_medium", "acc_few"]]
-    return pd.DataFrame({"mean": accs.mean(), "std": accs.std(ddof=1), "n": accs.count(),
-                         "epoch": rows["epoch"].max()})
+    row = summary(records, "last").iloc[0].copy()
+    row["epoch"] = int(select_epochs(records, "last")["epoch"].max())
+    return row
 
 
-def ours(summary: pd.DataFrame | None, metric: str) -> str:
+def ours(row: pd.Series | None, metric: str) -> str:
     """``mean ± std (n=k)``, flagged when the run stopped short of the paper's epochs; "not run" without results."""
-    if summary is None:
+    if row is None:
         return "not run"
-    s = summary.loc[f"acc_{metric}"]
-    text = f"{s['mean']:.2f}" + ("" if math.isnan(s["std"]) else f" ± {s['std']:.2f}") + f" (n={int(s['n'])})"
-    if int(s["epoch"]) != PAPER_EPOCHS:
-        text += f" [{int(s['epoch'])} epochs, not {PAPER_EPOCHS}]"
+    text = fmt(row[f"acc_{metric}_mean"], row[f"acc_{metric}_std"]) + f" (n={int(row['n'])})"
+    if int(row["epoch"]) != PAPER_EPOCHS:
+        text += f" [{int(row['epoch'])} epochs, not {PAPER_EPOCHS}]"
     return text
 
 
