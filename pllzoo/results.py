@@ -96,14 +96,23 @@ def setting_label(config: dict[str, Any]) -> str:
     return " ".join(parts)
 
 
-def load(*out_dirs: Path) -> pd.DataFrame:
+def unfinished(*out_dirs: Path) -> list[Path]:
+    """Run folders that have a log but no ``done`` marker (still training, or interrupted)."""
+    return [log.parent for d in out_dirs for log in sorted(Path(d).glob("runs/*/log.jsonl"))
+            if not (log.parent / "done").exists()]
+
+
+def load(*out_dirs: Path, finished_only: bool = True) -> pd.DataFrame:
     """All per-epoch records under ``out_dir/runs`` as one tidy frame (one row per run × epoch).
 
     Each record also gets its run's ``setting`` (:func:`setting_label`) and ``train_counts``.
+    Runs without a ``done`` marker are left out unless ``finished_only`` is False.
     """
     frames = []
     for out_dir in out_dirs:
         for log in sorted(Path(out_dir).glob("runs/*/log.jsonl")):
+            if finished_only and not (log.parent / "done").exists():
+                continue
             recs = read_jsonl(log)
             if not recs:
                 continue

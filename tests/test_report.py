@@ -89,3 +89,15 @@ def test_fmt_and_shot_caption():
 def test_report_on_empty_folder_is_an_error(tmp_path):
     res = CliRunner().invoke(cli, ["report", str(tmp_path)])
     assert res.exit_code == 1 and "no runs" in res.output
+
+
+def test_unfinished_runs_are_left_out_with_a_warning(bench_out, tmp_path):
+    import shutil
+
+    copy = tmp_path / "copy"
+    shutil.copytree(bench_out, copy)
+    run = sorted((copy / "runs").iterdir())[0]
+    (run / "done").unlink()  # as if still training
+    res = CliRunner().invoke(cli, ["report", str(copy), "--csv", str(tmp_path / "s.csv")])
+    assert res.exit_code == 0 and "left out 1 unfinished run" in res.output
+    assert sorted(pd.read_csv(tmp_path / "s.csv")["n"]) == [1, 2]

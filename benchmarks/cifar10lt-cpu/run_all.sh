@@ -2,6 +2,7 @@
 # Issue 5's CPU tier: solar, proden and cc at phi = 0.5 and phi = 0.3 (gamma = 100), the schedule of
 # run.sh (20 pre-estimation + 40 epochs, cosine, small CNN), one seed; then the tables and the figure.
 set -euo pipefail
+export OMP_NUM_THREADS="${OMP_NUM_THREADS:-1}"  # one core per run: the recorded numbers used 1 thread
 here="$(cd "$(dirname "$0")" && pwd)"
 for phi in 0.5 0.3; do
   PHI="$phi" METHODS=solar,proden,cc OUT="results-phi$phi" "$here/run.sh" --resume

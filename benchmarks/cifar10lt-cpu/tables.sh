@@ -1,9 +1,13 @@
 #!/usr/bin/env bash
 # Tables and prior figures of README.md from the result folders (pllzoo report / plot; no training).
+# TABLES_OUT (default: each results folder) is where the tables go; figures only without it.
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 for dir in "$here"/results-phi*; do
-  [ -d "$dir/runs" ] || continue
-  pllzoo report "$dir" --methods solar,proden,cc --md "$dir/table.md" --csv "$dir/table.csv"
-  pllzoo plot "$dir" --methods solar,proden,cc --out "$dir/figure1.png"
+  if [ ! -d "$dir/runs" ]; then continue; fi
+  out="${TABLES_OUT:-$dir}"
+  name="$(basename "$dir")"
+  [ -n "${TABLES_OUT:-}" ] && out="$TABLES_OUT/$name" && mkdir -p "$out"
+  pllzoo report "$dir" --methods solar,proden,cc --md "$out/table.md" --csv "$out/table.csv" > /dev/null
+  if [ -z "${TABLES_OUT:-}" ]; then pllzoo plot "$dir" --methods solar,proden,cc --out "$dir/figure1.png" > /dev/null; fi
 done

@@ -1,15 +1,17 @@
 #!/usr/bin/env bash
 # The tables of README.md, from whatever result folders exist (pllzoo report; no training).
+# TABLES_OUT (default: this folder) is where the Markdown/CSV files go.
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
+out="${TABLES_OUT:-$here}"
 methods=solar,proden,cc,lws,mse,exp,valen,pico
 for split in uniform balanced; do
   dirs=()
   for dataset in lost birdsong msrcv2 fgnet italian; do
-    [ -d "$here/results/$dataset-$split/runs" ] && dirs+=("$here/results/$dataset-$split")
+    if [ -d "$here/results/$dataset-$split/runs" ]; then dirs+=("$here/results/$dataset-$split"); fi
   done
-  [ ${#dirs[@]} -eq 0 ] && continue
+  if [ ${#dirs[@]} -eq 0 ]; then continue; fi
   pllzoo report "${dirs[@]}" --wide --methods "$methods" --paper "$here/paper.csv" \
-    --title "Real-world PLL, $split test set: All accuracy (%)" --md "$here/table-$split.md" --csv "$here/table-$split.csv"
-  pllzoo report "${dirs[@]}" --methods "$methods" --md "$here/shots-$split.md" > /dev/null
+    --title "Real-world PLL, $split test set: All accuracy (%)" --md "$out/table-$split.md" --csv "$out/table-$split.csv" > /dev/null
+  pllzoo report "${dirs[@]}" --methods "$methods" --md "$out/shots-$split.md" > /dev/null
 done

@@ -12,7 +12,7 @@ from pllzoo import report as rep
 from pllzoo.cli import cli
 from pllzoo.errors import PLLZooError
 from pllzoo.model_selection import RULES
-from pllzoo.results import ACC_COLUMNS, load
+from pllzoo.results import ACC_COLUMNS, load, unfinished
 
 
 def _paper(path: Path | None) -> pd.DataFrame | None:
@@ -40,6 +40,9 @@ def _paper(path: Path | None) -> pd.DataFrame | None:
 def report(results, rule, methods, wide, metric, paper, title, md, csv_path) -> None:
     """Tables of mean ± std over seeds from RESULTS folders written by `pllzoo bench`."""
     records = load(*results)
+    skipped = unfinished(*results)
+    if skipped:
+        click.echo(f"Warning: left out {len(skipped)} unfinished run(s), e.g. {skipped[0]}", err=True)
     if records.empty:
         raise PLLZooError(f"no runs under {', '.join(map(str, results))} (expected RESULTS/runs/*/log.jsonl)")
     wanted = [m.strip() for m in methods.split(",") if m.strip()] if methods else None
