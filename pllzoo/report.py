@@ -127,7 +127,7 @@ def to_rich(report: Report) -> Table:
     return t
 
 
-def to_markdown(report: Report, heading: str = "##") -> str:
+def to_markdown(report: Report, heading: str = "###") -> str:
     lines = [f"{heading} {report.title}", "", "| " + " | ".join(report.headers) + " |",
              "|" + "---|" * len(report.headers)]
     lines += ["| " + " | ".join(row) + " |" for row in report.rows]

@@ -4,7 +4,7 @@
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 for dir in "$here"/results-phi*; do
-  if [ ! -d "$dir/runs" ]; then continue; fi
+  if ! compgen -G "$dir/runs/*/done" > /dev/null; then continue; fi  # nothing finished yet
   out="${TABLES_OUT:-$dir}"
   name="$(basename "$dir")"
   [ -n "${TABLES_OUT:-}" ] && out="$TABLES_OUT/$name" && mkdir -p "$out"

@@ -4,11 +4,12 @@
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 out="${TABLES_OUT:-$here}"
+mkdir -p "$out"
 methods=solar,proden,cc,lws,mse,exp,valen,pico
 for split in uniform balanced; do
   dirs=()
   for dataset in lost birdsong msrcv2 fgnet italian; do
-    if [ -d "$here/results/$dataset-$split/runs" ]; then dirs+=("$here/results/$dataset-$split"); fi
+    if compgen -G "$here/results/$dataset-$split/runs/*/done" > /dev/null; then dirs+=("$here/results/$dataset-$split"); fi
   done
   if [ ${#dirs[@]} -eq 0 ]; then continue; fi
   pllzoo report "${dirs[@]}" --wide --methods "$methods" --paper "$here/paper.csv" \
