@@ -97,6 +97,7 @@ def test_table_reads_whatever_results_exist(tmp_path):
         record = {"method": "solar", "dataset": "cifar10lt", "seed": seed, "epoch": 1000, "final_stage": True,
                   "acc_all": acc, "acc_many": 90.0, "acc_medium": 70.0, "acc_few": 50.0}
         (run / "log.jsonl").write_text(json.dumps(record) + "\n")
+        (run / "done").write_text("ok\n")
     text = paper.markdown_tables(CELLS, tmp_path)
     assert "| `t1-c10-phi0.5-g100-solar` | SoLar (ours) | CIFAR10-LT φ=0.5 γ=100 | all | 74.16 ± 3.03 | 71.00 ± 1.41 (n=2) |" in text
     assert "| few | 49.34 | 50.00 ± 0.00 (n=2) |" in text
