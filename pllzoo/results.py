@@ -24,6 +24,8 @@ from typing import Any, Iterable
 
 import pandas as pd
 
+from pllzoo.model_selection import select_epochs
+
 ACC_COLUMNS = ("acc_all", "acc_many", "acc_medium", "acc_few")
 RESULT_COLUMNS = ("method", "dataset", "seed", "epoch", *ACC_COLUMNS)
 
@@ -127,8 +129,6 @@ def load(*out_dirs: Path, finished_only: bool = True) -> pd.DataFrame:
 
 def final_rows(df: pd.DataFrame) -> pd.DataFrame:
     """The last epoch of the final stage of every run, methods in first-seen order."""
-    from pllzoo.model_selection import select_epochs
-
     if df.empty:
         return df
     return order_methods(select_epochs(df, "last"), list(dict.fromkeys(df["method"])))
