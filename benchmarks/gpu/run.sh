@@ -2,15 +2,15 @@
 # One GPU session's checks and runs (issues 3 and 5), sized for a lent device's 15-minute budget:
 #   1. the CUDA tests (tests/test_cuda.py) and a 2-epoch smoke of all eight methods on real CIFAR-10-LT
 #      with ResNet-18 under bf16 autocast;
-#   2. benchmarks/step_cost.py on the GPU;
+#   2. benchmarks/step_cost.py on the GPU, first and alone, so that its timings are clean;
 #   3. in parallel, the CIFAR-10-LT CPU-tier recipe (phi 0.5, gamma 100, lr 0.05 cosine, wd 5e-4,
 #      SoLar ramps 10 epochs) with the paper's ResNet-18 in place of the small CNN, SoLar 20 + 30 epochs,
 #      PRODEN and CC 30 epochs, and the small CNN itself with a longer SoLar schedule (30 + 30);
 #      each is stopped after LIMIT seconds and resumable with the same command (--resume).
-# Usage (repository root, pllzoo installed): OUT=dir DATA_DIR=... LIMIT=440 benchmarks/gpu/run.sh
+# Usage (repository root, pllzoo installed): OUT=dir DATA_DIR=... LIMIT=420 benchmarks/gpu/run.sh
 # Everything lands in $OUT: summary.txt, pytest_cuda.log and runs.tgz (logs, results, no checkpoints).
 set -uo pipefail
-out="${OUT:?set OUT}"; data="${DATA_DIR:-../shared/data}"; limit="${LIMIT:-440}"
+out="${OUT:?set OUT}"; data="${DATA_DIR:-../shared/data}"; limit="${LIMIT:-420}"
 work="${WORK:-benchmarks/gpu/results}"; mkdir -p "$out" "$work/logs"
 export PYTHONUNBUFFERED=1
 { date -u; nvidia-smi -L; python3 -c "import torch, torchvision; print(torch.__version__, torchvision.__version__, torch.cuda.get_device_name())"; } > "$work/logs/env.txt" 2>&1
@@ -18,6 +18,10 @@ python3 -c "
 from pathlib import Path; from pllzoo.data.jpeg import load_jpeg_archive
 for f in ('train_jpeg.npz', 'test_jpeg.npz'): load_jpeg_archive(Path('$data') / 'cifar10_jpeg' / f)
 " >> "$work/logs/env.txt" 2>&1  # decode once; the runs below share the cache
+
+OMP_NUM_THREADS=2 timeout 60 python3 benchmarks/step_cost.py --device cuda --data-dir "$data" --steps 24 \
+  --out "$work/step_cost_cuda.json" > "$work/logs/step_cost.log" 2>&1
+echo "step_cost rc $?" >> "$work/logs/summary.txt"
 
 common=(--dataset cifar10lt --data-dir "$data" --phi 0.5 --imb 100 --seeds 1 --device cuda --resume
         --hp train.lr=0.05 --hp train.schedule=cosine --hp train.weight_decay=5e-4)
@@ -39,9 +43,6 @@ OMP_NUM_THREADS=2 timeout 180 python3 -m pllzoo bench --methods solar,proden,cc,
   --subset 1024 --epochs 2 --seeds 1 --device cuda --hp train.model=resnet18 --hp solar:estimator.est_epochs=1 \
   --out "$work/smoke" > "$work/logs/smoke.log" 2>&1
 echo "smoke rc $?" >> "$work/logs/summary.txt"
-OMP_NUM_THREADS=2 timeout 90 python3 benchmarks/step_cost.py --device cuda --data-dir "$data" --steps 24 \
-  --out "$work/step_cost_cuda.json" > "$work/logs/step_cost.log" 2>&1
-echo "step_cost rc $?" >> "$work/logs/summary.txt"
 wait
 for f in "$work"/logs/*.log; do echo "== $f"; tail -n 4 "$f"; done >> "$work/logs/summary.txt"
 cp "$work/logs/summary.txt" "$out/summary.txt"
