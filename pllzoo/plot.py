@@ -1,4 +1,4 @@
-"""The paper's Figure 1(b)(c) from a results folder: estimated vs true class prior, class-wise accuracy."""
+"""The paper's Figure 1(b)(c) from results folders: estimated vs true class prior, class-wise accuracy."""
 
 from __future__ import annotations
 
@@ -7,32 +7,29 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from pllzoo.results import final_rows, load, read_jsonl
+from pllzoo.results import final_rows, load
 
 
-def _true_prior(out_dir: Path, run: str) -> np.ndarray:
-    import json
+def figure(*out_dirs: Path, methods: list[str] | None = None):
+    """A matplotlib figure: (b) prior estimates of methods that log one, (c) class-wise test accuracy.
 
-    counts = np.asarray(json.loads((Path(out_dir) / "runs" / run / "config.json").read_text())["data"]["train_counts"])
-    return counts / counts.sum()
-
-
-def figure(out_dir: Path, methods: list[str] | None = None):
-    """A matplotlib figure: (b) prior estimates of methods that log one, (c) class-wise test accuracy."""
+    Runs of every folder are drawn together; the true prior is the first run's training counts.
+    """
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    df = final_rows(load(out_dir))
+    df = final_rows(load(*out_dirs))
     if methods:
         df = df[df["method"].isin(methods)]
     if df.empty:
-        raise ValueError(f"no finished runs under {out_dir}")
+        raise ValueError(f"no finished runs under {', '.join(map(str, out_dirs))}")
     fig, (ax_b, ax_c) = plt.subplots(1, 2, figsize=(12, 4.2))
     k = len(df["class_acc"].iloc[0])
     x = np.arange(k)
-    ax_b.plot(x, _true_prior(out_dir, df["run"].iloc[0]), "k-o", label="true training prior")
+    counts = np.asarray(df["train_counts"].iloc[0], dtype=float)
+    ax_b.plot(x, counts / counts.sum(), "k-o", label="true training prior")
     for method, rows in df.groupby("method", sort=False):
         if "prior" in rows and rows["prior"].notna().all():
             est = np.mean(np.stack([np.asarray(p) for p in rows["prior"]]), axis=0)

@@ -1,4 +1,4 @@
-"""``pllzoo plot``: Figure 1(b)(c) of the SoLar paper from a results folder (PNG)."""
+"""``pllzoo plot``: Figure 1(b)(c) of the SoLar paper from one or more results folders (PNG)."""
 
 from __future__ import annotations
 
@@ -11,17 +11,17 @@ from pllzoo.errors import PLLZooError
 
 
 @cli.command()
-@click.argument("results", type=click.Path(exists=True, file_okay=False, path_type=Path))
+@click.argument("results", nargs=-1, required=True, type=click.Path(exists=True, file_okay=False, path_type=Path))
 @click.option("--methods", default=None, help="Comma-separated methods to draw (default: all).")
-@click.option("--out", type=click.Path(path_type=Path), default=None, help="PNG path (default RESULTS/figure1.png).")
-def plot(results: Path, methods: str | None, out: Path | None) -> None:
+@click.option("--out", type=click.Path(path_type=Path), default=None, help="PNG path (default: figure1.png in the first RESULTS).")
+def plot(results: tuple[Path, ...], methods: str | None, out: Path | None) -> None:
     """Draw estimated vs true class prior and class-wise test accuracy."""
     from pllzoo.plot import figure
 
     try:
-        fig = figure(results, [m.strip() for m in methods.split(",")] if methods else None)
+        fig = figure(*results, methods=[m.strip() for m in methods.split(",")] if methods else None)
     except ValueError as exc:
         raise PLLZooError(str(exc)) from None
-    out = out or results / "figure1.png"
+    out = out or results[0] / "figure1.png"
     fig.savefig(out, dpi=120)
     click.echo(f"figure: {out}")

@@ -1,0 +1,47 @@
+"""``pllzoo plot``: the drawn lines are the logged numbers (true prior from the training counts,
+SoLar's last-epoch prior estimate, class-wise accuracy), over one or several results folders."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+from click.testing import CliRunner
+
+from pllzoo.cli import cli
+from pllzoo.plot import figure
+
+RESULTS = Path(__file__).resolve().parents[1] / "benchmarks" / "gpu" / "results"
+SOLAR, PRODEN = RESULTS / "resnet18-solar", RESULTS / "resnet18-proden"
+
+
+def _run(folder: Path) -> tuple[dict, dict]:
+    (run,) = (folder / "runs").iterdir()
+    last = json.loads((run / "log.jsonl").read_text().splitlines()[-1])
+    return json.loads((run / "config.json").read_text()), last
+
+
+def test_lines_are_the_logged_numbers():
+    config, solar_last = _run(SOLAR)
+    _, proden_last = _run(PRODEN)
+    fig = figure(SOLAR, PRODEN, methods=["solar", "proden"])
+    ax_b, ax_c = fig.axes
+    true_line, est_line = ax_b.lines
+    counts = np.asarray(config["data"]["train_counts"], dtype=float)
+    np.testing.assert_allclose(true_line.get_ydata(), counts / counts.sum())
+    np.testing.assert_allclose(est_line.get_ydata(), solar_last["prior"])  # PRODEN logs no prior: no line
+    assert [line.get_label() for line in ax_c.lines] == ["solar", "proden"]
+    np.testing.assert_allclose(ax_c.lines[1].get_ydata(), proden_last["class_acc"])
+
+
+def test_cli_writes_png_from_several_folders(tmp_path):
+    out = tmp_path / "fig.png"
+    result = CliRunner().invoke(cli, ["plot", str(SOLAR), str(PRODEN), "--out", str(out)])
+    assert result.exit_code == 0, result.output
+    assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_cli_rejects_unknown_method(tmp_path):
+    result = CliRunner().invoke(cli, ["plot", str(SOLAR), "--methods", "nope", "--out", str(tmp_path / "f.png")])
+    assert result.exit_code != 0 and "no finished runs" in result.output
