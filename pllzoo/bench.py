@@ -16,6 +16,7 @@ from typing import Any, Callable
 
 import pandas as pd
 
+from pllzoo import prefetch
 from pllzoo.components import SLOTS, Method
 from pllzoo.data.base import DataOptions, PLLData
 from pllzoo.data.holdout import hold_out, subsample
@@ -35,6 +36,7 @@ class RunPlan:
     train: TrainConfig
     component_overrides: dict[str, str]
     config: dict[str, Any] = field(default_factory=dict)
+    view_workers: int = 0  # processes computing the strong view ahead (pllzoo.prefetch); 0: in the loop
 
     @property
     def run_id(self) -> str:
@@ -98,7 +100,7 @@ def carve(data: PLLData, options: DataOptions, seed: int) -> PLLData:
 def plan(
     registry: Registry, methods: list[str], dataset: str, seeds: list[int], options: DataOptions,
     epochs: int | None = None, batch_size: int | None = None, hp: dict[str, str] | None = None,
-    device: str = "auto",
+    device: str = "auto", view_workers: int | None = None,
 ) -> list[RunPlan]:
     if not methods:
         raise PLLZooError("no method given; try --methods proden")
@@ -110,6 +112,7 @@ def plan(
     for recipe in recipes:  # instantiate once now: bad values and incompatible mixes fail here
         registry.build_components(recipe, per_method[recipe.name])
     resolved_device = str(resolve_device(device))
+    workers = prefetch.resolve_workers(view_workers, resolved_device)
     plans = []
     for seed in seeds:
         data = carve(spec.load(dataclasses.replace(options, seed=seed)), options, seed)
@@ -123,7 +126,11 @@ def plan(
                 "train": as_dict(cfg),
                 "data": {**as_dict(options), "seed": seed, **data.info, "train_counts": data.train_counts.tolist()},
             }
-            plans.append(RunPlan(recipe, seed, data, cfg, per_method[recipe.name], config))
+            views = frozenset().union(*(c.views for c in comps.values()))
+            pooled = workers if prefetch.uses_pool(data.kind, views, cfg.strong_view) else 0
+            if pooled:  # another random stream (pllzoo.prefetch); absent otherwise, so older run ids stand
+                config["view_stream"] = "pooled"
+            plans.append(RunPlan(recipe, seed, data, cfg, per_method[recipe.name], config, pooled))
     return plans
 
 
@@ -160,7 +167,7 @@ def _train(registry, p: RunPlan, run_dir: Path, resume: bool, on_epoch, on_run) 
     run_dir.mkdir(parents=True, exist_ok=True)
     device = p.config["device"]
     write_json(run_dir / "config.json", p.config)
-    write_json(run_dir / "env.json", env_info(device))
+    write_json(run_dir / "env.json", {**env_info(device), "view_workers": p.view_workers})
     comps = registry.build_components(p.method, p.component_overrides, (p.data.name, p.data.kind))
     base = {"method": p.method.name, "dataset": p.data.name}
     log = run_dir / "log.jsonl"
@@ -172,7 +179,7 @@ def _train(registry, p: RunPlan, run_dir: Path, resume: bool, on_epoch, on_run) 
 
     import torch
 
-    trainer = Trainer(p.data, comps, p.train, p.seed, torch.device(device), run_dir, base, epoch_done)
+    trainer = Trainer(p.data, comps, p.train, p.seed, torch.device(device), run_dir, base, epoch_done, p.view_workers)
     if on_run:
         on_run(p, "resumed" if resume and (run_dir / "checkpoint.pt").exists() else "started")
     records = trainer.fit(resume=resume)

@@ -8,7 +8,8 @@ evaluation (``pllzoo_predict``), one record, one checkpoint.
 
 Randomness: every stream is derived from ``(seed, stage, epoch)`` and the run's
 generators are checkpointed, so on CPU a run is bit-deterministic and a resumed
-run equals an uninterrupted one.
+run equals an uninterrupted one.  With ``view_workers`` > 0 the strong view comes
+from worker processes and its own stream (:mod:`pllzoo.prefetch`).
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ import pluggy
 import torch
 import torch.nn.functional as F
 
-from pllzoo import augment, hookspecs
+from pllzoo import augment, hookspecs, prefetch
 from pllzoo.checkpoint import load_checkpoint, save_checkpoint
 from pllzoo.components import Component
 from pllzoo.data.base import PLLData
@@ -81,6 +82,7 @@ class Trainer:
         run_dir: Path | None = None,
         record_base: dict[str, Any] | None = None,
         on_epoch: Callable[[list[dict[str, Any]]], None] | None = None,
+        view_workers: int = 0,
     ) -> None:
         self.data, self.config, self.seed, self.device = data, config, seed, device
         self.components, self.pm = components, make_run_manager(components)
@@ -97,6 +99,9 @@ class Trainer:
         self.groups = shot_groups(data.train_counts)
         self.weak = augment.make_view(config.weak_view if self.image else "none")
         self.strong = augment.make_view(config.strong_view if self.image else "none")
+        pooled = view_workers > 0 and prefetch.uses_pool(data.kind, self.views, config.strong_view)
+        self.view_workers = view_workers if pooled else 0  # > 0: the strong view is computed ahead
+        self.view_pool: prefetch.ViewPool | None = None
         self.amp = config.amp and device.type == "cuda"
         self.run = Run(data=data, candidates=self.candidates, config=config, device=device, seed=seed)
         self.run.predict_train, self.run.embed_train = self.predict_train, self.embed_train
@@ -182,6 +187,16 @@ class Trainer:
 
     # ------------------------------------------------------------------ the loop
     def fit(self, resume: bool = False) -> list[dict[str, Any]]:
+        if self.view_workers:
+            self.view_pool = prefetch.ViewPool(self.config.strong_view, self.view_workers)
+        try:
+            return self._fit(resume)
+        finally:
+            if self.view_pool is not None:
+                self.view_pool.close()
+                self.view_pool = None
+
+    def _fit(self, resume: bool) -> list[dict[str, Any]]:
         ckpt = load_checkpoint(self.run_dir) if (resume and self.run_dir is not None) else None
         records: list[dict[str, Any]] = list(ckpt["records"]) if ckpt else []
         plan = self.stages()
@@ -238,17 +253,25 @@ class Trainer:
     def _train_epoch(self, stage: Stage, epoch: int, gen: torch.Generator) -> tuple[float, dict[str, float]]:
         self.model.train()
         n, bs = self.x_train.shape[0], self.config.batch_size
-        perm = torch.randperm(n, generator=gen).to(self.device)
+        perm_cpu = torch.randperm(n, generator=gen)
+        perm = perm_cpu.to(self.device)
         n_batches = n // bs if self.config.drop_last else math.ceil(n / bs)
         if n_batches == 0:
             raise PLLZooError(f"batch size {bs} exceeds the {n} training samples with drop_last; lower --batch-size")
+        pooled = None
+        if self.view_pool is not None and "strong" in self.views:
+            seed = derive_seed(self.seed, "strong-view", stage.index, epoch)
+            pooled = self.view_pool.batches(self.data.x_train, perm_cpu, bs, n_batches, seed)
         loss_sum = torch.zeros((), device=self.device)
         log_sums: dict[str, torch.Tensor] = {}
         for b in range(n_batches):
             idx = perm[b * bs : (b + 1) * bs]
             x_raw = self.x_train[idx]
             batch = Batch(idx, self._prepare(x_raw, self.weak, gen), self.candidates[idx].float(), self.y_train[idx])
-            if "strong" in self.views:
+            if pooled is not None:
+                x_strong = next(pooled).to(self.device, non_blocking=True)
+                batch.x_strong = augment.normalize(x_strong, self.data.mean, self.data.std)
+            elif "strong" in self.views:
                 batch.x_strong = self._prepare(x_raw, self.strong, gen)
             if "features" in self.views:
                 with self._autocast():

@@ -1,0 +1,94 @@
+"""Strong views computed ahead of the training loop, by worker processes.
+
+The strong views (RandAugment + Cutout, PiCO's SimCLR view) run on PIL images one sample at a
+time (:mod:`pllzoo.augment`).  In the loop they are most of a GPU epoch: SoLar's ResNet-18 epoch on
+an H200 took 7.7 s, PRODEN's without a strong view 1.4 s (``benchmarks/gpu``).  A
+:class:`ViewPool` hands each batch's raw images to worker processes a few batches ahead, in chunks
+of :data:`CHUNK` rows, so the loop waits only when the workers fall behind.
+
+Randomness.  Chunk ``c`` of batch ``b`` is ``view(rows, torch.Generator().manual_seed(
+derive_seed(seed, b, c)))``, with ``seed`` the trainer's per-(stage, epoch) view seed.  The output
+depends on the seed, the epoch's permutation and :data:`CHUNK`, never on the number of workers or
+on timing.  It is not the in-loop stream, which draws the strong view from the epoch generator in
+between the weak view and the step's own draws: a pooled run and an in-loop run of one seed differ,
+each reproducibly.  The run's config records which stream it used (``view_stream``).
+"""
+
+from __future__ import annotations
+
+import multiprocessing as mp
+import os
+from collections import deque
+from collections.abc import Iterator
+from concurrent.futures import Future, ProcessPoolExecutor
+
+import numpy as np
+import torch
+
+from pllzoo import augment
+from pllzoo.seeding import derive_seed
+
+CHUNK = 64  # rows per task: part of the stream's definition, do not change lightly
+POOLED_VIEWS = frozenset({"strong", "simaugment"})  # the per-sample PIL views; "weak" is one tensor op
+MAX_AUTO_WORKERS = 8
+
+
+def uses_pool(kind: str, views: frozenset[str], strong_view: str) -> bool:
+    """Whether a run computes a PIL strong view at all (image data, a component asks, a PIL view)."""
+    return kind == "image" and "strong" in views and strong_view in POOLED_VIEWS
+
+
+def resolve_workers(requested: int | None, device: str) -> int:
+    """``None`` (auto): 0 on CPU, where the cores already train; on CUDA one per spare core, at most 8."""
+    if requested is not None:
+        if requested < 0:
+            raise ValueError(f"view workers must be ≥ 0, got {requested}")
+        return requested
+    if not device.startswith("cuda"):
+        return 0
+    return max(1, min(MAX_AUTO_WORKERS, (os.cpu_count() or 2) - 1))
+
+
+def _start_worker() -> None:
+    torch.set_num_threads(1)  # one core per worker; the pool is the parallelism
+
+
+def view_chunk(view: str, rows: np.ndarray, seed: int) -> np.ndarray:
+    """One task: ``view`` on uint8 ``rows [n, C, H, W]`` with a generator seeded by ``seed``."""
+    return augment.make_view(view)(torch.from_numpy(rows), torch.Generator().manual_seed(seed)).numpy()
+
+
+class ViewPool:
+    """A process pool that yields one epoch's strong views, batch by batch, computed ahead."""
+
+    def __init__(self, view: str, workers: int) -> None:
+        augment.make_view(view)  # an unknown name fails here, not in a worker
+        method = "forkserver" if "forkserver" in mp.get_all_start_methods() else "spawn"  # no fork: CUDA is live
+        self.view, self.workers = view, workers
+        self.executor = ProcessPoolExecutor(workers, mp_context=mp.get_context(method), initializer=_start_worker)
+
+    def batches(self, x: torch.Tensor, perm: torch.Tensor, batch_size: int, n_batches: int, seed: int
+                ) -> Iterator[torch.Tensor]:
+        """Yield the view of ``x[perm[b·B:(b+1)·B]]`` for b = 0 … n_batches−1, uint8 on the CPU.
+
+        :param x: uint8 [N, C, H, W] on the CPU (the raw training images).
+        :param perm: the epoch's permutation of range(N), on the CPU.
+        """
+        x_np, perm_np = x.numpy(), perm.numpy()
+        n_chunks = -(-batch_size // CHUNK)
+        ahead = max(2, -(-2 * self.workers // n_chunks))  # enough tasks queued to keep every worker busy
+
+        def submit(b: int) -> list[Future]:
+            rows = x_np[perm_np[b * batch_size : (b + 1) * batch_size]]
+            return [self.executor.submit(view_chunk, self.view, rows[i : i + CHUNK], derive_seed(seed, b, i // CHUNK))
+                    for i in range(0, len(rows), CHUNK)]
+
+        pending = deque(submit(b) for b in range(min(ahead, n_batches)))
+        for b in range(n_batches):
+            futures = pending.popleft()
+            if b + ahead < n_batches:
+                pending.append(submit(b + ahead))
+            yield torch.from_numpy(np.concatenate([f.result() for f in futures]))
+
+    def close(self) -> None:
+        self.executor.shutdown(wait=True, cancel_futures=True)

@@ -1,0 +1,112 @@
+"""Strong views computed ahead by worker processes (pllzoo.prefetch): the stream is the documented
+per-(batch, chunk) one, whatever the number of workers, and the default CPU path is untouched."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import pytest
+import torch
+
+from pllzoo import augment, prefetch
+from pllzoo.results import run_id
+from pllzoo.run import TrainConfig
+from pllzoo.seeding import derive_seed
+from pllzoo.trainer import Trainer
+from conftest import make_fake_images
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _expected(x, perm, batch_size, n_batches, seed, chunk):
+    """The documented stream, computed here in the test process, one chunk at a time."""
+    out = []
+    for b in range(n_batches):
+        rows = x[perm[b * batch_size : (b + 1) * batch_size]]
+        parts = [augment.strong(rows[i : i + chunk], torch.Generator().manual_seed(derive_seed(seed, b, i // chunk)))
+                 for i in range(0, rows.shape[0], chunk)]
+        out.append(torch.cat(parts))
+    return out
+
+
+@pytest.mark.parametrize("workers", [1, 3])
+def test_pool_yields_the_documented_stream(workers, monkeypatch):
+    monkeypatch.setattr(prefetch, "CHUNK", 8)  # 24-row batches in 3 chunks, the last batch short
+    g = torch.Generator().manual_seed(0)
+    x = torch.randint(0, 256, (60, 3, 32, 32), generator=g, dtype=torch.uint8)
+    perm = torch.randperm(60, generator=g)
+    pool = prefetch.ViewPool("strong", workers)
+    try:
+        got = list(pool.batches(x, perm, 24, 3, seed=11))
+    finally:
+        pool.close()
+    want = _expected(x, perm, 24, 3, 11, 8)
+    assert [t.shape[0] for t in got] == [24, 24, 12]
+    for a, b in zip(got, want):
+        assert a.dtype == torch.uint8 and torch.equal(a, b)
+
+
+def test_resolve_workers():
+    assert prefetch.resolve_workers(None, "cpu") == 0
+    assert 1 <= prefetch.resolve_workers(None, "cuda") <= prefetch.MAX_AUTO_WORKERS
+    assert prefetch.resolve_workers(3, "cpu") == 3 and prefetch.resolve_workers(0, "cuda:0") == 0
+    with pytest.raises(ValueError):
+        prefetch.resolve_workers(-1, "cpu")
+
+
+def test_uses_pool_only_for_pil_strong_views_on_images():
+    strong = frozenset({"strong"})
+    assert prefetch.uses_pool("image", strong, "strong") and prefetch.uses_pool("image", strong, "simaugment")
+    assert not prefetch.uses_pool("tabular", strong, "strong")
+    assert not prefetch.uses_pool("image", frozenset(), "strong")
+    assert not prefetch.uses_pool("image", strong, "weak")
+    with pytest.raises(Exception, match="unknown view"):
+        prefetch.ViewPool("nope", 1)
+
+
+def _train(registry, workers: int) -> tuple[list[dict], torch.Tensor]:
+    data = make_fake_images(n=64, k=4)
+    comps = registry.build_components(
+        registry.method("solar"), {"estimator.est_epochs": 0, "loss.first_epoch_rn": False, "loss.warmup_epochs": 0},
+        dataset=(data.name, data.kind))
+    cfg = TrainConfig(model="cnn", epochs=2, lr=0.01, weight_decay=0.0, batch_size=16)
+    trainer = Trainer(data, comps, cfg, seed=1, device=torch.device("cpu"), view_workers=workers)
+    assert trainer.view_workers == workers
+    records = trainer.fit()
+    assert trainer.view_pool is None  # closed after fit
+    return records, torch.cat([p.detach().flatten() for p in trainer.model.parameters()])
+
+
+def test_trainer_pooled_run_is_the_same_for_any_worker_count(registry):
+    one, w_one = _train(registry, 1)
+    two, w_two = _train(registry, 2)
+    loop, w_loop = _train(registry, 0)
+    assert all(math.isfinite(r["loss"]) for r in one)
+    assert [r["loss"] for r in one] == [r["loss"] for r in two] and torch.equal(w_one, w_two)
+    assert not torch.equal(w_one, w_loop)  # a different strong-view stream, as documented
+
+
+def test_committed_cpu_runs_keep_their_ids():
+    """No ``view_stream`` key unless the pool is used, so recorded run folders still resume."""
+    configs = sorted((ROOT / "benchmarks" / "cifar10lt-cpu").glob("results-phi*/runs/*/config.json"))
+    if not configs:
+        pytest.skip("no committed CIFAR-10-LT CPU runs")
+    for path in configs:
+        config = json.loads(path.read_text())
+        assert "view_stream" not in config and run_id(config) == path.parent.name
+
+
+def test_plan_marks_pooled_runs(registry, shared_data):
+    from pllzoo import bench
+    from pllzoo.data.base import DataOptions
+
+    opts = DataOptions(data_dir=shared_data, subset=64)
+    (cpu,) = bench.plan(registry, ["solar"], "cifar10lt", [1], opts, epochs=1, device="cpu")
+    (pooled,) = bench.plan(registry, ["solar"], "cifar10lt", [1], opts, epochs=1, device="cpu", view_workers=2)
+    (tabular,) = bench.plan(registry, ["solar"], "synthetic-lt", [1], DataOptions(), epochs=1, device="cpu",
+                            view_workers=2)
+    assert cpu.view_workers == 0 and "view_stream" not in cpu.config
+    assert pooled.view_workers == 2 and pooled.config["view_stream"] == "pooled" and pooled.run_id != cpu.run_id
+    assert tabular.view_workers == 0 and "view_stream" not in tabular.config
