@@ -140,6 +140,27 @@ class Trainer:
         adjusted = self.hooks.pllzoo_predict(logits=logits, state=self.state)
         return (adjusted if adjusted is not None else logits).argmax(dim=1)
 
+    @torch.no_grad()
+    def test_metrics(self) -> dict[str, Any]:
+        """Accuracy (All/Many/Medium/Few, class-wise) of the current model on the test set, and the
+        covering rate on the held-out training rows when there are any."""
+        metrics = evaluate(self._predict(self.x_test), self.y_test, self.groups)
+        if self.x_val is not None:
+            metrics["val_covering"] = covering_rate(self._predict(self.x_val), self.candidates_val)
+        return metrics
+
+    def load_final(self, ckpt: dict[str, Any]) -> None:
+        """Put the checkpointed model and method state of stage ``ckpt["stage"]`` in place (no training)."""
+        stage = self.stages()[ckpt["stage"]]
+        self.run.stage = stage
+        self._new_model(stage)
+        self.hooks.pllzoo_setup_stage(run=self.run, state=self.state)
+        self._collect_modules_and_optimizer()
+        self.model.load_state_dict(ckpt["model"])
+        self.state.load_state_dict(ckpt["state"], self.device)
+        for name, sd in ckpt.get("modules", {}).items():
+            self.modules[name].load_state_dict(sd)
+
     def predict_train(self) -> torch.Tensor:
         """Eval-mode softmax over the training set with the test transform, float32 ``[N, K]``."""
         return torch.softmax(self._eval_logits(self.x_train), dim=1)
@@ -240,10 +261,7 @@ class Trainer:
             extra: dict[str, Any] = {}
             for out in self.hooks.pllzoo_on_epoch_end(run=self.run, epoch=epoch, state=self.state):
                 extra.update(out or {})
-            pred = self._predict(self.x_test)
-            metrics = evaluate(pred, self.y_test, self.groups)
-            if self.x_val is not None:
-                metrics["val_covering"] = covering_rate(self._predict(self.x_val), self.candidates_val)
+            metrics = self.test_metrics()
         return {
             **self.record_base, "seed": self.seed, "stage": stage.name, "stage_index": stage.index,
             "epoch": epoch + 1, "epochs": n_epochs, "final_stage": is_last, "lr": lr,

@@ -37,6 +37,7 @@ def cli() -> None:
 
 
 from pllzoo.cli import bench as _bench  # noqa: E402,F401  (registers commands)
+from pllzoo.cli import evaluate as _evaluate  # noqa: E402,F401
 from pllzoo.cli import plot as _plot  # noqa: E402,F401
 from pllzoo.cli import plugins as _plugins  # noqa: E402,F401
 from pllzoo.cli import report as _report  # noqa: E402,F401

@@ -1,0 +1,44 @@
+"""``pllzoo evaluate``: re-score finished runs' final models with other prediction settings."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+import pandas as pd
+from rich.console import Console
+from rich.table import Table
+
+from pllzoo import bench as bench_lib
+from pllzoo.cli import cli
+from pllzoo.results import ACC_COLUMNS
+
+
+@cli.command()
+@click.argument("runs", nargs=-1, required=True, type=click.Path(exists=True, file_okay=False, path_type=Path))
+@click.option("--predict", default=None, help="Predict component to use, e.g. solar.la (SoLar-LA with --hp predict.zeta=2).")
+@click.option("--hp", "hps", multiple=True, help="Override: slot.field=value, e.g. predict.zeta=2.")
+@click.option("--data-dir", type=click.Path(path_type=Path), default=None,
+              help="Offline data folder (default: the one the run recorded).")
+@click.option("--device", default="auto", show_default=True, help="auto | cpu | cuda[:i].")
+@click.option("--csv", "csv_path", type=click.Path(path_type=Path), default=None, help="Write the rows here.")
+def evaluate(runs, predict, hps, data_dir, device, csv_path) -> None:
+    """Test accuracy of each finished run (RUNS: results/<study>/runs/<run>) under --hp, no training."""
+    from pllzoo.evaluate import rescore
+    from pllzoo.registry import get_registry
+
+    overrides = bench_lib.parse_overrides(hps)
+    rows = [rescore(get_registry(), run, overrides, predict, data_dir, device) for run in runs]
+    setting = ([f"predict={predict}"] if predict else []) + [f"{k}={v}" for k, v in overrides.items()]
+    table = Table(title="Re-scored: " + (", ".join(setting) or "as trained"))
+    headers = ("run", "All", "Many", "Medium", "Few")
+    for h in headers:
+        table.add_column(h, justify="left" if h == "run" else "right")
+    for r in rows:
+        table.add_row(r["run"], *(f"{r[c]:.2f}" for c in ACC_COLUMNS))
+    Console().print(table)
+    if csv_path:
+        frame = pd.DataFrame(rows)
+        frame["overrides"] = frame["overrides"].map(lambda d: ";".join(f"{k}={v}" for k, v in d.items()))
+        frame.drop(columns=[c for c in ("class_acc",) if c in frame]).to_csv(csv_path, index=False)
+        click.echo(f"rows: {csv_path}")

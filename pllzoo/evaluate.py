@@ -1,0 +1,61 @@
+"""Re-score a finished run's final model with other prediction settings, without training.
+
+SoLar-LA (the paper's Table 6) adjusts the logits of the *same* SoLar model: argmax g − ζ·log r.
+Training a ``solar-la`` recipe instead gives another model and costs a full run.  :func:`rescore`
+rebuilds a run from its ``config.json`` (the data from its recorded options and seed, the
+components with their recorded hyper-parameters plus ``overrides``), optionally with another
+``predict`` component (``solar`` + ``solar.la`` with ``predict.zeta=2`` is SoLar-LA), loads its
+final checkpoint and evaluates the test set, returning the same metric keys as a training
+epoch's record.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from pathlib import Path
+from typing import Any
+
+from pllzoo.bench import carve
+from pllzoo.checkpoint import load_checkpoint
+from pllzoo.data.base import DataOptions
+from pllzoo.errors import PLLZooError
+from pllzoo.registry import Registry
+from pllzoo.run import TrainConfig
+from pllzoo.trainer import Trainer, resolve_device
+
+
+def _options(recorded: dict[str, Any], data_dir: Path | None) -> DataOptions:
+    names = {f.name for f in dataclasses.fields(DataOptions)}
+    opts = DataOptions(**{k: v for k, v in recorded.items() if k in names})
+    root = Path(data_dir) if data_dir else (Path(opts.data_dir) if opts.data_dir else None)
+    return dataclasses.replace(opts, data_dir=root, download=False)
+
+
+def rescore(registry: Registry, run_dir: Path, overrides: dict[str, str], predict: str | None = None,
+            data_dir: Path | None = None, device: str = "auto") -> dict[str, Any]:
+    """Test metrics of the finished run in ``run_dir`` with ``predict`` as its predict component (if
+    given) and component ``overrides`` (``slot.field``)."""
+    run_dir = Path(run_dir)
+    if not (run_dir / "done").exists():
+        raise PLLZooError(f"{run_dir}: not a finished run (no 'done' marker)")
+    ckpt = load_checkpoint(run_dir)
+    if ckpt is None:
+        raise PLLZooError(f"{run_dir}: no checkpoint.pt (checkpoints are not kept in git; re-run the training)")
+    config = json.loads((run_dir / "config.json").read_text())
+    method = registry.method(config["method"] + (f"+predict={predict}" if predict else ""))
+    valid = registry.hparam_keys(method)
+    unknown = sorted(set(overrides) - valid)
+    if unknown:
+        raise PLLZooError(f"unknown hyper-parameter(s) {', '.join(unknown)} for {method.name}; "
+                          f"valid: {', '.join(sorted(valid))}")
+    recorded = {f"{slot}.{key}": value for slot, fields in config["hparams"].items() for key, value in fields.items()
+                if f"{slot}.{key}" in valid}
+    opts = _options(config["data"], data_dir)
+    data = carve(registry.dataset(config["dataset"]).load(opts), opts, config["seed"])
+    comps = registry.build_components(method, {**recorded, **overrides}, (data.name, data.kind))
+    train = TrainConfig(**{k: tuple(v) if isinstance(v, list) else v for k, v in config["train"].items()})
+    trainer = Trainer(data, comps, train, config["seed"], resolve_device(device))
+    trainer.load_final(ckpt)
+    return {"run": run_dir.name, "method": method.name, "seed": config["seed"],
+            "overrides": dict(overrides), **trainer.test_metrics()}
