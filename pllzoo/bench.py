@@ -17,7 +17,7 @@ from typing import Any, Callable
 import pandas as pd
 
 from pllzoo import prefetch
-from pllzoo.components import SLOTS, Method
+from pllzoo.components import SLOTS, Method, views_of
 from pllzoo.data.base import DataOptions, PLLData
 from pllzoo.data.holdout import hold_out, subsample
 from pllzoo.errors import PLLZooError, UnknownNameError
@@ -126,8 +126,7 @@ def plan(
                 "train": as_dict(cfg),
                 "data": {**as_dict(options), "seed": seed, **data.info, "train_counts": data.train_counts.tolist()},
             }
-            views = frozenset().union(*(c.views for c in comps.values()))
-            pooled = workers if prefetch.uses_pool(data.kind, views, cfg.strong_view) else 0
+            pooled = workers if prefetch.uses_pool(data.kind, views_of(comps), cfg.strong_view) else 0
             if pooled:  # another random stream (pllzoo.prefetch); absent otherwise, so older run ids stand
                 config["view_stream"] = "pooled"
             plans.append(RunPlan(recipe, seed, data, cfg, per_method[recipe.name], config, pooled))

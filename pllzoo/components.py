@@ -134,3 +134,8 @@ def check_compatible(method_name: str, components: Mapping[str, Component]) -> N
                 f"incompatible recipe {method_name!r}: {comp.slot} {comp.name!r} needs {key!r}, "
                 f"which none of the other components provides ({others})"
             )
+
+
+def views_of(components: Mapping[str, Component]) -> frozenset[str]:
+    """The extra input views (beyond the weak one) that any of a run's components asks for."""
+    return frozenset().union(*(c.views for c in components.values()))

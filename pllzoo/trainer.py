@@ -27,7 +27,7 @@ import torch.nn.functional as F
 
 from pllzoo import augment, hookspecs, prefetch
 from pllzoo.checkpoint import load_checkpoint, save_checkpoint
-from pllzoo.components import Component
+from pllzoo.components import Component, views_of
 from pllzoo.data.base import PLLData
 from pllzoo.errors import PLLZooError
 from pllzoo.metrics import covering_rate, evaluate, shot_groups
@@ -88,7 +88,7 @@ class Trainer:
         self.components, self.pm = components, make_run_manager(components)
         self.hooks = self.pm.hook
         self.run_dir, self.record_base, self.on_epoch = run_dir, dict(record_base or {}), on_epoch
-        self.views = frozenset().union(*(c.views for c in components.values()))
+        self.views = views_of(components)
         self.image = data.kind == "image"
         self.x_train = data.x_train.to(device)
         self.x_test = data.x_test.to(device)

@@ -67,6 +67,17 @@ def tiny_data():
     return make_tiny_data()
 
 
+def registered_methods() -> list[str]:
+    """Every method the installed plugins register (for parametrising tests at collection time)."""
+    from pllzoo.registry import get_registry, reset_registry
+
+    reset_registry()
+    try:
+        return get_registry().list_methods()
+    finally:
+        reset_registry()
+
+
 def make_fake_images(n: int = 64, k: int = 4, seed: int = 0) -> "PLLData":
     """Random uint8 images (kind 'image', model 'cnn'): exercises the augmentation and strong-view paths."""
     from pllzoo.data.base import PLLData, TrainDefaults

@@ -14,23 +14,13 @@ import torch
 
 from pllzoo.run import TrainConfig
 from pllzoo.trainer import Trainer
-from conftest import make_fake_images
+from conftest import make_fake_images, registered_methods
 
 pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device: torch.cuda.is_available() is False")
 CUDA = torch.device("cuda")
 
 
-def _methods() -> list[str]:
-    from pllzoo.registry import get_registry, reset_registry
-
-    reset_registry()
-    try:
-        return get_registry().list_methods()
-    finally:
-        reset_registry()
-
-
-@pytest.mark.parametrize("name", _methods())
+@pytest.mark.parametrize("name", registered_methods())
 @pytest.mark.parametrize("amp", [True, False], ids=["bf16", "fp32"])
 def test_method_trains_on_cuda(name, amp, registry):
     """Two stages where a method has them, strong/SimCLR views, mixup, queues: all on the GPU."""

@@ -9,20 +9,10 @@ import torch
 
 from pllzoo.run import TrainConfig
 from pllzoo.trainer import Trainer
-from conftest import make_fake_images
+from conftest import make_fake_images, registered_methods
 
 
-def _all_methods() -> list[str]:
-    from pllzoo.registry import get_registry, reset_registry
-
-    reset_registry()
-    try:
-        return get_registry().list_methods()
-    finally:
-        reset_registry()
-
-
-METHODS = _all_methods()
+METHODS = registered_methods()
 CFG = TrainConfig(model="linear", epochs=2, lr=0.1, weight_decay=0.0, batch_size=16)
 
 
