@@ -151,15 +151,8 @@ class Trainer:
 
     def load_final(self, ckpt: dict[str, Any]) -> None:
         """Put the checkpointed model and method state of stage ``ckpt["stage"]`` in place (no training)."""
-        stage = self.stages()[ckpt["stage"]]
-        self.run.stage = stage
-        self._new_model(stage)
-        self.hooks.pllzoo_setup_stage(run=self.run, state=self.state)
-        self._collect_modules_and_optimizer()
-        self.model.load_state_dict(ckpt["model"])
-        self.state.load_state_dict(ckpt["state"], self.device)
-        for name, sd in ckpt.get("modules", {}).items():
-            self.modules[name].load_state_dict(sd)
+        self._enter_stage(self.stages()[ckpt["stage"]])
+        self._restore(ckpt)
 
     def predict_train(self) -> torch.Tensor:
         """Eval-mode softmax over the training set with the test transform, float32 ``[N, K]``."""
@@ -217,6 +210,22 @@ class Trainer:
                 self.view_pool.close()
                 self.view_pool = None
 
+    def _enter_stage(self, stage: Stage) -> None:
+        """A stage's fresh model (if it re-initialises), carried state, components' setup, optimizer."""
+        self.run.stage = stage
+        self._new_model(stage)
+        self.state = self.state.keep(stage.carry)
+        self.hooks.pllzoo_setup_stage(run=self.run, state=self.state)
+        self._collect_modules_and_optimizer()
+
+    def _restore(self, ckpt: dict[str, Any]) -> None:
+        """Model, optimizer, method state and extra modules from a checkpoint of the current stage."""
+        self.model.load_state_dict(ckpt["model"])
+        self.optimizer.load_state_dict(ckpt["optimizer"])
+        self.state.load_state_dict(ckpt["state"], self.device)
+        for name, sd in ckpt.get("modules", {}).items():
+            self.modules[name].load_state_dict(sd)
+
     def _fit(self, resume: bool) -> list[dict[str, Any]]:
         ckpt = load_checkpoint(self.run_dir) if (resume and self.run_dir is not None) else None
         records: list[dict[str, Any]] = list(ckpt["records"]) if ckpt else []
@@ -224,19 +233,11 @@ class Trainer:
         for stage in plan:
             if ckpt and stage.index < ckpt["stage"]:
                 continue
-            self.run.stage = stage
-            self._new_model(stage)
-            self.state = self.state.keep(stage.carry)
-            self.hooks.pllzoo_setup_stage(run=self.run, state=self.state)
-            self._collect_modules_and_optimizer()
+            self._enter_stage(stage)
             n_epochs = stage.epochs if stage.epochs is not None else self.config.epochs
             start = 0
             if ckpt and stage.index == ckpt["stage"]:
-                self.model.load_state_dict(ckpt["model"])
-                self.optimizer.load_state_dict(ckpt["optimizer"])
-                self.state.load_state_dict(ckpt["state"], self.device)
-                for name, sd in ckpt.get("modules", {}).items():
-                    self.modules[name].load_state_dict(sd)
+                self._restore(ckpt)
                 start, ckpt = ckpt["epoch"] + 1, None
             for epoch in range(start, n_epochs):
                 record = self._epoch(stage, epoch, n_epochs, is_last=stage is plan[-1])

@@ -7,9 +7,9 @@ from pathlib import Path
 import click
 import pandas as pd
 from rich.console import Console
-from rich.table import Table
 
 from pllzoo import bench as bench_lib
+from pllzoo import report as rep
 from pllzoo.cli import cli
 from pllzoo.results import ACC_COLUMNS
 
@@ -30,15 +30,12 @@ def evaluate(runs, predict, hps, data_dir, device, csv_path) -> None:
     overrides = bench_lib.parse_overrides(hps)
     rows = [rescore(get_registry(), run, overrides, predict, data_dir, device) for run in runs]
     setting = ([f"predict={predict}"] if predict else []) + [f"{k}={v}" for k, v in overrides.items()]
-    table = Table(title="Re-scored: " + (", ".join(setting) or "as trained"))
-    headers = ("run", "All", "Many", "Medium", "Few")
-    for h in headers:
-        table.add_column(h, justify="left" if h == "run" else "right")
-    for r in rows:
-        table.add_row(r["run"], *(f"{r[c]:.2f}" for c in ACC_COLUMNS))
-    Console().print(table)
+    cells = [[r["run"], *(rep.fmt(r[c], None) for c in ACC_COLUMNS)] for r in rows]
+    Console().print(rep.to_rich(rep.Report("Re-scored: " + (", ".join(setting) or "as trained"),
+                                           ["run", "All", "Many", "Medium", "Few"], cells,
+                                           "Final checkpoint of each run, test set, no training.")))
     if csv_path:
         frame = pd.DataFrame(rows)
         frame["overrides"] = frame["overrides"].map(lambda d: ";".join(f"{k}={v}" for k, v in d.items()))
-        frame.drop(columns=[c for c in ("class_acc",) if c in frame]).to_csv(csv_path, index=False)
+        frame.drop(columns="class_acc", errors="ignore").to_csv(csv_path, index=False)
         click.echo(f"rows: {csv_path}")
