@@ -4,13 +4,18 @@ from __future__ import annotations
 
 from types import SimpleNamespace
 
+import numpy as np
 import pytest
 import torch
 
 from pllzoo import PLLState, Stage
 from pllzoo.run import Batch, Step, TrainConfig
 from pllzoo.trainer import Trainer
-from pllzoo_solar.prior import PriorEstimator, PriorHParams, count_argmax, initial_prior, moving_average
+from pllzoo.data.candidates import generate_candidates
+from pllzoo.data.longtail import img_num_per_cls
+from pllzoo_solar.prior import (
+    PriorEstimator, PriorHParams, candidate_mle, count_argmax, initial_prior, moving_average,
+)
 
 
 def test_count_argmax_by_hand():
@@ -43,6 +48,60 @@ def test_initial_prior():
     torch.testing.assert_close(initial_prior("candidates", CANDS, torch.bincount(Y)), torch.tensor([2, 3, 2]) / 7.0)
     # oracle: the training class frequencies (1, 2, 1) / 4
     torch.testing.assert_close(initial_prior("oracle", CANDS, torch.bincount(Y)), torch.tensor([0.25, 0.5, 0.25]))
+    # Cand-MLE: see test_candidate_mle_by_hand
+    torch.testing.assert_close(initial_prior("cand-mle", CANDS, torch.bincount(Y)), torch.tensor([0, 2 / 3, 1 / 3]))
+
+
+# ---------------------------------------------------------------------------------------------- Cand-MLE (ours)
+
+
+def test_candidate_mle_by_hand():
+    # sets {0,1}, {1}, {0,1,2}, {2}: log L = log(π0+π1) + log π1 + log 1 + log π2.  Moving mass from
+    # π0 to π1 keeps the first term and raises the second, so π0 = 0; then 2·log π1 + log π2 on the
+    # simplex peaks at π1 = 2/3, π2 = 1/3.
+    pi = candidate_mle(CANDS)
+    assert pi.dtype == torch.float32
+    torch.testing.assert_close(pi, torch.tensor([0.0, 2 / 3, 1 / 3]), atol=1e-6, rtol=0)
+
+
+def test_candidate_mle_recovers_the_prior_of_an_exact_population():
+    # K = 3, φ = 0.5, π = (0.5, 0.3, 0.2): per true class, the 4 patterns of the two other labels are
+    # equally likely; 80 rows reproduce the population exactly (10, 6 and 4 rows per pattern), so
+    # the maximum-likelihood prior is π itself.  Cand-Est, column counts, is shrunk towards uniform.
+    rows = []
+    for label, per_pattern in enumerate((10, 6, 4)):
+        others = [j for j in range(3) if j != label]
+        for a in (0, 1):
+            for b in (0, 1):
+                row = [0, 0, 0]
+                row[label], row[others[0]], row[others[1]] = 1, a, b
+                rows += [row] * per_pattern
+    cands = torch.tensor(rows, dtype=torch.bool)
+    torch.testing.assert_close(candidate_mle(cands), torch.tensor([0.5, 0.3, 0.2]), atol=1e-6, rtol=0)
+    # E[c_j]/N = φ + (1 − φ)·π_j = (0.75, 0.65, 0.6); normalised (0.375, 0.325, 0.3)
+    torch.testing.assert_close(initial_prior("candidates", cands, torch.zeros(3)), torch.tensor([0.375, 0.325, 0.3]))
+
+
+def test_candidate_mle_without_information_is_uniform():
+    torch.testing.assert_close(candidate_mle(torch.ones(5, 4, dtype=torch.bool)), torch.full((4,), 0.25))
+    # singletons only: the empirical frequencies
+    torch.testing.assert_close(candidate_mle(torch.eye(3, dtype=torch.bool)[[0, 0, 0, 2]]),
+                               torch.tensor([0.75, 0.0, 0.25]), atol=1e-6, rtol=0)
+
+
+@pytest.mark.parametrize("phi", [0.3, 0.5])
+def test_candidate_mle_on_cifar10lt_sized_candidates(phi):
+    # the CIFAR-10-LT γ = 100 counts, uniform candidates drawn by the data generator: Cand-MLE lands
+    # within 0.05 TV of the true prior; Cand-Est (0.40-0.45) and the uniform start (0.49) are far
+    counts = img_num_per_cls(5000, 10, 100.0)
+    labels = np.repeat(np.arange(10), counts)
+    cands, _ = generate_candidates(labels, 10, phi, np.random.RandomState(0))
+    cands = torch.from_numpy(cands)
+    true = torch.tensor(counts, dtype=torch.float32) / sum(counts)
+    tv = {init: 0.5 * float((initial_prior(init, cands, torch.tensor(counts)) - true).abs().sum())
+          for init in ("uniform", "candidates", "cand-mle")}
+    assert tv["cand-mle"] < 0.05
+    assert tv["candidates"] > 0.35 and tv["uniform"] > 0.45
 
 
 # ---------------------------------------------------------------------------------------------- stages
@@ -77,6 +136,8 @@ def test_dataset_defaults(registry):
     # a recipe's and the user's values override the dataset's
     hp = registry.build_components(registry.method("solar-no-preest"), dataset=("cifar10lt", "image"))["estimator"].hp
     assert hp.est_epochs == 0
+    hp = registry.build_components(registry.method("solar-cand-mle"), dataset=("cifar10lt", "image"))["estimator"].hp
+    assert (hp.init, hp.est_epochs) == ("cand-mle", 0)
 
 
 # ---------------------------------------------------------------------------------------------- epoch-end updates

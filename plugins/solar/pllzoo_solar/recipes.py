@@ -31,6 +31,8 @@ RECIPES = [
              hparams={"estimator.est_epochs": 0}),
     _variant("solar-cand-est", "Table 4: prior initialised by candidate counts, no pre-estimation",
              hparams={"estimator.init": "candidates", "estimator.est_epochs": 0}),
+    _variant("solar-cand-mle", "ours: prior initialised by the candidate sets' maximum-likelihood prior, "
+             "no pre-estimation", hparams={"estimator.init": "cand-mle", "estimator.est_epochs": 0}),
     _variant("solar-oracle", "Table 4: the true training prior, fixed", hparams={"estimator.init": "oracle"}),
     _variant("solar-no-selection", "Table 4: w/o S, every sample reliable", selection="pllzoo.all"),
     _variant("solar-global-selection", "Table 4: w GS, small-loss selection over the whole batch",
