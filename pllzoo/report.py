@@ -78,12 +78,17 @@ def summary(records: pd.DataFrame, rule: str = "last", methods: list[str] | None
     return out.assign(train_counts=[counts[(s, m)] for s, m in zip(out["setting"], out["method"])])
 
 
+def mean_std_cells(summ: pd.DataFrame) -> list[list[str]]:
+    """Rows ``method, All, Many, Medium, Few, n`` of a :func:`pllzoo.results.summarise` frame."""
+    return [[r["method"], *(fmt(r[f"{c}_mean"], r[f"{c}_std"]) for c in ACC_COLUMNS), str(int(r["n"]))]
+            for _, r in summ.iterrows()]
+
+
 def long_reports(summ: pd.DataFrame, rule: str, seeds_note: str = "") -> list[Report]:
     """One All/Many/Medium/Few table per setting."""
     reports = []
     for setting, rows in summ.groupby("setting", sort=False):
-        cells = [[r["method"], *(fmt(r[f"{c}_mean"], r[f"{c}_std"]) for c in ACC_COLUMNS), str(int(r["n"]))]
-                 for _, r in rows.iterrows()]
+        cells = mean_std_cells(rows)
         counts = [c for lst in rows["train_counts"] for c in lst]
         reports.append(Report(f"{setting}{seeds_note}", ["Method", *HEADERS.values(), "n"], cells, caption(rule, counts)))
     return reports

@@ -68,3 +68,15 @@ def test_cli_prints_and_writes_rows(run_dir, tmp_path):
     assert "predict=solar.la, predict.zeta=1" in result.output and run_dir.name in result.output
     text = out.read_text()
     assert text.splitlines()[0].startswith("run,method,seed,overrides,acc_all") and "predict.zeta=1" in text
+
+
+def test_cli_md_is_mean_and_sample_std_per_method(run_dir, tmp_path):
+    # the same run twice: mean = its value, sample std = 0, n = 2, one row for the method
+    out = tmp_path / "table.md"
+    result = CliRunner().invoke(cli, ["evaluate", str(run_dir), str(run_dir), "--device", "cpu", "--md", str(out)])
+    assert result.exit_code == 0, result.output
+    last = _last(run_dir)
+    rows = [line for line in out.read_text().splitlines() if line.startswith("| solar")]
+    assert rows == [f"| solar | {last['acc_all']:.2f} ± 0.00 | {last['acc_many']:.2f} ± 0.00 | "
+                    f"{last['acc_medium']:.2f} ± 0.00 | {last['acc_few']:.2f} ± 0.00 | 2 |"]
+    assert out.read_text().startswith("### Re-scored: as trained")

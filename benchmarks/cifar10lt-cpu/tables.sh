@@ -8,6 +8,6 @@ for dir in "$here"/results-phi*; do
   out="${TABLES_OUT:-$dir}"
   name="$(basename "$dir")"
   [ -n "${TABLES_OUT:-}" ] && out="$TABLES_OUT/$name" && mkdir -p "$out"
-  pllzoo report "$dir" --methods solar,proden,cc --md "$out/table.md" --csv "$out/table.csv" > /dev/null
-  if [ -z "${TABLES_OUT:-}" ]; then pllzoo plot "$dir" --methods solar,proden,cc --out "$dir/figure1.png" > /dev/null; fi
+  pllzoo report "$dir" --methods solar,solar-cand-mle,proden,cc --md "$out/table.md" --csv "$out/table.csv" > /dev/null
+  if [ -z "${TABLES_OUT:-}" ]; then pllzoo plot "$dir" --methods solar,solar-cand-mle,proden,cc --out "$dir/figure1.png" > /dev/null; fi
 done

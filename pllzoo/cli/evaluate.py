@@ -11,7 +11,7 @@ from rich.console import Console
 from pllzoo import bench as bench_lib
 from pllzoo import report as rep
 from pllzoo.cli import cli
-from pllzoo.results import ACC_COLUMNS
+from pllzoo.results import ACC_COLUMNS, summarise
 
 
 @cli.command()
@@ -22,7 +22,9 @@ from pllzoo.results import ACC_COLUMNS
               help="Offline data folder (default: the one the run recorded).")
 @click.option("--device", default="auto", show_default=True, help="auto | cpu | cuda[:i].")
 @click.option("--csv", "csv_path", type=click.Path(path_type=Path), default=None, help="Write the rows here.")
-def evaluate(runs, predict, hps, data_dir, device, csv_path) -> None:
+@click.option("--md", "md_path", type=click.Path(path_type=Path), default=None,
+              help="Write a Markdown table here: mean ± sample std over the runs of each method.")
+def evaluate(runs, predict, hps, data_dir, device, csv_path, md_path) -> None:
     """Test accuracy of each finished run (RUNS: results/<study>/runs/<run>) under --hp, no training."""
     from pllzoo.evaluate import rescore
     from pllzoo.registry import get_registry
@@ -30,10 +32,17 @@ def evaluate(runs, predict, hps, data_dir, device, csv_path) -> None:
     overrides = bench_lib.parse_overrides(hps)
     rows = [rescore(get_registry(), run, overrides, predict, data_dir, device) for run in runs]
     setting = ([f"predict={predict}"] if predict else []) + [f"{k}={v}" for k, v in overrides.items()]
+    title = "Re-scored: " + (", ".join(setting) or "as trained")
     cells = [[r["run"], *(rep.fmt(r[c], None) for c in ACC_COLUMNS)] for r in rows]
-    Console().print(rep.to_rich(rep.Report("Re-scored: " + (", ".join(setting) or "as trained"),
-                                           ["run", "All", "Many", "Medium", "Few"], cells,
+    Console().print(rep.to_rich(rep.Report(title, ["run", *rep.HEADERS.values()], cells,
                                            "Final checkpoint of each run, test set, no training.")))
+    if md_path:
+        summ = summarise(pd.DataFrame(rows), by=("method",))
+        md = rep.Report(title, ["Method", *rep.HEADERS.values(), "n"], rep.mean_std_cells(summ),
+                        "Final checkpoint of each run, test set, no training. "
+                        "Mean ± sample std over n seeds (one seed: the value alone).")
+        Path(md_path).write_text(rep.to_markdown(md))
+        click.echo(f"table: {md_path}")
     if csv_path:
         frame = pd.DataFrame(rows)
         frame["overrides"] = frame["overrides"].map(lambda d: ";".join(f"{k}={v}" for k, v in d.items()))
