@@ -63,7 +63,8 @@ def candidate_mle(candidates: torch.Tensor, tol: float = 1e-8, max_iter: int = 5
     """Maximum-likelihood class prior ``[K]`` from the candidate sets alone (ours).
 
     Model: P(S_i) = Σ_{j∈S_i} π_j · P(S_i | y = j), with P(S | y) equal for every y ∈ S (uniform
-    flipping and the superclass-wise flipping of CIFAR-100-H satisfy it), so the log-likelihood is
+    flipping and the superclass-wise flipping of CIFAR-100-H satisfy it; the label-dependent matrix
+    of ``--phi < 0`` and real-world sets need not), so the log-likelihood is
     Σ_i log Σ_{j∈S_i} π_j up to a constant.  EM for the mixture weights: the E-step gives each row
     the posterior w_ij ∝ π_j·1[j ∈ S_i], the M-step sets π to their mean.  Identical rows are
     merged first (at most 2^K − 1 patterns), so one iteration costs O(#patterns · K).  Stops when
