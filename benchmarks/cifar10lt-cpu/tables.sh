@@ -3,11 +3,15 @@
 # TABLES_OUT (default: each results folder) is where the tables go; figures only without it.
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
-for dir in "$here"/results-phi*; do
+main=solar,solar-cand-mle,proden,cc
+for spec in "results-phi0.5:$main" "results-phi0.3:$main" "results-phi0.5-est100:solar"; do
+  name="${spec%%:*}" methods="${spec#*:}"
+  dir="$here/$name"
   if ! compgen -G "$dir/runs/*/done" > /dev/null; then continue; fi  # nothing finished yet
   out="${TABLES_OUT:-$dir}"
-  name="$(basename "$dir")"
   [ -n "${TABLES_OUT:-}" ] && out="$TABLES_OUT/$name" && mkdir -p "$out"
-  pllzoo report "$dir" --methods solar,solar-cand-mle,proden,cc --md "$out/table.md" --csv "$out/table.csv" > /dev/null
-  if [ -z "${TABLES_OUT:-}" ]; then pllzoo plot "$dir" --methods solar,solar-cand-mle,proden,cc --out "$dir/figure1.png" > /dev/null; fi
+  pllzoo report "$dir" --methods "$methods" --md "$out/table.md" --csv "$out/table.csv" > /dev/null
+  if [ -z "${TABLES_OUT:-}" ] && [ "$methods" = "$main" ]; then
+    pllzoo plot "$dir" --methods "$methods" --out "$dir/figure1.png" > /dev/null
+  fi
 done
