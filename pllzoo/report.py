@@ -24,6 +24,7 @@ from pllzoo.metrics import shot_groups
 from pllzoo.model_selection import CAPTIONS, select_epochs
 from pllzoo.results import ACC_COLUMNS, order_methods, summarise
 
+SPREAD = "Mean ± sample std over n seeds (one seed: the value alone)"
 HEADERS = {"acc_all": "All", "acc_many": "Many", "acc_medium": "Medium", "acc_few": "Few"}
 
 
@@ -56,7 +57,7 @@ def shot_caption(train_counts: list[tuple[int, ...]]) -> str:
 
 def caption(rule: str, train_counts: list[tuple[int, ...]] | None = None) -> str:
     """Model-selection rule, what ± means, and (for shot columns) the grouping."""
-    parts = [CAPTIONS[rule], "Mean ± sample std over n seeds (one seed: the value alone)"]
+    parts = [CAPTIONS[rule], SPREAD]
     if train_counts is not None:
         parts.append(shot_caption(train_counts))
     return ". ".join(parts) + "."

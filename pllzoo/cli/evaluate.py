@@ -30,21 +30,18 @@ def evaluate(runs, predict, hps, data_dir, device, csv_path, md_path) -> None:
     from pllzoo.registry import get_registry
 
     overrides = bench_lib.parse_overrides(hps)
-    rows = [rescore(get_registry(), run, overrides, predict, data_dir, device) for run in runs]
+    rows = pd.DataFrame([rescore(get_registry(), run, overrides, predict, data_dir, device) for run in runs])
     setting = ([f"predict={predict}"] if predict else []) + [f"{k}={v}" for k, v in overrides.items()]
     title = "Re-scored: " + (", ".join(setting) or "as trained")
-    cells = [[r["run"], *(rep.fmt(r[c], None) for c in ACC_COLUMNS)] for r in rows]
-    Console().print(rep.to_rich(rep.Report(title, ["run", *rep.HEADERS.values()], cells,
-                                           "Final checkpoint of each run, test set, no training.")))
+    note = "Final checkpoint of each run, test set, no training."
+    cells = [[r["run"], *(rep.fmt(r[c], None) for c in ACC_COLUMNS)] for _, r in rows.iterrows()]
+    Console().print(rep.to_rich(rep.Report(title, ["run", *rep.HEADERS.values()], cells, note)))
     if md_path:
-        summ = summarise(pd.DataFrame(rows), by=("method",))
-        md = rep.Report(title, ["Method", *rep.HEADERS.values(), "n"], rep.mean_std_cells(summ),
-                        "Final checkpoint of each run, test set, no training. "
-                        "Mean ± sample std over n seeds (one seed: the value alone).")
+        cells = rep.mean_std_cells(summarise(rows, by=("method",)))
+        md = rep.Report(title, ["Method", *rep.HEADERS.values(), "n"], cells, f"{note} {rep.SPREAD}.")
         Path(md_path).write_text(rep.to_markdown(md))
         click.echo(f"table: {md_path}")
     if csv_path:
-        frame = pd.DataFrame(rows)
-        frame["overrides"] = frame["overrides"].map(lambda d: ";".join(f"{k}={v}" for k, v in d.items()))
+        frame = rows.assign(overrides=rows["overrides"].map(lambda d: ";".join(f"{k}={v}" for k, v in d.items())))
         frame.drop(columns="class_acc", errors="ignore").to_csv(csv_path, index=False)
         click.echo(f"rows: {csv_path}")

@@ -38,6 +38,10 @@ def test_moving_average_gamma_weights_the_new_estimate():
     torch.testing.assert_close(moving_average(r, torch.tensor([1.0, 0.0]), 0.0), r)
 
 
+def _tv(a, b):
+    return 0.5 * float((a - b).abs().sum())
+
+
 CANDS = torch.tensor([[1, 1, 0], [0, 1, 0], [1, 1, 1], [0, 0, 1]], dtype=torch.bool)
 Y = torch.tensor([0, 1, 1, 2])
 
@@ -98,7 +102,7 @@ def test_candidate_mle_on_cifar10lt_sized_candidates(phi):
     cands, _ = generate_candidates(labels, 10, phi, np.random.RandomState(0))
     cands = torch.from_numpy(cands)
     true = torch.tensor(counts, dtype=torch.float32) / sum(counts)
-    tv = {init: 0.5 * float((initial_prior(init, cands, torch.tensor(counts)) - true).abs().sum())
+    tv = {init: _tv(initial_prior(init, cands, torch.tensor(counts)), true)
           for init in ("uniform", "candidates", "cand-mle")}
     assert tv["cand-mle"] < 0.05
     assert tv["candidates"] > 0.35 and tv["uniform"] > 0.45
@@ -173,10 +177,6 @@ class _FakeRun:
         if self._probs is None:
             raise AssertionError("online mode must not run the estimation pass")
         return self._probs
-
-
-def _tv(a, b):
-    return 0.5 * float((a - b).abs().sum())
 
 
 def test_offline_epoch_end_uses_predict_train():
