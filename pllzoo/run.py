@@ -69,7 +69,7 @@ class Step:
     logits: torch.Tensor  # [B, K] weak view, with grad (float32)
     probs: torch.Tensor  # float32 [B, K] softmax(logits), detached
     forward: Callable[[torch.Tensor], torch.Tensor]  # extra forward pass in train mode
-    generator: torch.Generator  # the run's RNG stream for in-step randomness (mixup, ...)
+    generator: torch.Generator  # the run's host RNG stream for in-step randomness (mixup, ...)
     epoch: int
     stage: Stage
     nominal_batch_size: int
@@ -78,6 +78,8 @@ class Step:
     targets: torch.Tensor | None = None  # set after pllzoo_label_update
     mask: torch.Tensor | None = None  # set after pllzoo_select
     scratch: dict[str, torch.Tensor] = field(default_factory=dict)  # values shared between hooks
+    device_generator: torch.Generator | None = None  # on-device stream (draws that stay on the device);
+    # the same object as ``generator`` on CPU, a CUDA generator on CUDA
     logs: dict[str, torch.Tensor | float] = field(default_factory=dict)  # scalars: epoch mean ("*_count": sum)
 
 

@@ -103,6 +103,10 @@ class Trainer:
         self.view_workers = view_workers if pooled else 0  # > 0: the strong view is computed ahead
         self.view_pool: prefetch.ViewPool | None = None
         self.amp = config.amp and device.type == "cuda"
+        self.channels_last = self.image and device.type == "cuda"  # with bf16 autocast: tensor-core friendly
+        if self.image:  # normalisation constants live on the device: no host copy per batch
+            self.norm = (torch.tensor(data.mean, dtype=torch.float32).view(-1, 1, 1).to(device),
+                         torch.tensor(data.std, dtype=torch.float32).view(-1, 1, 1).to(device))
         self.run = Run(data=data, candidates=self.candidates, config=config, device=device, seed=seed)
         self.run.predict_train, self.run.embed_train = self.predict_train, self.embed_train
         self.state = PLLState()
@@ -119,19 +123,22 @@ class Trainer:
         with self._autocast():
             return self.model(x).float()
 
-    def _prepare(self, x_raw: torch.Tensor, view: Callable, gen: torch.Generator) -> torch.Tensor:
+    def _normalize(self, x: torch.Tensor) -> torch.Tensor:
+        """uint8 images → normalised float32 (channels-last on CUDA); tabular rows unchanged."""
         if not self.image:
-            return x_raw
-        return augment.normalize(view(x_raw, gen), self.data.mean, self.data.std)
+            return x
+        x = augment.normalize(x, *self.norm)
+        return x.contiguous(memory_format=torch.channels_last) if self.channels_last else x
+
+    def _prepare(self, x_raw: torch.Tensor, view: Callable, gen: torch.Generator) -> torch.Tensor:
+        return self._normalize(view(x_raw, gen)) if self.image else x_raw
 
     @torch.no_grad()
     def _eval_logits(self, x: torch.Tensor) -> torch.Tensor:
         self.model.eval()
         out = []
         for i in range(0, x.shape[0], self.config.eval_batch_size):
-            xb = x[i : i + self.config.eval_batch_size]
-            xb = augment.normalize(xb, self.data.mean, self.data.std) if self.image else xb
-            out.append(self.forward(xb))
+            out.append(self.forward(self._normalize(x[i : i + self.config.eval_batch_size])))
         return torch.cat(out)
 
     def _predict(self, x: torch.Tensor) -> torch.Tensor:
@@ -168,8 +175,7 @@ class Trainer:
         self.model.train(train_mode)
         out = []
         for i in range(0, self.x_train.shape[0], self.config.eval_batch_size):
-            xb = self.x_train[i : i + self.config.eval_batch_size]
-            xb = augment.normalize(xb, self.data.mean, self.data.std) if self.image else xb
+            xb = self._normalize(self.x_train[i : i + self.config.eval_batch_size])
             with self._autocast():
                 out.append(self.model.features(xb).float())
         self.model.eval()
@@ -251,13 +257,12 @@ class Trainer:
 
     def _epoch(self, stage: Stage, epoch: int, n_epochs: int, is_last: bool) -> dict[str, Any]:
         t0 = time.perf_counter()
-        gen = torch.Generator().manual_seed(derive_seed(self.seed, "epoch", stage.index, epoch))
         torch.manual_seed(derive_seed(self.seed, "global", stage.index, epoch))
         lr = lr_at(self.config, epoch)
         for group in self.optimizer.param_groups:
             group["lr"] = lr
         self.hooks.pllzoo_on_epoch_start(run=self.run, epoch=epoch, state=self.state)
-        loss_sum, logs = self._train_epoch(stage, epoch, gen)
+        loss_sum, logs = self._train_epoch(stage, epoch)
         with torch.no_grad():
             extra: dict[str, Any] = {}
             for out in self.hooks.pllzoo_on_epoch_end(run=self.run, epoch=epoch, state=self.state):
@@ -269,50 +274,37 @@ class Trainer:
             "loss": loss_sum, **logs, **extra, **metrics, "wall_s": round(time.perf_counter() - t0, 4),
         }
 
-    def _train_epoch(self, stage: Stage, epoch: int, gen: torch.Generator) -> tuple[float, dict[str, float]]:
+    def generators(self, stage: Stage, epoch: int) -> tuple[torch.Generator, torch.Generator]:
+        """The epoch's ``(host, device)`` generators, both derived from ``(seed, stage, epoch)``.
+
+        ``host`` is :attr:`Step.generator` (host-side draws such as a mixup coefficient); ``device``
+        draws the permutation and the views.  On CPU they are one and the same generator, which
+        keeps the recorded CPU stream; on CUDA ``device`` is a CUDA generator, so no random number
+        is copied from the host during a step.
+        """
+        host = torch.Generator().manual_seed(derive_seed(self.seed, "epoch", stage.index, epoch))
+        if self.device.type == "cpu":
+            return host, host
+        device = torch.Generator(device=self.device)
+        return host, device.manual_seed(derive_seed(self.seed, "device-epoch", stage.index, epoch))
+
+    def _train_epoch(self, stage: Stage, epoch: int) -> tuple[float, dict[str, float]]:
         self.model.train()
+        gen, vgen = self.generators(stage, epoch)
         n, bs = self.x_train.shape[0], self.config.batch_size
-        perm_cpu = torch.randperm(n, generator=gen)
-        perm = perm_cpu.to(self.device)
+        perm = torch.randperm(n, generator=vgen, device=vgen.device).to(self.device)  # [N]
         n_batches = n // bs if self.config.drop_last else math.ceil(n / bs)
         if n_batches == 0:
             raise PLLZooError(f"batch size {bs} exceeds the {n} training samples with drop_last; lower --batch-size")
         pooled = None
         if self.view_pool is not None and "strong" in self.views:
             seed = derive_seed(self.seed, "strong-view", stage.index, epoch)
-            pooled = self.view_pool.batches(self.data.x_train, perm_cpu, bs, n_batches, seed)
+            pooled = self.view_pool.batches(self.data.x_train, perm.cpu(), bs, n_batches, seed)  # one read per epoch
         loss_sum = torch.zeros((), device=self.device)
         log_sums: dict[str, torch.Tensor] = {}
         for b in range(n_batches):
-            idx = perm[b * bs : (b + 1) * bs]
-            x_raw = self.x_train[idx]
-            batch = Batch(idx, self._prepare(x_raw, self.weak, gen), self.candidates[idx].float(), self.y_train[idx])
-            if pooled is not None:
-                x_strong = next(pooled).to(self.device, non_blocking=True)
-                batch.x_strong = augment.normalize(x_strong, self.data.mean, self.data.std)
-            elif "strong" in self.views:
-                batch.x_strong = self._prepare(x_raw, self.strong, gen)
-            if "features" in self.views:
-                with self._autocast():
-                    logits, feats = self.model.forward_with_features(batch.x)
-                logits, feats = logits.float(), feats.float()
-            else:
-                logits, feats = self.forward(batch.x), None
-            step = Step(
-                batch=batch, logits=logits, features=feats, probs=torch.softmax(logits.detach(), dim=1),
-                forward=self.forward,
-                generator=gen, epoch=epoch, stage=stage, nominal_batch_size=bs,
-                logits_strong=self.forward(batch.x_strong) if batch.x_strong is not None else None,
-            )
-            with torch.no_grad():
-                step.targets = self.hooks.pllzoo_label_update(step=step, state=self.state)
-                step.mask = self.hooks.pllzoo_select(step=step, state=self.state)
-            loss = self.hooks.pllzoo_loss(step=step, state=self.state)
-            self.optimizer.zero_grad(set_to_none=True)
-            loss.backward()
-            self.optimizer.step()
-            with torch.no_grad():
-                self.hooks.pllzoo_post_step(step=step, state=self.state)
+            x_strong = next(pooled) if pooled is not None else None
+            step, loss = self.step(stage, epoch, perm[b * bs : (b + 1) * bs], gen, vgen, x_strong)
             loss_sum += loss.detach()
             for key, value in step.logs.items():
                 log_sums[key] = log_sums.get(key, 0.0) + torch.as_tensor(value, dtype=torch.float64).detach()
@@ -321,3 +313,40 @@ class Trainer:
             raise PLLZooError(f"non-finite training loss in stage {stage.name!r} epoch {epoch + 1}; lower the LR?")
         # step logs are averaged over the epoch; keys ending in "_count" are summed
         return mean_loss, {k: float(v) / (1 if k.endswith("_count") else n_batches) for k, v in log_sums.items()}
+
+    def step(self, stage: Stage, epoch: int, idx: torch.Tensor, gen: torch.Generator, vgen: torch.Generator,
+             x_strong: torch.Tensor | None = None) -> tuple[Step, torch.Tensor]:
+        """One training step on the rows ``idx`` (long [B] on the device); returns the step and its loss.
+
+        Views → forward passes → label update → selection → loss → SGD step → post-step.  Nothing here
+        reads a device value on the host: logs stay tensors until the epoch's one read.
+        ``x_strong`` (uint8, CPU) is a strong view computed ahead by the view pool.
+        """
+        x_raw = self.x_train[idx]
+        batch = Batch(idx, self._prepare(x_raw, self.weak, vgen), self.candidates[idx].float(), self.y_train[idx])
+        if x_strong is not None:
+            batch.x_strong = self._normalize(x_strong.to(self.device, non_blocking=True))
+        elif "strong" in self.views:
+            batch.x_strong = self._prepare(x_raw, self.strong, vgen)
+        if "features" in self.views:
+            with self._autocast():
+                logits, feats = self.model.forward_with_features(batch.x)
+            logits, feats = logits.float(), feats.float()
+        else:
+            logits, feats = self.forward(batch.x), None
+        step = Step(
+            batch=batch, logits=logits, features=feats, probs=torch.softmax(logits.detach(), dim=1),
+            forward=self.forward, generator=gen, device_generator=vgen, epoch=epoch, stage=stage,
+            nominal_batch_size=self.config.batch_size,
+            logits_strong=self.forward(batch.x_strong) if batch.x_strong is not None else None,
+        )
+        with torch.no_grad():
+            step.targets = self.hooks.pllzoo_label_update(step=step, state=self.state)
+            step.mask = self.hooks.pllzoo_select(step=step, state=self.state)
+        loss = self.hooks.pllzoo_loss(step=step, state=self.state)
+        self.optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        self.optimizer.step()
+        with torch.no_grad():
+            self.hooks.pllzoo_post_step(step=step, state=self.state)
+        return step, loss
