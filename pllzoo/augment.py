@@ -112,7 +112,7 @@ def cutout(x: torch.Tensor, gen: torch.Generator, max_frac: float = 0.5, fill: S
     in_x = (xs >= x0[:, None]) & (xs <= x1[:, None])  # [B,W]
     in_y = (ys >= y0[:, None]) & (ys <= y1[:, None])  # [B,H]
     box = (in_y[:, :, None] & in_x[:, None, :] & (side > 0)[:, None, None])[:, None]  # [B,1,H,W]
-    colour = torch.tensor(fill, dtype=x.dtype, device=x.device).view(1, C, 1, 1)
+    colour = torch.stack([torch.full((), c, dtype=x.dtype, device=x.device) for c in fill]).view(1, C, 1, 1)  # no host copy
     return torch.where(box, colour, x)
 
 
@@ -232,3 +232,8 @@ def make_view(name: str) -> View:
         return VIEWS[name]
     except KeyError:
         raise PLLZooError(f"unknown view {name!r}; valid: {', '.join(sorted(VIEWS))}") from None
+
+
+# the batched tensor views use weak and cutout above; the module adds "strong-batched" and
+# "simaugment-batched" to VIEWS itself, so importing either module first works
+import pllzoo.augment_batched  # noqa: E402,F401

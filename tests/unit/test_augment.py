@@ -152,11 +152,11 @@ def test_simaugment_is_deterministic_and_leaves_global_rng_alone() -> None:
 
 
 def test_view_registry() -> None:
-    assert set(A.VIEWS) == {"none", "weak", "strong", "simaugment"}
+    assert set(A.VIEWS) == {"none", "weak", "strong", "simaugment", "strong-batched", "simaugment-batched"}
     x = _images(2)
     assert A.make_view("none")(x, _gen(0)) is x
     assert A.make_view("weak") is A.weak
-    with pytest.raises(PLLZooError, match="valid: none, simaugment, strong, weak"):
+    with pytest.raises(PLLZooError, match="valid: none, simaugment, simaugment-batched, strong, strong-batched, weak"):
         A.make_view("cutmix")
 
 
