@@ -116,7 +116,7 @@ def time_it(fn: Callable[[], object], repeats: int, budget: float) -> tuple[list
 def pot_iterations(ls: torch.Tensor, r: torch.Tensor, tol: float, a, b, cost) -> int:
     """Smallest count on POT's check grid (1, 11, 21, …) whose L1 column error is ≤ tol, verified on POT."""
     traj = sinkhorn(ls, r, tol=tol, max_iter=100000, check_every=1, dtype=torch.float64)
-    n = 1 + 10 * -(-(traj.iters - 1) // 10)
+    n = 1 + 10 * -(-(int(traj.iters) - 1) // 10)
 
     def err(m: int) -> float:
         return l1_errors(ot.sinkhorn(a, b, cost, 1.0, numItermax=m, stopThr=0.0, warn=False) * len(a), b)[1]
@@ -148,9 +148,9 @@ def bench_k(k: int) -> list[dict]:
         return lambda: ot.sinkhorn(a, b, cost, 1.0, method=method, numItermax=m, stopThr=thr, warn=False, log=True)
 
     ours = lambda: sinkhorn(ls, r32, tol=ARGS.tol, max_iter=100000)  # noqa: E731
-    record("ours", ours, lambda o: o.q.numpy(), lambda o: o.iters)
+    record("ours", ours, lambda o: o.q.numpy(), lambda o: int(o.iters))
     record("ours-fixed50", lambda: sinkhorn(ls, r32, stop="fixed", max_iter=50), lambda o: o.q.numpy(),
-           lambda o: o.iters)
+           lambda o: int(o.iters))
     record("reference-50", lambda: reference_sinkhorn(p, r32), lambda o: o.numpy(), lambda o: 50)
     pot_q, pot_iters = (lambda o: o[0] * n), (lambda o: o[1]["niter"] + 1)
     record("pot-sinkhorn", pot("sinkhorn", n_pot, 0.0), pot_q, pot_iters)

@@ -7,7 +7,8 @@ import math
 import pytest
 import torch
 
-from pllzoo_solar.sinkhorn import masked_log_softmax, reference_sinkhorn, sinkhorn
+from pllzoo.syncs import count_syncs
+from pllzoo_solar.sinkhorn import build_kernel, masked_log_softmax, reference_sinkhorn, row_kernel, sinkhorn
 
 TIGHT = dict(tol=1e-13, max_iter=20000, check_every=1, dtype=torch.float64)  # run to float64 convergence
 
@@ -218,3 +219,61 @@ def test_masked_log_softmax():
     out = masked_log_softmax(logits, cand)
     assert torch.isinf(out[cand == 0]).all()
     torch.testing.assert_close(out[cand == 1].exp(), torch.softmax(logits, 1)[cand == 1])
+
+
+def _hard_cases():
+    """Feasible, infeasible (empty column; singletons over their share), zero prior, underflowing rows."""
+    cases = [_problem(300, 6, 0.5, 20, scale=4.0), _problem(50, 4, 0.3, 21)]
+    ls, cand, r = _problem(40, 4, 0.5, 10)
+    cand[:, 3] = False
+    cand[cand.sum(1) == 0, 0] = True
+    cases.append((masked_log_softmax(torch.randn(40, 4), cand), cand, r))
+    logp = torch.log(torch.tensor([[0.1, 0.1, 0.2, 0.6], [0.4, 0.3, 0.2, 0.1], [0.3, 0.3, 0.2, 0.2]]))
+    cand = torch.tensor([[0, 0, 1, 1], [1, 1, 1, 0], [1, 1, 0, 1]]).bool()
+    cases.append((logp.masked_fill(~cand, float("-inf")), cand, torch.tensor([0.5, 0.5, 0.0, 0.0])))
+    ls, cand, r = _problem(200, 5, 0.4, 22)
+    ls = ls.clone()
+    ls[::20, 0] = ls[::20, 0] - 60.0  # rows whose candidates nearly underflow
+    cases.append((ls, cand, r))
+    return cases
+
+
+@pytest.mark.parametrize("kw", [dict(), dict(stop="fixed"), dict(tol=1e-6, max_iter=400, check_every=1)])
+def test_sync_free_equals_host_path(kw):
+    """Off the CPU (simulated by count_syncs) the solver reads nothing on the host: all iterations with
+    frozen iterates, feasibility and the relaxed problem by torch.where. Same q, iterations, flags."""
+    for ls, cand, r in _hard_cases():
+        host = sinkhorn(ls, r, **kw)
+        warm = host.log_beta if torch.isfinite(host.log_beta).all() else None
+        for log_beta0 in (None, warm):
+            host = sinkhorn(ls, r, log_beta0=log_beta0, **kw)
+            with count_syncs(cuda=False) as syncs:
+                dev = sinkhorn(ls, r, log_beta0=log_beta0, **kw)
+                q, iters, relaxed = dev.q, dev.iters, dev.relaxed  # reading the result: still no sync
+            assert syncs.count == 0, syncs.ops
+            assert torch.equal(q, host.q) and int(iters) == int(host.iters) and bool(relaxed) == bool(host.relaxed)
+            torch.testing.assert_close(dev.log_beta, host.log_beta, rtol=0, atol=0, equal_nan=True)
+    assert any(bool(sinkhorn(ls, r).relaxed) for ls, _, r in _hard_cases())
+
+
+def test_prebuilt_kernel_rows_and_exp_hint():
+    """Kernel rows are independent of the other rows: built per block and stacked, with their exp as the
+    kernel (no column shift when every column has a row at its max), they give the same solution."""
+    ls, cand, r = _problem(400, 8, 0.4, 23)
+    whole = sinkhorn(ls, r)
+    a, b = row_kernel(ls[:300], 3.0), row_kernel(ls[300:], 3.0)
+    v = torch.cat([a.v, b.v])
+    rows = type(a)(v, torch.cat([a.shift, b.shift]), a.stats + b.stats)
+    assert torch.equal(rows.stats, row_kernel(ls, 3.0).stats)
+    kern = build_kernel(rows, r, m=v.exp())
+    assert (kern.col_shift == 0).all()  # each class is some row's best candidate here
+    res = sinkhorn(ls, r, kernel=kern)
+    assert torch.equal(res.q, whole.q) and int(res.iters) == int(whole.iters)
+    # a column without a row at its max (class 7 is 5 nats below each row's best): the hint is not used
+    others = ls[:, :7].max(1).values
+    rows2 = torch.isfinite(others)  # rows with another candidate
+    ls2 = ls[rows2].clone()
+    ls2[:, 7] = torch.where(cand[rows2, 7], others[rows2] - 5.0, float("-inf"))
+    kern2 = build_kernel(row_kernel(ls2, 3.0), r, m=row_kernel(ls2, 3.0).v.exp())
+    assert float(kern2.col_shift[7]) == pytest.approx(-15.0, abs=1e-4) and (kern2.col_shift[:7] == 0).all()
+    assert torch.equal(sinkhorn(ls2, r, kernel=kern2).q, sinkhorn(ls2, r).q)

@@ -11,6 +11,7 @@ import pllzoo_solar.refinery as refinery
 from pllzoo import PLLState, Stage
 from pllzoo.run import Batch, Step
 from pllzoo_solar.refinery import RefineryHParams, SinkhornRefinery
+from pllzoo_solar.sinkhorn import row_kernel, sinkhorn
 
 K, B, N = 3, 4, 12
 G = torch.Generator().manual_seed(7)
@@ -202,3 +203,80 @@ def test_incomplete_batch_before_the_queue_is_full(calls):
     scores = calls[-1][0]
     assert torch.isfinite(scores).any(1).all()  # every Sinkhorn row has a candidate
     torch.testing.assert_close(q.sum(1), torch.ones(B), atol=1e-5, rtol=0)
+
+
+def _random_steps(n_steps: int, k: int, b: int, seed: int, phi: float = 0.35):
+    """Steps with fresh logits and sparse random candidate sets; one incomplete batch in the middle."""
+    g = torch.Generator().manual_seed(seed)
+    out = []
+    for t in range(n_steps):
+        rows = b // 2 if t == n_steps // 2 else b
+        cand = torch.rand(rows, k, generator=g) < phi
+        cand[torch.arange(rows), torch.randint(k, (rows,), generator=g)] = True
+        logits = 3.0 * torch.randn(rows, k, generator=g)
+        batch = Batch(index=torch.arange(rows), x=torch.zeros(rows, 1), candidates=cand.float(),
+                      y_true=torch.zeros(rows, dtype=torch.long))
+        out.append(Step(batch=batch, logits=logits, probs=torch.softmax(logits, 1), forward=None, generator=None,
+                        epoch=1, stage=Stage(), nominal_batch_size=b))
+    return out
+
+
+@pytest.mark.parametrize("hp", [dict(), dict(stop="fixed"), dict(tol=1e-5, max_iter=300)])
+def test_kernel_queue_equals_solving_from_scratch(calls, hp):
+    """The refinery's kept kernel rows give the solution of ``sinkhorn`` on [queue; batch] built from
+    scratch, step after step: through the ring's wrap-around, an incomplete batch, prior changes and
+    relaxed (infeasible) problems."""
+    k, b = 6, 8
+    comp = SinkhornRefinery(RefineryHParams(queue_length=3, **hp))
+    state = PLLState({"prior": torch.full((k,), 1.0 / k)})
+    comp.pllzoo_setup_stage(SimpleNamespace(num_classes=k, config=SimpleNamespace(batch_size=b),
+                                            candidates=torch.ones(4, k, dtype=torch.bool),
+                                            device=torch.device("cpu")), state)
+    priors = [torch.full((k,), 1.0 / k), torch.tensor([0.4, 0.3, 0.15, 0.1, 0.05, 0.0]),
+              torch.softmax(torch.randn(k, generator=torch.Generator().manual_seed(3)), 0)]
+    relaxed, log_beta = [], None
+    for t, step in enumerate(_random_steps(16, k, b, seed=1)):
+        state.prior = priors[t // 6]  # an epoch end moves the prior
+        q = comp.pllzoo_label_update(step, state)
+        scores, r, kw, got = calls[-1]
+        kw = {key: v for key, v in kw.items() if key != "kernel"}
+        expected = sinkhorn(scores, r, **{**kw, "log_beta0": log_beta if kw["log_beta0"] is not None else None})
+        torch.testing.assert_close(q, expected.q[-step.batch.size:], atol=1e-6, rtol=0)
+        assert torch.equal(q, expected.q[-step.batch.size:])  # on the CPU the same operations: bitwise
+        torch.testing.assert_close(got.q, expected.q, atol=1e-6, rtol=0)  # the queue rows too
+        assert int(got.iters) == int(expected.iters) and bool(got.relaxed) == bool(expected.relaxed)
+        torch.testing.assert_close(got.log_beta, expected.log_beta, atol=0, rtol=0, equal_nan=True)
+        relaxed.append(bool(got.relaxed))
+        log_beta = expected.log_beta
+    assert any(relaxed) and not all(relaxed)  # both kinds of problem were met
+    kq = comp._kq
+    fresh = row_kernel(state.queue, 3.0, check=False)  # the running sums equal a recount of the queue
+    assert torch.equal(kq.stats, fresh.stats) and torch.equal(kq.v[: kq.rows], fresh.v)
+    assert torch.equal(kq.e[: kq.rows], fresh.v.exp()) and torch.equal(kq.cand[: kq.rows], fresh.v.isfinite())
+
+
+def test_kernel_queue_rebuilt_after_a_restore():
+    """A restored state (new tensors, as ``PLLState.load_state_dict`` makes) continues exactly as an
+    uninterrupted run; the host copy of ``queue_filled`` is read once, from the restored state."""
+    k, b = 5, 8
+    run = SimpleNamespace(num_classes=k, config=SimpleNamespace(batch_size=b),
+                          candidates=torch.ones(4, k, dtype=torch.bool), device=torch.device("cpu"))
+    steps = _random_steps(9, k, b, seed=4, phi=0.5)
+    prior = torch.tensor([0.3, 0.25, 0.2, 0.15, 0.1])
+
+    def fresh():
+        comp, state = SinkhornRefinery(RefineryHParams(queue_length=2)), PLLState({"prior": prior.clone()})
+        comp.pllzoo_setup_stage(run, state)
+        return comp, state
+
+    comp, state = fresh()
+    straight = [comp.pllzoo_label_update(s, state) for s in steps]
+    comp, state = fresh()
+    resumed = [comp.pllzoo_label_update(s, state) for s in steps[:3]]  # the queue (16 rows) is not full yet
+    saved = state.state_dict()
+    comp, state = fresh()  # a new process: new component, new state
+    state.load_state_dict(saved, "cpu")
+    resumed += [comp.pllzoo_label_update(s, state) for s in steps[3:]]
+    for a, c in zip(straight, resumed):
+        assert torch.equal(a, c)
+    assert comp._kq.full and comp._kq.queue is state.queue

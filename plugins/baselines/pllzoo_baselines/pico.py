@@ -37,6 +37,7 @@ import torch.nn.functional as F
 
 from pllzoo import Component, Method, PLLState, Run, Step, hookimpl, hp
 from pllzoo.losses import soft_cross_entropy
+from pllzoo.syncs import class_counts
 from pllzoo_baselines.proden import Confidence
 
 
@@ -57,7 +58,7 @@ def prototype_update(protos: torch.Tensor, q: torch.Tensor, labels: torch.Tensor
     """Sequential EMA μ_c ← m·μ_c + (1 − m)·q_i over the batch, in closed form; rows re-normalised."""
     k = protos.shape[0]
     order = torch.sort(labels, stable=True).indices
-    counts = torch.bincount(labels, minlength=k)
+    counts = class_counts(labels, k)  # no host sync
     rank = torch.arange(labels.numel(), device=labels.device) - (torch.cumsum(counts, 0) - counts)[labels[order]]
     after = (counts[labels[order]] - 1 - rank).float()  # later samples of the same class
     contrib = torch.zeros_like(protos).index_add_(0, labels[order], (1 - m) * m ** after[:, None] * q[order])
@@ -73,7 +74,7 @@ def contrastive_loss(q: torch.Tensor, k: torch.Tensor, queue: torch.Tensor, labe
     feats, all_labels = torch.cat([q, k, queue]), torch.cat([labels, labels, queue_labels])
     logits = q @ feats.T / temperature  # [B, 2B + Q]
     not_self = torch.ones_like(logits, dtype=torch.bool)
-    not_self[torch.arange(q.shape[0]), torch.arange(q.shape[0])] = False
+    not_self.fill_diagonal_(False)  # [i, i] for i < B; index_put_ with index tensors syncs on CUDA
     positive = (labels[:, None] == all_labels[None, :]) & not_self
     log_prob = logits - torch.logsumexp(logits.masked_fill(~not_self, float("-inf")), dim=1, keepdim=True)
     return -((log_prob * positive).sum(1) / positive.sum(1)).mean()
@@ -122,7 +123,7 @@ class PiCOLoss(Component):
             k = F.normalize(self.key["head"](self.key["net"].features(step.batch.x_strong)), dim=1)
             supervised = self.epoch >= self.hp.prot_start
             if supervised:  # l.5
-                onehot = F.one_hot((score * cands).argmax(1), cands.shape[1]).float()
+                onehot = torch.zeros_like(cands).scatter_(1, (score * cands).argmax(1, keepdim=True), 1.0)  # one_hot, no sync
                 state.confidence[idx] = self.m * state.confidence[idx] + (1 - self.m) * onehot
         cont = contrastive_loss(q, k, state.pico_queue, pseudo, state.pico_queue_labels, self.hp.temperature,
                                 supervised)

@@ -43,6 +43,7 @@ from torch import nn
 from pllzoo import Method, PLLState, Run, Stage, Step, hookimpl, hp
 from pllzoo.losses import masked_mean, normalize_rows, soft_cross_entropy
 from pllzoo.seeding import derive_seed
+from pllzoo.syncs import host_side
 from pllzoo_baselines.proden import Confidence, ConfidenceHParams, ProdenLoss
 from pllzoo_baselines.protocol import ProtocolHParams
 
@@ -65,7 +66,11 @@ def knn_adjacency(feats: torch.Tensor, k: int) -> torch.Tensor:
 
 
 def adjacency_block(adj: torch.Tensor, idx: torch.Tensor) -> torch.Tensor:
-    """The batch sub-block A[idx][:, idx], densified at ``[B, B]`` only."""
+    """The batch sub-block A[idx][:, idx], densified at ``[B, B]`` only.
+
+    Host syncs: two per step on CUDA (each sparse ``index_select`` sizes its output from the data); the
+    sync-free alternative, a dense [N, N] adjacency, does not fit memory at CIFAR scale.
+    Test: tests/test_sync_free.py."""
     return adj.index_select(0, idx).index_select(1, idx).to_dense()
 
 
@@ -77,10 +82,11 @@ def concentration(a: torch.Tensor, keep: torch.Tensor) -> torch.Tensor:
 
 def dirichlet_rsample(s: torch.Tensor, generator: torch.Generator) -> torch.Tensor:
     """d̃ ~ Dir(s) ``[B, K]``, reparameterised; torch's sampler reads the global RNG: seeded from ``generator``."""
-    seed = int(torch.randint(2**62, (1,), generator=generator))
+    with host_side():  # a CPU generator's draw
+        seed = int(torch.randint(2**62, (1,), generator=generator))
     with torch.random.fork_rng(devices=[s.device] if s.device.type == "cuda" else []):
         torch.manual_seed(seed)
-        return torch.distributions.Dirichlet(s).rsample()
+        return torch.distributions.Dirichlet(s, validate_args=False).rsample()  # s > 0 by construction; checking syncs
 
 
 def alpha_hat(a: torch.Tensor) -> torch.Tensor:

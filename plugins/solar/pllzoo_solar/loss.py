@@ -12,6 +12,12 @@ Algorithm (``solar.loss``, slot ``loss``; R = reliable samples, U = the rest, Q 
 Switches: ``cr`` and ``mixup`` (off on tabular data, as the paper: "not applicable to tabular
 data"); ``first_epoch_rn`` (the code's first-epoch rule, which the paper does not mention).
 The targets may come from any label update (PRODEN's confidences in ``proden-s-cpe``).
+
+Host synchronisation (``pllzoo.syncs``): without mixup the step reads nothing on the host (an empty R
+is a ``torch.where``). With mixup it reads |R| once: the mixup pass runs the network on the R mixed
+rows, so the shape of that forward pass (and BatchNorm's statistics over exactly those rows) and the
+number of random draws for π depend on |R|; a fixed-size pass would change what is computed.
+Test: tests/test_sync_free.py.
 """
 
 from __future__ import annotations
@@ -68,14 +74,23 @@ class SolarLoss(Component):
     @hookimpl
     def pllzoo_loss(self, step: Step, state: PLLState) -> torch.Tensor:
         rn = soft_cross_entropy(step.logits, state.confidence[step.batch.index])  # ℓ_rn, [B]
-        reliable = step.mask.bool()
-        if (self.hp.first_epoch_rn and self.epoch == 0) or not bool(reliable.any()):  # Alg. l.2
+        if self.hp.first_epoch_rn and self.epoch == 0:  # Alg. l.2
             return rn.mean()
-        q = step.targets
+        reliable, q = step.mask.bool(), step.targets
         loss = masked_mean(soft_cross_entropy(step.logits, q), reliable)  # L_ce
         if self.hp.cr:
             loss = loss + masked_mean(soft_cross_entropy(step.logits_strong, q), reliable)
-        if self.hp.mixup and int(reliable.sum()) > 1:  # mixing one sample with itself changes nothing
-            loss = loss + mixup_loss(step, soft_cross_entropy, q, self.hp.mixup_alpha, rows=reliable)
-        step.logs["eta"] = self.eta
-        return self.eta * loss + (1.0 - self.eta) * masked_mean(rn, ~reliable)  # masked_mean(∅) = 0
+        if self.hp.mixup:  # the step's one host read: the mixed batch is the reliable rows (see the docstring)
+            n_reliable = int(reliable.sum())
+            if n_reliable == 0:  # Alg. l.2
+                return rn.mean()
+            if n_reliable > 1:  # mixing one sample with itself changes nothing
+                loss = loss + mixup_loss(step, soft_cross_entropy, q, self.hp.mixup_alpha, rows=reliable,
+                                         n_rows=n_reliable)
+            step.logs["eta"] = self.eta
+            return self.eta * loss + (1.0 - self.eta) * masked_mean(rn, ~reliable)  # masked_mean(∅) = 0
+        # no host read: an empty R selects the re-normalised loss (l.2) on the device; the other branch gets
+        # zero gradients, so the step is the same
+        any_reliable = reliable.any()
+        step.logs["eta"] = any_reliable.to(torch.float64) * self.eta  # 0 where l.2 applied: the epoch sum is unchanged
+        return torch.where(any_reliable, self.eta * loss + (1.0 - self.eta) * masked_mean(rn, ~reliable), rn.mean())

@@ -37,6 +37,7 @@ from typing import Any
 import torch
 
 from pllzoo import Component, PLLState, Run, Stage, Step, hookimpl, hp
+from pllzoo.syncs import class_counts
 
 
 @dataclass(frozen=True)
@@ -51,7 +52,7 @@ class PriorHParams:
 
 def count_argmax(probs: torch.Tensor, candidates: torch.Tensor) -> torch.Tensor:
     """Votes ``[K]``: how many rows have each class as argmax of ``probs ⊙ candidates``."""
-    return torch.bincount((probs * candidates).argmax(dim=1), minlength=probs.shape[1]).float()
+    return class_counts((probs * candidates).argmax(dim=1), probs.shape[1]).float()  # no sync (online mode: per step)
 
 
 def moving_average(prior: torch.Tensor, estimate: torch.Tensor, gamma: float) -> torch.Tensor:

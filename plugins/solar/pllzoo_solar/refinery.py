@@ -15,6 +15,14 @@ Deviations (each a hyper-parameter where it can change results):
   * the solver stops on the real marginal error (``stop="tol"``) instead of always 50 iterations
     (``stop="fixed"``), is warm-started from the previous step's class scalings, and never yields
     zero rows or NaN (see ``sinkhorn.py``). Tests: tests/unit/test_sinkhorn.py
+  * the queue is also kept as Sinkhorn kernel rows (``kernel_queue.py``), so a step builds only the
+    batch's rows; the solution is that of the solver on [queue; C] built from scratch (bitwise on CPU).
+    Tests: test_solar_refinery.py::test_kernel_queue_equals_solving_from_scratch,
+    test_kernel_queue_rebuilt_after_a_restore
+
+Host synchronisation: none per step. "Is the queue full?" is a host count (read from
+``state.queue_filled`` once after a restore); the solver's decisions stay on the device off the CPU;
+``sinkhorn_iters`` and ``sinkhorn_relaxed_count`` are logged as device tensors. Test: tests/test_sync_free.py.
 """
 
 from __future__ import annotations
@@ -25,6 +33,9 @@ import torch
 
 from pllzoo import Component, PLLState, Run, Step, hookimpl, hp
 from pllzoo.losses import normalize_rows
+from pllzoo.syncs import host_reads_are_free
+from pllzoo_solar.kernel_queue import KernelQueue
+from pllzoo_solar.kernel import RowKernel
 from pllzoo_solar.sinkhorn import masked_log_softmax, sinkhorn
 
 
@@ -47,41 +58,61 @@ class SinkhornRefinery(Component):
     needs = frozenset({"prior"})
     provides = frozenset({"confidence"})
 
+    def __init__(self, hp=None) -> None:
+        super().__init__(hp)
+        self._kq: KernelQueue | None = None
+
     @hookimpl
     def pllzoo_setup_stage(self, run: Run, state: PLLState) -> None:
         k, rows = run.num_classes, self.hp.queue_length * run.config.batch_size
         state.confidence = normalize_rows(run.candidates.float())  # [N, K] re-normalised targets
-        state.queue = torch.full((rows, k), float("-inf"), device=run.device)  # log C of past batches
+        self._kq = KernelQueue(rows, run.config.batch_size, k, self.hp.lam, run.device)
+        state.queue = self._kq.queue  # log C of past batches (a view of the kernel queue's buffer)
         state.queue_ptr = torch.zeros((), dtype=torch.long, device=run.device)  # next row to write
         state.queue_filled = torch.zeros((), dtype=torch.long, device=run.device)  # rows written so far
         state.sinkhorn_log_beta = torch.zeros(0, device=run.device)  # empty: the first solve starts cold
 
+    def _kernels(self, state: PLLState, batch: int) -> KernelQueue:
+        """The kernel rows of ``state.queue``; rebuilt when the queue was replaced (a restored checkpoint:
+        the one host read of ``queue_filled`` then)."""
+        if self._kq is None or state.queue is not self._kq.queue:
+            rows, k = state.queue.shape
+            self._kq = KernelQueue(rows, batch, k, self.hp.lam, state.queue.device, queue=state.queue,
+                                   filled=int(state.queue_filled))
+            state.queue = self._kq.queue
+        return self._kq
+
     @hookimpl
     def pllzoo_label_update(self, step: Step, state: PLLState) -> torch.Tensor:
         log_c = masked_log_softmax(step.logits.detach(), step.batch.candidates)  # Alg. l.1, [B, K]
-        b, rows = log_c.shape[0], state.queue.shape[0]
-        full = int(state.queue_filled) >= rows
-        scores = torch.cat([state.queue, log_c]) if full else log_c  # l.2, [Ñ, K]
-        result = sinkhorn(
-            scores, state.prior, lam=self.hp.lam, max_iter=self.hp.max_iter, tol=self.hp.tol, stop=self.hp.stop,
-            eps=self.hp.eps, log_beta0=self._warm(state),
-        )  # l.3
-        state.sinkhorn_log_beta = result.log_beta
-        self._push(state, log_c)  # l.4
-        q = result.q[-b:]
-        step.logs["sinkhorn_relaxed_count"] = float(result.relaxed)
-        step.logs["sinkhorn_iters"] = float(result.iters)
+        kq = self._kernels(state, step.nominal_batch_size)
+        rk, e = kq.batch_rows(log_c, check=host_reads_are_free(log_c.device))  # the queue's rows are kept
+        q, iters, relaxed = self._solve(state, kq, log_c, rk, e)  # l.2–3
+        self._push(state, kq, log_c, rk, e)  # l.4
+        step.logs["sinkhorn_relaxed_count"] = relaxed  # device tensors: read once per epoch
+        step.logs["sinkhorn_iters"] = iters
         step.logs["pseudo_acc"] = (q.argmax(1) == step.batch.y_true).float().mean()  # logging only
         return q
 
+    def _solve(self, state: PLLState, kq: KernelQueue, log_c: torch.Tensor, rk: RowKernel, e: torch.Tensor):
+        """Sinkhorn over [queue; C] once the queue is full, else over C → (the batch's rows of Q, iterations,
+        relaxed); returns no reference to the kernel, whose rows the push then overwrites."""
+        scores, kernel = kq.kernel(log_c, rk, e, state.prior, host_reads_are_free(log_c.device))  # l.2
+        result = sinkhorn(
+            scores, state.prior, lam=self.hp.lam, max_iter=self.hp.max_iter, tol=self.hp.tol, stop=self.hp.stop,
+            eps=self.hp.eps, log_beta0=self._warm(state), kernel=kernel,
+        )  # l.3
+        state.sinkhorn_log_beta = result.log_beta
+        return result.rows(scores.shape[0] - log_c.shape[0]), result.iters, result.relaxed
+
     @staticmethod
-    def _push(state: PLLState, log_c: torch.Tensor) -> None:
+    def _push(state: PLLState, kq: KernelQueue, log_c: torch.Tensor, rk: RowKernel, e: torch.Tensor) -> None:
         """Write the batch rows into the ring buffer at its pointer, wrapping around."""
         rows = state.queue.shape[0]
-        log_c = log_c[-rows:]
-        state.queue[(state.queue_ptr + torch.arange(log_c.shape[0], device=log_c.device)) % rows] = log_c
-        state.queue_ptr = (state.queue_ptr + log_c.shape[0]) % rows
-        state.queue_filled = (state.queue_filled + log_c.shape[0]).clamp(max=rows)
+        b = min(log_c.shape[0], rows)
+        kq.push(log_c, rk, e, (state.queue_ptr + torch.arange(b, device=log_c.device)) % rows)
+        state.queue_ptr = (state.queue_ptr + b) % rows
+        state.queue_filled = (state.queue_filled + b).clamp(max=rows)
 
     def _warm(self, state: PLLState) -> torch.Tensor | None:
         """The previous solve's class scalings, unless cold starts are asked for (or faithful fixed-50 runs)."""

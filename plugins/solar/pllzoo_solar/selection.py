@@ -17,6 +17,8 @@ Deviations:
     ties in the loss keep batch order (the reference's sort is unstable).
     Test: tests/unit/test_solar_selection.py
   * ``confidence="cosine"`` normalises e_i, as the paper's text says; the code's dot product is the default.
+Host synchronisation: none (class counts by ``scatter_add``, not CUDA's syncing ``bincount``).
+Test: tests/test_sync_free.py.
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ import torch
 from pllzoo import Component, PLLState, Run, Step, hookimpl, hp
 from pllzoo.losses import soft_cross_entropy
 from pllzoo.metrics import shot_groups
+from pllzoo.syncs import class_counts
 from pllzoo_solar.ramps import linear_ramp
 
 
@@ -49,7 +52,7 @@ def classwise_quota(
     pseudo: torch.Tensor, prior: torch.Tensor, rho: float, batch_size: int, at_least_one: bool = True,
 ) -> torch.Tensor:
     """k_j = max(min(⌈B·r_j·ρ⌉, |B_j|), 1) for present classes, 0 for absent ones → long ``[K]``."""
-    present = torch.bincount(pseudo, minlength=prior.numel())
+    present = class_counts(pseudo, prior.numel())
     quota = torch.minimum(torch.ceil(batch_size * prior * rho).long(), present)
     return quota.clamp(min=1).minimum(present) if at_least_one else quota
 
@@ -59,7 +62,7 @@ def small_loss_mask(pseudo: torch.Tensor, loss: torch.Tensor, quota: torch.Tenso
     by_loss = torch.sort(loss, stable=True).indices
     order = by_loss[torch.sort(pseudo[by_loss], stable=True).indices]  # by (class, loss)
     cls = pseudo[order]
-    counts = torch.bincount(pseudo, minlength=quota.numel())
+    counts = class_counts(pseudo, quota.numel())
     starts = torch.cumsum(counts, 0) - counts  # first position of each class in `order`
     rank = torch.arange(order.numel(), device=order.device) - starts[cls]
     mask = torch.zeros_like(pseudo, dtype=torch.bool)

@@ -14,13 +14,12 @@ Reference loop (``reference_sinkhorn``): c ← 1/Ñ; 50 × { β ← r ./ (Mᵀc)
     rows whose best candidate is below e⁻²⁰ of the best row's.
     Tests: test_stress_rows_whose_candidates_underflow, test_equals_reference_without_underflow.
   * Stopping: the L1 error of the column marginal, ‖Q.sum(0)/Ñ − r‖₁, checked every ``check_every`` = 10
-    iterations (one host sync per check), with the cap ``max_iter`` = 50. Rows are exact after each c
-    update. The reference's err = Σc + Σβ never drops below 0.1, so it always runs 50 iterations;
-    ``stop="fixed"`` restores that. Why tol = 1e-3: on the benchmark problems the reference's 50
-    iterations reach only 2e-3 to 6e-3. At 1e-3, 0.04 % of the rows change their argmax against the fully
-    converged Q (0.13 % to 0.5 % for the reference). With a cold start it needs 60 to 80 iterations, so the
-    cap binds. With a warm start it is reached well inside the cap.
-    Tests: test_marginals_at_convergence, test_tolerance_stop.
+    iterations, with the cap ``max_iter`` = 50. Rows are exact after each c update. The reference's
+    err = Σc + Σβ never drops below 0.1, so it always runs 50 iterations; ``stop="fixed"`` restores
+    that. Why tol = 1e-3: on the benchmark problems the reference's 50 iterations reach only 2e-3 to
+    6e-3. At 1e-3, 0.04 % of the rows change their argmax against the fully converged Q (0.13 % to 0.5 %
+    for the reference). With a cold start it needs 60 to 80 iterations, so the cap binds. With a warm
+    start it is reached well inside the cap. Tests: test_marginals_at_convergence, test_tolerance_stop.
   * r is normalised to sum 1. Where r_j = 0, β_j = 0 rather than 0/0.
     Test: test_zero_prior_class_gets_no_mass.
   * Relaxed solution. It is used when the problem fails a necessary feasibility check, or when the
@@ -39,32 +38,33 @@ Reference loop (``reference_sinkhorn``): c ← 1/Ñ; 50 × { β ← r ./ (Mᵀc)
   * Warm start: ``log_beta`` is returned relative to the kernel (p ⊙ Y)^λ, with max 0. It is the log
     because β spans more than the float32 range. Pass it back as ``log_beta0``, and the first update is
     then c from β. Test: test_warm_start_needs_fewer_iterations, test_log_beta_reproduces_q.
-Device notes: the code is device-agnostic and float32 with autocast off (test_autocast_and_dtypes). It
-has only been run on CPU. On CUDA the reported errors (``bincount`` with weights) are summed with atomics.
+  * Kernel rows are built once per row (``kernel.py``: the row-normalised log-kernel and its
+    statistics), so the refinery keeps its queue's rows (``kernel_queue.py``) and a step builds only
+    its batch's. Tests: test_sinkhorn.py::test_prebuilt_kernel_*, test_solar_refinery.py::test_kernel_queue_*.
+Host synchronisation (``pllzoo.syncs``): on the CPU a host read is free, so the solver stops at the
+first check that passes, branches to the relaxed problem, and raises on invalid input. Elsewhere (and
+under ``count_syncs()``) it reads nothing: it runs ``max_iter`` iterations with iterates frozen on the
+device once the check passes (so the answer equals the tolerance stop), decides feasibility and the
+relaxed problem with ``torch.where`` (on CUDA it stops queueing frozen iterations once a non-blocking copy
+of the stop flag says so), always uses the dense mat-vecs unless ``sparse=True`` (whose CSR
+index needs one sync), and does not validate its input (a NaN score shows as a NaN training loss).
+Both give bit-identical results on the CPU (test_sync_free_equals_host_path). The iteration count,
+the relaxed flag and the errors are 0-d device tensors.
 """
 
 from __future__ import annotations
 
-import math
-import warnings
-from dataclasses import dataclass
-from typing import Callable, Literal
+from functools import cached_property
+from typing import Literal
 
 import torch
 from torch import Tensor
 
-MatVec = Callable[[Tensor], Tensor]
+from pllzoo.syncs import host_reads_are_free, host_side
+from pllzoo_solar.kernel import Kernel, MatVec, RowKernel, build_kernel, row_kernel, row_stats, _sparse_matvecs
 
-
-@dataclass
-class SinkhornResult:
-    q: Tensor  # [Ñ, K] float32 pseudo-labels: rows sum to 1, zero outside candidates
-    log_beta: Tensor  # [K] log class scalings w.r.t. (p ⊙ Y)^λ, max 0 (warm start)
-    iters: int  # (β, c) iterations of the solve that produced q
-    row_err: float  # Σ_i |Σ_j Q_ij − 1| / Ñ
-    col_err: float  # Σ_j |Σ_i Q_ij / Ñ − r_j|
-    relaxed: bool  # the relaxed (ε) problem was solved, see module docstring
-    sparse: bool  # the CSR mat-vec path was used
+__all__ = ["Kernel", "RowKernel", "SinkhornResult", "build_kernel", "masked_log_softmax", "reference_sinkhorn",
+           "row_kernel", "row_stats", "sinkhorn", "solve"]
 
 
 def masked_log_softmax(logits: Tensor, candidates: Tensor) -> Tensor:
@@ -86,100 +86,157 @@ def reference_sinkhorn(scores: Tensor, r: Tensor, lam: float = 3.0, n_iter: int 
     return n * c * m.t() * beta.t()  # [Ñ, K]
 
 
-def _at(t: Tensor, idx: Tensor) -> Tensor:
-    """t[idx] for a 1-D t (index_select: several times faster than advanced indexing on CPU)."""
-    return t.index_select(0, idx)
-
-
-def _csr(rows: Tensor, cols: Tensor, vals: Tensor, shape: tuple[int, int]) -> Tensor:
-    """CSR matrix from COO entries already sorted by row."""
-    counts = torch.bincount(rows, minlength=shape[0])
-    crow = torch.cat([counts.new_zeros(1), counts.cumsum(0)])
-    with warnings.catch_warnings():
-        warnings.filterwarnings("ignore", message=".*Sparse CSR tensor support is in beta.*")
-        return torch.sparse_csr_tensor(crow, cols, vals, shape, check_invariants=False)
-
-
-def _dense(flat: Tensor, vals: Tensor, n: int, k: int, fill: float = 0.0) -> Tensor:
-    """[Ñ, K] matrix holding vals at the flat indices and fill elsewhere."""
-    return vals.new_full((n * k,), fill).index_copy_(0, flat, vals).view(n, k)
-
-
-def _matvecs(kern: "_Kernel", n: int, k: int, sparse: bool) -> tuple[MatVec, MatVec]:
-    """Return (β ↦ Mβ [Ñ], c ↦ Mᵀc [K]) for the normalised kernel."""
-    rows, cols, vals = kern.rows, kern.cols, kern.vals
-    if not sparse:
-        m = _dense(kern.flat, vals, n, k)  # [Ñ, K]
-        return (lambda b: m @ b), (lambda c: c @ m)
-    order = torch.argsort(cols, stable=True)  # Mᵀ entries sorted by class
-    m_r = _csr(rows, cols, vals, (n, k))
-    m_t = _csr(_at(cols, order), _at(rows, order), _at(vals, order), (k, n))
-    return (lambda b: m_r @ b), (lambda c: m_t @ c)
-
-
 def _scale(mv: MatVec, rmv: MatVec, r: Tensor, c: Tensor, max_iter: int, tol: float, check_every: int,
-           fixed: bool) -> tuple[Tensor, int, bool]:
-    """Sinkhorn iterations from c [Ñ]: β ← r/(Mᵀc), c ← (1/Ñ)/(Mβ). Returns (β [K], iterations, finite)."""
+           fixed: bool, host: bool, active: Tensor | None = None) -> tuple[Tensor, Tensor, Tensor]:
+    """Sinkhorn iterations from c [Ñ]: β ← r/(Mᵀc), c ← (1/Ñ)/(Mβ). Returns (β [K], iterations, finite).
+
+    ``host``: stop at the first check that passes (a host read per check). Otherwise run ``max_iter``
+    iterations and freeze the iterates on the device once a check passes (or from the start where
+    ``active`` is False), which gives the same β. On CUDA the stop flag is also copied to pinned host
+    memory without waiting (:class:`_DoneWatch`): once that copy has landed and says "done", no more
+    (frozen) iterations are queued. The host never waits, and the answer is the same.
+    """
     tiny, n = torch.finfo(r.dtype).tiny, c.shape[0]
     u = rmv(c)  # [K] = Mᵀc
     beta = r
+    iters = torch.full((), max_iter, dtype=torch.long, device=r.device)
+    finite = torch.ones((), dtype=torch.bool, device=r.device)
+    done = torch.zeros((), dtype=torch.bool, device=r.device) if active is None else ~active
+    watch = _DoneWatch(done) if not host and r.device.type == "cuda" else None
     for t in range(1, max_iter + 1):
-        beta = r / u.clamp_min(tiny)  # [K]; r_j = 0 → β_j = 0
-        c = (1.0 / n) / mv(beta)  # [Ñ]; rows of Q now sum to 1
-        u = rmv(c)  # [K]; column marginal of Q / Ñ is β ⊙ u
+        if watch is not None and watch.known_done():
+            break
+        new_beta = r / u.clamp_min(tiny)  # [K]; r_j = 0 → β_j = 0
+        new_u = rmv((1.0 / n) / mv(new_beta))  # [K]; rows of Q sum to 1; column marginal / Ñ is β ⊙ u
+        beta, u = (new_beta, new_u) if host else (torch.where(done, beta, new_beta), torch.where(done, u, new_u))
         if not fixed and (t % check_every == 0 or t == max_iter):
-            err = float((beta * u - r).abs().sum())  # one host sync per check
-            if not math.isfinite(err):
-                return beta, t, False
-            if err <= tol:
-                return beta, t, True
-    return beta, max_iter, True
+            err = (beta * u - r).abs().sum()
+            if host:
+                err_f = float(err)
+                if err_f != err_f or abs(err_f) == float("inf"):
+                    return beta, iters.fill_(t), finite.fill_(False)
+                if err_f <= tol:
+                    return beta, iters.fill_(t), finite
+            else:
+                stop = ~done & (~torch.isfinite(err) | (err <= tol))
+                iters = torch.where(stop, t, iters)
+                finite = finite & ~(stop & ~torch.isfinite(err))
+                done = done | stop
+                if watch is not None:
+                    watch.post(done)
+    return beta, iters, finite
 
 
-@dataclass
-class _Kernel:
-    flat: Tensor  # [nnz] candidate entries as flat indices i·K + j, sorted
-    rows: Tensor  # [nnz] their rows
-    cols: Tensor  # [nnz]
-    vals: Tensor  # [nnz] normalised kernel entries in (0, 1]: every row and non-empty column has a 1
-    row_shift: Tensor  # [Ñ] log factor removed from each row (λ · max candidate log-score)
-    col_shift: Tensor  # [K] log factor removed from each column
-    r: Tensor  # [K] prior, normalised to sum 1
-    infeasible: bool  # a necessary feasibility condition fails
+class _DoneWatch:
+    """A device flag mirrored into pinned host memory by non-blocking copies; read only once a copy has
+    landed (``Event.query``), so the host never waits. The flag only goes from False to True."""
+
+    def __init__(self, done: Tensor) -> None:
+        self.flag = torch.zeros((), dtype=torch.bool, pin_memory=True)
+        self.event: torch.cuda.Event | None = None
+        self.post(done)
+
+    def post(self, done: Tensor) -> None:
+        self.flag.copy_(done, non_blocking=True)
+        self.event = torch.cuda.Event()
+        self.event.record()
+
+    def known_done(self) -> bool:
+        if self.event is None or not self.event.query():
+            return False
+        with host_side():  # pinned host memory the copy has reached: no device is involved
+            return bool(self.flag)
 
 
-def _prepare(log_scores: Tensor, r: Tensor, lam: float, dtype: torch.dtype) -> _Kernel:
-    """Normalise the log-kernel λ·log_scores in log space and check feasibility (one host sync)."""
-    x = log_scores.detach().to(dtype).contiguous()  # [Ñ, K]
-    n, k = x.shape
-    flat = torch.nonzero((x != float("-inf")).view(-1)).squeeze(1)  # candidates (and NaN/+inf) [nnz]
-    rows, cols = flat // k, flat % k  # [nnz] each, sorted by row
-    v = lam * _at(x.view(-1), flat)  # [nnz]
-    row_max = torch.full((n,), float("-inf"), dtype=dtype, device=x.device).scatter_reduce_(0, rows, v, "amax")
-    v = v - _at(row_max, rows)  # rows: max 0
-    col_max = torch.full((k,), float("-inf"), dtype=dtype, device=x.device).scatter_reduce_(0, cols, v, "amax")
-    col_max = torch.where(torch.isfinite(col_max), col_max, torch.zeros_like(col_max))  # [K], 0 if empty
-    r = r.detach().to(device=x.device, dtype=dtype).reshape(-1)
-    r = r / r.sum()  # [K]
-    n_cand = torch.bincount(rows, minlength=n)  # [Ñ] candidates per row
-    per_class = torch.bincount(cols, minlength=k).to(dtype)  # [K] rows having class j
-    forced = torch.bincount(cols, weights=(_at(n_cand, rows) == 1).to(dtype), minlength=k)  # [K] rows with only j
-    row_pos = torch.bincount(rows, weights=(_at(r, cols) > 0).to(dtype), minlength=n)  # [Ñ]
-    need = n * r
-    checks = torch.stack([
-        torch.isfinite(v).all() & (n_cand > 0).all() & (r >= 0).all(),  # valid input
-        ((need > per_class) | (forced > need)).any() | (row_pos == 0).any(),  # infeasible
-    ]).tolist()
-    if not checks[0]:
-        raise ValueError("log_scores has NaN/+inf or a row without candidates, or r has a negative entry")
-    return _Kernel(flat, rows, cols, (v - _at(col_max, cols)).exp(), row_max, col_max, r, bool(checks[1]))
+class SinkhornResult:
+    """A solution: q [Ñ, K] (built on first access), log_beta, iters, errors, relaxed, sparse."""
+
+    def __init__(self, kern: Kernel, beta: Tensor, beta_rows: Tensor, mass: Tensor, iters: Tensor,
+                 relaxed: Tensor) -> None:
+        self._kern, self._beta_rows, self._mass = kern, beta_rows, mass
+        self._exact_zeros = kern.host and not bool(relaxed)  # entries off the candidates are already 0
+        self.iters = iters  # 0-d long: (β, c) iterations of the solve that produced q
+        self.relaxed = relaxed  # 0-d bool: the relaxed (ε) problem was solved, see module docstring
+        self.sparse = kern.sparse and not bool(relaxed) if kern.host else kern.sparse  # CSR mat-vecs solved q
+        log_beta = beta.log() - kern.col_shift  # [K] w.r.t. (p ⊙ Y)^λ
+        self.log_beta = log_beta - torch.where(torch.isfinite(log_beta), log_beta, float("-inf")).max()  # max 0
+
+    def _entries(self, start: int) -> Tensor:
+        """Rows ``start:`` of Q in the compute dtype."""
+        kern, sl = self._kern, slice(start, None)
+        b = self._beta_rows if self._beta_rows.dim() == 1 else self._beta_rows[sl]
+        w = kern.m[sl] * b / self._mass[sl, None]  # [R, K] entries of Q
+        if self._exact_zeros:  # m = 0 there, β finite (r_j ≤ 1 over at least tiny), mass finite and > 0
+            return w
+        return w.masked_fill(~torch.isfinite(kern.v[sl]), 0.0)  # zero outside candidates
+
+    def rows(self, start: int) -> Tensor:
+        """Rows ``start:`` of q, float32: rows sum to 1, zero outside candidates."""
+        return self._entries(start).float()
+
+    @cached_property
+    def q(self) -> Tensor:  # [Ñ, K] float32 pseudo-labels
+        return self.rows(0)
+
+    @cached_property
+    def row_err(self) -> Tensor:  # 0-d: Σ_i |Σ_j Q_ij − 1| / Ñ (compute dtype)
+        w = self._entries(0)
+        return (w.sum(1) - 1).abs().sum() / w.shape[0]
+
+    @cached_property
+    def col_err(self) -> Tensor:  # 0-d: Σ_j |Σ_i Q_ij / Ñ − r_j| (compute dtype)
+        w = self._entries(0)
+        return (w.sum(0) / w.shape[0] - self._kern.r).abs().sum()
 
 
-def _cold_start(kern: _Kernel) -> Tensor:
-    """c₀ [Ñ]: the reference's c = 1/Ñ carried through the row normalisation (same iterates), clamped
-    at e⁻⁶⁰ relative so that rows the reference would underflow cannot empty a column."""
-    a = kern.row_shift  # [Ñ]
-    return (a - a.max()).clamp_min(-60.0).exp() / a.shape[0]
+def solve(kern: Kernel, *, max_iter: int = 50, tol: float = 1e-3, stop: Literal["tol", "fixed"] = "tol",
+          check_every: int = 10, log_beta0: Tensor | None = None, eps: float = 1e-5) -> SinkhornResult:
+    """Solve the problem of a :func:`build_kernel` kernel (parameters as :func:`sinkhorn`).
+
+    Explicit CSR off the CPU takes the host path: its index needed a sync anyway.
+    """
+    m, r, fixed = kern.m, kern.r, stop == "fixed"
+    host, n = kern.host or kern.sparse, m.shape[0]
+    mv, rmv = _sparse_matvecs(kern.cand, m, kern.per_class) if kern.sparse else (
+        (lambda b: m @ b), (lambda c: c @ m))  # the candidate kernel
+    a = kern.row_shift  # c₀: the reference's c = 1/Ñ carried through the row normalisation, clamped at e⁻⁶⁰
+    cold = (a - a.max()).clamp_min(-60.0).exp() / n  # relative so that underflowing rows cannot empty a column
+    c0 = cold
+    if log_beta0 is not None:
+        lb = log_beta0.to(device=r.device, dtype=r.dtype) + kern.col_shift  # [K] normalised kernel
+        c0 = (1.0 / n) / mv((lb - lb.max()).clamp_min(-60.0).exp())
+    opts = (max_iter, tol, check_every, fixed, host)
+    m_eps = None
+    if host:
+        relaxed = bool(kern.infeasible)
+        if not relaxed:
+            beta, iters, finite = _scale(mv, rmv, r, c0, *opts)
+            mass = mv(beta)  # [Ñ] = 1/(Ñ·c): the final c update
+            relaxed = not (bool(finite) and bool((torch.isfinite(mass) & (mass > 0)).all()))
+        if relaxed:  # relaxed problem: non-candidates weigh eps in the normalised kernel
+            m_eps = kern.relaxed_kernel(eps)  # [Ñ, K]
+            beta, iters, _ = _scale(lambda b: m_eps @ b, lambda c: c @ m_eps, r, cold, *opts)
+            mass = mv(beta)  # [Ñ] candidate mass: the non-candidate mass is dropped, rows re-normalised
+        relaxed_t = torch.tensor(relaxed, device=r.device)
+    else:  # the first solve is the relaxed one if infeasible; a second runs frozen unless the first failed
+        m_eps = kern.relaxed_kernel(eps)  # [Ñ, K]
+        m1 = torch.where(kern.infeasible, m_eps, m)  # equal to m (or m_eps) entry by entry
+        beta1, iters1, finite1 = _scale(lambda b: m1 @ b, lambda c: c @ m1, r,
+                                        torch.where(kern.infeasible, cold, c0), *opts)
+        mass1 = mv(beta1)
+        ok = ~kern.infeasible & finite1 & (torch.isfinite(mass1) & (mass1 > 0)).all()
+        second = ~ok & ~kern.infeasible
+        beta2, iters2, _ = _scale(lambda b: m_eps @ b, lambda c: c @ m_eps, r, cold, *opts, active=second)
+        beta, iters = torch.where(second, beta2, beta1), torch.where(second, iters2, iters1)
+        mass = torch.where(second, mv(beta2), mass1)
+        relaxed, relaxed_t = True, ~ok  # the row fix below is a no-op where the problem was not relaxed
+    beta_rows = beta
+    if relaxed:  # rows left without candidate mass get (p ⊙ Y)^λ normalised
+        bad = ~(torch.isfinite(mass) & (mass > 0))  # [Ñ]
+        flat_beta = kern.col_shift.exp()  # [K] β with M·diag(β) = (p ⊙ Y)^λ up to row scaling
+        beta_rows = torch.where(bad[:, None], flat_beta, beta)  # [Ñ, K]
+        mass = torch.where(bad, mv(flat_beta), mass)  # [Ñ]
+    return SinkhornResult(kern, beta, beta_rows, mass, iters, relaxed_t)
 
 
 @torch.no_grad()
@@ -197,6 +254,7 @@ def sinkhorn(
     sparse: bool | None = None,
     sparse_density: float = 0.15,
     dtype: torch.dtype = torch.float32,
+    kernel: Kernel | None = None,
 ) -> SinkhornResult:
     """Solve SoLar's transport problem for log_scores [Ñ, K] (-inf = non-candidate) and prior r [K].
 
@@ -205,41 +263,18 @@ def sinkhorn(
     :param tol: stop once ‖Q.sum(0)/Ñ − r‖₁ ≤ tol at a check (every ``check_every`` iterations).
     :param log_beta0: the ``log_beta`` of a previous result (warm start).
     :param eps: the relaxed path's weight of non-candidates in the normalised kernel.
-    :param sparse: CSR mat-vecs; None chooses them when the candidate density is ≤ ``sparse_density``.
+    :param sparse: CSR mat-vecs; None chooses them when the candidate density is ≤ ``sparse_density``
+        (on the CPU; elsewhere None means dense).
     :param dtype: compute dtype (float64 for tight tests); q is returned in float32.
+    :param kernel: the kernel of exactly these log_scores, prebuilt (``KernelQueue.kernel``); then
+        ``lam``, ``sparse``, ``sparse_density`` and ``dtype`` were the builder's, and log_scores is not read.
     :returns: SinkhornResult. Rows of q sum to 1 and are 0 outside candidates; no NaN.
-    :raises ValueError: a row without candidates, NaN/+inf scores, or a negative prior.
+    :raises ValueError: a row without candidates, NaN/+inf scores, or a negative prior (CPU only).
     """
     with torch.autocast(device_type=log_scores.device.type, enabled=False):
-        kern = _prepare(log_scores, r, lam, dtype)
-        rows, cols, vals, r = kern.rows, kern.cols, kern.vals, kern.r
-        n, k = log_scores.shape
-        fixed, ok = stop == "fixed", False
-        use_sparse = bool(rows.numel() <= sparse_density * n * k) if sparse is None else sparse
-        mv, rmv = _matvecs(kern, n, k, use_sparse)  # the candidate kernel
-        if not kern.infeasible:
-            c0 = _cold_start(kern)
-            if log_beta0 is not None:
-                lb = log_beta0.to(device=r.device, dtype=dtype) + kern.col_shift  # [K] normalised kernel
-                c0 = (1.0 / n) / mv((lb - lb.max()).clamp_min(-60.0).exp())
-            beta, iters, finite = _scale(mv, rmv, r, c0, max_iter, tol, check_every, fixed)
-            mass, beta_cols = mv(beta), _at(beta, cols)  # [Ñ] = 1/(Ñ·c): the final c update; [nnz]
-            ok = finite and bool((torch.isfinite(mass) & (mass > 0)).all())
-        if not ok:  # relaxed problem: non-candidates weigh eps in the normalised kernel
-            use_sparse = False
-            m_eps = _dense(kern.flat, vals, n, k, fill=eps)  # [Ñ, K]
-            beta, iters, _ = _scale(lambda b: m_eps @ b, lambda c: c @ m_eps, r, _cold_start(kern), max_iter,
-                                    tol, check_every, fixed)
-            mass = mv(beta)  # [Ñ] candidate mass: the non-candidate mass is dropped, rows re-normalised
-            bad = ~(torch.isfinite(mass) & (mass > 0))  # [Ñ] rows left without mass get (p ⊙ Y)^λ normalised:
-            flat_beta = kern.col_shift.exp()  # [K] β with M·diag(β) = (p ⊙ Y)^λ up to row scaling
-            beta_cols = torch.where(_at(bad, rows), _at(flat_beta, cols), _at(beta, cols))  # [nnz]
-            mass = torch.where(bad, mv(flat_beta), mass)  # [Ñ]
-        w = vals * beta_cols / _at(mass, rows)  # [nnz] entries of Q; rows sum to 1
-        q = _dense(kern.flat, w.float(), n, k)  # [Ñ, K]
-        log_beta = beta.log() - kern.col_shift  # [K] w.r.t. (p ⊙ Y)^λ
-        log_beta = log_beta - torch.where(torch.isfinite(log_beta), log_beta, float("-inf")).max()
-        row_err = (torch.bincount(rows, weights=w, minlength=n) - 1).abs().sum() / n
-        col_err = (torch.bincount(cols, weights=w, minlength=k) / n - r).abs().sum()
-        errs = torch.stack([row_err, col_err]).tolist()
-        return SinkhornResult(q, log_beta, iters, errs[0], errs[1], not ok, use_sparse)
+        if kernel is None:
+            host = host_reads_are_free(log_scores.device)
+            rows = row_kernel(log_scores, lam, dtype, check=host)
+            kernel = build_kernel(rows, r, sparse=sparse, sparse_density=sparse_density, host=host)
+        return solve(kernel, max_iter=max_iter, tol=tol, stop=stop, check_every=check_every,
+                     log_beta0=log_beta0, eps=eps)
