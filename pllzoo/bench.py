@@ -4,19 +4,30 @@
 the data of every seed, and checks recipe compatibility, so bad input fails
 before any file is written.  :func:`execute` trains each method × seed into
 ``OUT/runs/<run-id>/`` and writes ``OUT/results.csv``.
+
+Bookkeeping never enters a run id: the checkpoint cadence
+(:data:`pllzoo.run.BOOKKEEPING_FIELDS`, recorded in env.json), the torch threads
+(:mod:`pllzoo.threads`) and the time limit.  ``execute(time_limit=M)`` gives the
+whole bench M minutes: a run that would miss them stops at an epoch boundary with
+a checkpoint, later runs are left unstarted, ``results.csv`` lists the finished
+runs only, and :class:`~pllzoo.checkpoint.Stopped` (exit status 75 in the CLI)
+says so; ``resume=True`` continues, on this or another machine.
 """
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import json
 import shutil
+import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
 import pandas as pd
 
-from pllzoo import prefetch
+from pllzoo import checkpoint, prefetch
 from pllzoo.components import SLOTS, Method, views_of
 from pllzoo.data.base import DataOptions, PLLData
 from pllzoo.data.holdout import hold_out, subsample
@@ -24,7 +35,8 @@ from pllzoo.errors import PLLZooError, UnknownNameError
 from pllzoo.hparams import as_dict, override
 from pllzoo.registry import Registry
 from pllzoo.results import RESULT_COLUMNS, env_info, final_rows, read_jsonl, run_id, write_json, write_jsonl
-from pllzoo.run import TrainConfig
+from pllzoo.run import BOOKKEEPING_FIELDS, TrainConfig
+from pllzoo.threads import default_threads, set_threads
 from pllzoo.trainer import Trainer, resolve_device
 
 
@@ -85,7 +97,23 @@ def train_config(data: PLLData, epochs: int | None, batch_size: int | None, over
     cfg = override(cfg, {**flags, **overrides}, where="train")
     if cfg.epochs < 1 or cfg.batch_size < 1:
         raise PLLZooError("epochs and batch size must be at least 1")
+    if cfg.checkpoint_every < 0 or cfg.checkpoint_minutes < 0:
+        raise PLLZooError("train.checkpoint_every and train.checkpoint_minutes must be ≥ 0 (0 turns one off)")
     return cfg
+
+
+# On a GPU the PIL views (one sample at a time, on the host) are replaced by their batched tensor twins
+# (pllzoo.augment_batched), unless the run names a view explicitly with --hp train.weak_view/strong_view.
+DEVICE_VIEWS = {"strong": "strong-batched", "simaugment": "simaugment-batched"}
+
+
+def device_views(cfg: TrainConfig, device: str, explicit: dict[str, str]) -> TrainConfig:
+    """``cfg`` with each PIL view not set in ``explicit`` swapped for its batched twin when ``device`` is not the CPU."""
+    if device == "cpu":
+        return cfg
+    swap = {f: DEVICE_VIEWS[getattr(cfg, f)] for f in ("weak_view", "strong_view")
+            if f not in explicit and getattr(cfg, f) in DEVICE_VIEWS}
+    return dataclasses.replace(cfg, **swap)
 
 
 def carve(data: PLLData, options: DataOptions, seed: int) -> PLLData:
@@ -116,19 +144,21 @@ def plan(
     plans = []
     for seed in seeds:
         data = carve(spec.load(dataclasses.replace(options, seed=seed)), options, seed)
-        cfg = train_config(data, epochs, batch_size, train_hp)
+        cfg = device_views(train_config(data, epochs, batch_size, train_hp), resolved_device, train_hp)
         for recipe in recipes:
             comps = registry.build_components(recipe, per_method[recipe.name], (data.name, data.kind))
             config = {
                 "method": recipe.name, "dataset": data.name, "seed": seed, "device": resolved_device,
                 "recipe": {s: c.name for s, c in comps.items()},
                 "hparams": {s: as_dict(c.hp) for s, c in comps.items()},
-                "train": as_dict(cfg),
+                "train": {k: v for k, v in as_dict(cfg).items() if k not in BOOKKEEPING_FIELDS},  # see module doc
                 "data": {**as_dict(options), "seed": seed, **data.info, "train_counts": data.train_counts.tolist()},
             }
             pooled = workers if prefetch.uses_pool(data.kind, views_of(comps), cfg.strong_view) else 0
             if pooled:  # another random stream (pllzoo.prefetch); absent otherwise, so older run ids stand
                 config["view_stream"] = "pooled"
+            if resolved_device != "cpu":  # views and permutations drawn on the device (Trainer.generators)
+                config["rng"] = "device"
             plans.append(RunPlan(recipe, seed, data, cfg, per_method[recipe.name], config, pooled))
     return plans
 
@@ -137,36 +167,95 @@ def execute(
     registry: Registry, plans: list[RunPlan], out: Path, resume: bool = False,
     on_epoch: Callable[[RunPlan, dict[str, Any]], None] | None = None,
     on_run: Callable[[RunPlan, str], None] | None = None,
+    jobs: int = 1, threads: int | None = None, time_limit: float | None = None,
 ) -> pd.DataFrame:
-    """Train every planned run (skipping finished ones when ``resume``); return the final rows."""
+    """Train every planned run (skipping finished ones when ``resume``); return the final rows.
+
+    ``jobs`` > 1 trains up to that many runs at once in worker processes (:mod:`pllzoo.jobs`, with
+    ``threads`` torch threads each); the records, run folders and rows are those of ``jobs=1``.
+    ``threads``: torch threads (None: :func:`pllzoo.threads.default_threads`).  ``time_limit``: minutes
+    for the whole bench; on a clean stop (time limit, SIGINT/SIGTERM) ``results.csv`` lists the finished
+    runs only and :class:`~pllzoo.checkpoint.Stopped` is raised.
+    """
+    if time_limit is not None and jobs > 1:
+        raise PLLZooError("--time-limit works with --jobs 1 only; drop one of them")
+    if time_limit is not None and time_limit <= 0:
+        raise PLLZooError(f"--time-limit must be > 0 minutes, got {time_limit:g}")
+    deadline = checkpoint.clock() + 60 * time_limit if time_limit is not None else None
+    threads = threads or default_threads(jobs)
     runs_dir = Path(out) / "runs"
     runs_dir.mkdir(parents=True, exist_ok=True)
-    finals = []
-    for p in plans:
-        run_dir = runs_dir / p.run_id
-        if run_dir.exists() and not resume:
-            shutil.rmtree(run_dir)
-        if resume and (run_dir / "done").exists():
-            records = read_jsonl(run_dir / "log.jsonl")
-            if on_run:
-                on_run(p, "reused")
-        else:
-            records = _train(registry, p, run_dir, resume, on_epoch, on_run)
-        finals.append(records[-1])
-    rows = final_rows(pd.DataFrame(finals).assign(run=[p.run_id for p in plans]))
-    extra = [c for c in rows.columns if c not in RESULT_COLUMNS and c != "class_acc"]
-    rows = rows[list(RESULT_COLUMNS) + extra]
+    finals: list[dict[str, Any] | None] = []
+    todo = []  # indices of the runs left to the --jobs workers
+    signals = checkpoint.stop_signals() if jobs == 1 else contextlib.nullcontext()  # --jobs: see pllzoo.jobs
+    with signals:
+        for p in plans:
+            run_dir = runs_dir / p.run_id
+            if run_dir.exists() and not resume:
+                shutil.rmtree(run_dir)
+            if resume and (run_dir / "done").exists():
+                records = read_jsonl(run_dir / "log.jsonl")
+                if on_run:
+                    on_run(p, "reused")
+            elif jobs > 1:
+                todo.append(len(finals))
+                records = [None]  # filled in below, from the worker
+            else:
+                try:
+                    _stop_before(p, deadline)
+                    records = _train(registry, p, run_dir, resume, on_epoch, on_run, deadline, threads)
+                except checkpoint.Stopped as exc:
+                    n_done = len(_write_rows(out, plans, finals))
+                    raise checkpoint.Stopped(f"{_name(p)}: {exc}; {n_done} of {len(plans)} runs finished",
+                                             exc.exit_code) from None
+            finals.append(records[-1])
+    if todo:
+        from pllzoo.jobs import run_parallel
+
+        for i, record in run_parallel(registry, plans, runs_dir, resume, todo, jobs, on_epoch, on_run, threads).items():
+            finals[i] = record
+    return _write_rows(out, plans, finals)
+
+
+def _name(p: RunPlan) -> str:
+    return f"{p.method.name} seed {p.seed}"
+
+
+def _stop_before(p: RunPlan, deadline: float | None) -> None:
+    """A pending stop signal or a passed deadline leaves run ``p`` unstarted."""
+    if checkpoint.stop_requested() is not None:
+        raise checkpoint.signal_stop("before it started")
+    if deadline is not None and checkpoint.clock() >= deadline:
+        raise checkpoint.time_stop("before it started")
+
+
+def _write_rows(out: Path, plans: list[RunPlan], finals: list[dict[str, Any] | None]) -> pd.DataFrame:
+    """``OUT/results.csv``: the final rows of the finished runs (``finals[i]``: ``plans[i]``'s last record)."""
+    done = [(p, f) for p, f in zip(plans, finals) if f is not None]
+    if done:
+        rows = final_rows(pd.DataFrame([f for _, f in done]).assign(run=[p.run_id for p, _ in done]))
+        extra = [c for c in rows.columns if c not in RESULT_COLUMNS and c != "class_acc"]
+        rows = rows[list(RESULT_COLUMNS) + extra]
+    else:
+        rows = pd.DataFrame(columns=list(RESULT_COLUMNS))
     tmp = Path(out) / "results.csv.tmp"
     rows.to_csv(tmp, index=False)
     tmp.replace(Path(out) / "results.csv")
     return rows
 
 
-def _train(registry, p: RunPlan, run_dir: Path, resume: bool, on_epoch, on_run) -> list[dict[str, Any]]:
+def _train(registry, p: RunPlan, run_dir: Path, resume: bool, on_epoch, on_run, deadline: float | None = None,
+           threads: int | None = None) -> list[dict[str, Any]]:
+    """Train one run into ``run_dir``.  ``deadline``: a :data:`pllzoo.checkpoint.clock` time to stop by;
+    ``threads``: torch threads for it (None: leave them).  Plain arguments, so a job process passes them too."""
     run_dir.mkdir(parents=True, exist_ok=True)
     device = p.config["device"]
+    if threads is not None:
+        set_threads(threads)
+    _warn_on_other_threads(run_dir, resume, device)
     write_json(run_dir / "config.json", p.config)
-    write_json(run_dir / "env.json", {**env_info(device), "view_workers": p.view_workers})
+    bookkeeping = {f: getattr(p.train, f) for f in sorted(BOOKKEEPING_FIELDS)}
+    write_json(run_dir / "env.json", {**env_info(device), "view_workers": p.view_workers, "bookkeeping": bookkeeping})
     comps = registry.build_components(p.method, p.component_overrides, (p.data.name, p.data.kind))
     base = {"method": p.method.name, "dataset": p.data.name}
     log = run_dir / "log.jsonl"
@@ -178,12 +267,26 @@ def _train(registry, p: RunPlan, run_dir: Path, resume: bool, on_epoch, on_run) 
 
     import torch
 
-    trainer = Trainer(p.data, comps, p.train, p.seed, torch.device(device), run_dir, base, epoch_done, p.view_workers)
+    trainer = Trainer(p.data, comps, p.train, p.seed, torch.device(device), run_dir, base, epoch_done, p.view_workers,
+                      deadline=deadline, on_resume=lambda records: write_jsonl(log, records))  # drop recomputed ones
     if on_run:
         on_run(p, "resumed" if resume and (run_dir / "checkpoint.pt").exists() else "started")
     records = trainer.fit(resume=resume)
     write_jsonl(log, records)
     (run_dir / "done").write_text("ok\n")
     return records
+
+
+def _warn_on_other_threads(run_dir: Path, resume: bool, device: str) -> None:
+    """A CPU run resumed with another torch thread count may differ in the last bits (pllzoo.threads)."""
+    import torch
+
+    env = run_dir / "env.json"
+    if not (resume and device == "cpu" and env.exists() and (run_dir / "checkpoint.pt").exists()):
+        return
+    before = json.loads(env.read_text()).get("torch_threads")
+    if before is not None and before != torch.get_num_threads():
+        warnings.warn(f"{run_dir.name} ran with {before} torch threads and resumes with {torch.get_num_threads()}: "
+                      f"its numbers may differ in the last bits from an uninterrupted run (--threads {before} avoids it)")
 
 

@@ -1,22 +1,55 @@
-"""One checkpoint per run, rewritten atomically after every epoch.
+"""One checkpoint per run, rewritten atomically; when it is written, and clean stops.
 
 It holds what a resumed run needs to equal an uninterrupted one: stage and
 epoch, model and optimizer state, the method state (PLLState tensors), the
 records so far, and the RNG states (the trainer also derives each epoch's
 streams from the seed, so the RNG states are a second line of defence).
+
+When (:class:`Bookkeeper`): every ``train.checkpoint_every`` epochs (0: off) or once
+``train.checkpoint_minutes`` have passed since the last one (0: off), whichever comes
+first, and always at the end of each stage and of the run.  The defaults (0 and 10
+minutes) cost a tiny CPU run nothing and a 1000-epoch GPU run one ~90 MB write per
+10 minutes.  Both are bookkeeping: they never change a number, so they stay out of
+the run id (:data:`pllzoo.run.BOOKKEEPING_FIELDS`).
+
+Clean stops, always at an epoch boundary with a checkpoint of that boundary, then
+:class:`Stopped`: SIGINT/SIGTERM (:func:`stop_signals`; the current epoch finishes,
+a second signal abandons it and keeps the last checkpoint), or a deadline
+(``pllzoo bench --time-limit``) that the next epoch plus a checkpoint would miss.
+Time is read from :data:`clock`, which tests replace.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
+import signal
+import sys
+import threading
+import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable, Iterator
 
 import torch
 
+from pllzoo.errors import PLLZooError
 from pllzoo.state import PLLState
 
 NAME = "checkpoint.pt"
+TIME_LIMIT_EXIT = 75  # EX_TEMPFAIL (sysexits.h): stopped at --time-limit, run again with --resume
+clock: Callable[[], float] = time.monotonic  # seconds; system-wide, so job processes share one deadline
+
+
+class Stopped(PLLZooError):
+    """Training stopped cleanly at an epoch boundary; ``--resume`` continues it.
+
+    ``exit_code`` is :data:`TIME_LIMIT_EXIT` at a time limit and 128 + the signal number after
+    SIGINT/SIGTERM (the shell's convention), so a retry loop can tell the two apart.
+    """
+
+    def __init__(self, message: str, exit_code: int) -> None:
+        super().__init__(message)
+        self.exit_code = exit_code
 
 
 def _rng_states() -> dict[str, Any]:
@@ -54,3 +87,133 @@ def load_checkpoint(run_dir: Path) -> dict[str, Any] | None:
     if "cuda" in ckpt["rng"] and torch.cuda.is_available():
         torch.cuda.set_rng_state_all(ckpt["rng"]["cuda"])
     return ckpt
+
+
+# ---------------------------------------------------------------------- signals
+_received: int | None = None  # the first SIGINT/SIGTERM while stop_signals() is active
+_depth = 0
+
+
+def _on_signal(signum: int, frame: Any) -> None:
+    global _received
+    if _received is not None:
+        raise KeyboardInterrupt  # the second one abandons the epoch; the last checkpoint stays
+    _received = signum
+    print(f"{signal.Signals(signum).name} received: stopping with a checkpoint after the current epoch "
+          "(send it again to abandon the epoch)", file=sys.stderr, flush=True)
+
+
+@contextlib.contextmanager
+def stop_signals() -> Iterator[None]:
+    """While active, SIGINT/SIGTERM ask for a clean stop (:func:`stop_requested`) instead of killing.
+
+    Only a signal with its default action is taken over: one a program ignores or handles itself
+    (a ``--jobs`` worker) stays as it is.  Re-entrant (the bench and each trainer enter it);
+    outside the main thread it does nothing.
+    """
+    global _received, _depth
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = {}
+    if _depth == 0:
+        _received = None
+        defaults = (signal.SIG_DFL, signal.default_int_handler)
+        previous = {s: signal.signal(s, _on_signal) for s in (signal.SIGINT, signal.SIGTERM)
+                    if signal.getsignal(s) in defaults}
+    _depth += 1
+    try:
+        yield
+    finally:
+        _depth -= 1
+        for s, handler in previous.items():
+            signal.signal(s, handler)
+
+
+def stop_requested() -> int | None:
+    """The signal number of a pending stop request, or None."""
+    return _received
+
+
+def signal_stop(progress: str) -> Stopped:
+    name = signal.Signals(_received).name
+    return Stopped(f"stopped by {name} {progress}", 128 + _received)
+
+
+def time_stop(progress: str) -> Stopped:
+    return Stopped(f"stopped {progress} to stay within the time limit", TIME_LIMIT_EXIT)
+
+
+# ---------------------------------------------------------------------- cadence
+class Bookkeeper:
+    """At each epoch boundary: is a checkpoint due, and should training stop first?
+
+    :param every: checkpoint every this many epochs (0: no epoch trigger).
+    :param minutes: checkpoint once this many minutes passed since the last one (0: no time trigger).
+    :param deadline: a :data:`clock` time by which training must have stopped with a checkpoint, or None.
+    :param history: seconds of earlier epochs (the records' ``wall_s``), a resumed run's first estimate.
+    """
+
+    def __init__(self, every: int, minutes: float, deadline: float | None, history: list[float] = ()) -> None:
+        if every < 0 or minutes < 0:
+            raise PLLZooError("train.checkpoint_every and train.checkpoint_minutes must be ≥ 0 (0 turns one off)")
+        self.every, self.minutes, self.deadline = every, minutes, deadline
+        self.epoch_s = [float(s) for s in history][-5:]  # the last few epochs' seconds
+        self.save_s: list[float] = []
+        self.last_save, self.unsaved = clock(), 0  # epochs completed since the last checkpoint
+        self._t0 = self.last_save
+
+    def epoch_started(self) -> None:
+        self._t0 = clock()
+
+    def epoch_done(self) -> None:
+        self.epoch_s = (self.epoch_s + [clock() - self._t0])[-5:]
+        self.unsaved += 1
+
+    @contextlib.contextmanager
+    def saving(self) -> Iterator[None]:
+        """Time a checkpoint write (the next stop decision budgets for the slowest recent one)."""
+        t0 = clock()
+        yield
+        self.last_save, self.unsaved = clock(), 0
+        self.save_s = (self.save_s + [self.last_save - t0])[-5:]
+
+    def due(self, stage_end: bool) -> bool:
+        """A checkpoint now: at a stage's (and so the run's) end, or when a trigger fired."""
+        if stage_end:
+            return True
+        by_epochs = self.every > 0 and self.unsaved >= self.every
+        return by_epochs or (self.minutes > 0 and clock() - self.last_save >= 60 * self.minutes)
+
+    def out_of_time(self, save_guess: Callable[[], float]) -> bool:
+        """Would the next epoch (1.1 × the slowest of the last five) and a checkpoint miss the deadline?
+
+        Before any epoch time is known (a fresh run) only a deadline already passed stops.
+        """
+        if self.deadline is None:
+            return False
+        now = clock()
+        if not self.epoch_s:
+            return now >= self.deadline
+        save_s = max(self.save_s) if self.save_s else save_guess()
+        return now + 1.1 * max(self.epoch_s) + save_s > self.deadline
+
+
+def save_guess_s(*parts: torch.nn.Module | torch.optim.Optimizer) -> float:
+    """A first guess of a checkpoint's write time (1 s + its bytes at 100 MB/s), until one is measured."""
+    n_bytes = 0
+    for obj in parts:
+        for t in _tensors(obj.state_dict()):
+            n_bytes += t.numel() * t.element_size()
+    return 1.0 + n_bytes / 100e6
+
+
+def _tensors(obj: Any) -> Iterator[torch.Tensor]:
+    if isinstance(obj, torch.Tensor):
+        yield obj
+    elif isinstance(obj, dict):
+        for v in obj.values():
+            yield from _tensors(v)
+    elif isinstance(obj, (list, tuple)):
+        for v in obj:
+            yield from _tensors(v)

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import multiprocessing as mp
 import os
+import signal
 from collections import deque
 from collections.abc import Iterator
 from concurrent.futures import Future, ProcessPoolExecutor
@@ -51,6 +52,7 @@ def resolve_workers(requested: int | None, device: str) -> int:
 
 def _start_worker() -> None:
     torch.set_num_threads(1)  # one core per worker; the pool is the parallelism
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # a terminal's Ctrl-C is the trainer's to handle (clean stop)
 
 
 def view_chunk(view: str, rows: np.ndarray, seed: int) -> np.ndarray:

@@ -7,7 +7,7 @@ Layout of a bench output folder ``OUT``::
     OUT/runs/<run-id>/config.json    resolved recipe, hyper-parameters, data options
     OUT/runs/<run-id>/env.json       package versions, device, git commit
     OUT/runs/<run-id>/log.jsonl      one record per epoch
-    OUT/runs/<run-id>/checkpoint.pt  resume point (rewritten every epoch)
+    OUT/runs/<run-id>/checkpoint.pt  resume point (pllzoo.checkpoint: cadence, clean stops)
     OUT/runs/<run-id>/done           written when the run finished
 """
 

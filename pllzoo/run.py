@@ -32,6 +32,14 @@ class TrainConfig:
     strong_view: str = hp("strong", "strong-view augmentation, forwarded only if a component asks")
     eval_batch_size: int = hp(1024, "batch size of evaluation and estimation passes")
     amp: bool = hp(True, "autocast the network on CUDA (label maths stays float32)")
+    checkpoint_every: int = hp(0, "bookkeeping: checkpoint every N epochs (0: off); always at a stage's end")
+    checkpoint_minutes: float = hp(10.0, "bookkeeping: checkpoint once M minutes passed since the last one (0: off)")
+
+
+BOOKKEEPING_FIELDS = frozenset({"checkpoint_every", "checkpoint_minutes"})
+"""TrainConfig fields that decide when checkpoints are written and never change a number: left out
+of the hashed run config (:func:`pllzoo.bench.plan`, so ``--resume`` finds the run under any
+setting) and recorded in the run's env.json instead."""
 
 
 @dataclass(frozen=True)

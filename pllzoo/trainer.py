@@ -4,7 +4,10 @@ Per step: weak view (and strong view if a component asks) → network (autocast 
 CUDA) → float32 softmax → ``pllzoo_label_update`` → ``pllzoo_select`` →
 ``pllzoo_loss`` → SGD step → ``pllzoo_post_step``.  Per epoch: LR from the
 schedule, ``pllzoo_on_epoch_start``, the steps, ``pllzoo_on_epoch_end``,
-evaluation (``pllzoo_predict``), one record, one checkpoint.
+evaluation (``pllzoo_predict``), one record, and a checkpoint when one is due
+(``train.checkpoint_every`` epochs or ``train.checkpoint_minutes``, and at the end of
+each stage).  Before each epoch a SIGINT/SIGTERM or a deadline the epoch would miss
+stops the run cleanly with a checkpoint (:mod:`pllzoo.checkpoint`).
 
 Randomness: every stream is derived from ``(seed, stage, epoch)`` and the run's
 generators are checkpointed, so on CPU a run is bit-deterministic and a resumed
@@ -26,7 +29,8 @@ import torch
 import torch.nn.functional as F
 
 from pllzoo import augment, hookspecs, prefetch
-from pllzoo.checkpoint import load_checkpoint, save_checkpoint
+from pllzoo.checkpoint import (Bookkeeper, load_checkpoint, save_checkpoint, save_guess_s, signal_stop, stop_requested,
+                               stop_signals, time_stop)
 from pllzoo.components import Component, views_of
 from pllzoo.data.base import PLLData
 from pllzoo.errors import PLLZooError
@@ -83,8 +87,13 @@ class Trainer:
         record_base: dict[str, Any] | None = None,
         on_epoch: Callable[[list[dict[str, Any]]], None] | None = None,
         view_workers: int = 0,
+        deadline: float | None = None,
+        on_resume: Callable[[list[dict[str, Any]]], None] | None = None,
     ) -> None:
         self.data, self.config, self.seed, self.device = data, config, seed, device
+        # bookkeeping (pllzoo.checkpoint): stop with a checkpoint before ``deadline`` (a checkpoint.clock() time);
+        # ``on_resume(records)`` gets the checkpoint's records, as later ones are recomputed
+        self.deadline, self.on_resume = deadline, on_resume
         self.components, self.pm = components, make_run_manager(components)
         self.hooks = self.pm.hook
         self.run_dir, self.record_base, self.on_epoch = run_dir, dict(record_base or {}), on_epoch
@@ -207,10 +216,12 @@ class Trainer:
 
     # ------------------------------------------------------------------ the loop
     def fit(self, resume: bool = False) -> list[dict[str, Any]]:
+        """Train (from the checkpoint when ``resume``); :class:`~pllzoo.checkpoint.Stopped` on a clean stop."""
         if self.view_workers:
             self.view_pool = prefetch.ViewPool(self.config.strong_view, self.view_workers)
         try:
-            return self._fit(resume)
+            with stop_signals():
+                return self._fit(resume)
         finally:
             if self.view_pool is not None:
                 self.view_pool.close()
@@ -235,6 +246,10 @@ class Trainer:
     def _fit(self, resume: bool) -> list[dict[str, Any]]:
         ckpt = load_checkpoint(self.run_dir) if (resume and self.run_dir is not None) else None
         records: list[dict[str, Any]] = list(ckpt["records"]) if ckpt else []
+        if ckpt and self.on_resume:
+            self.on_resume(records)
+        keeper = Bookkeeper(self.config.checkpoint_every, self.config.checkpoint_minutes, self.deadline,
+                            [r.get("wall_s", 0.0) for r in records])
         plan = self.stages()
         for stage in plan:
             if ckpt and stage.index < ckpt["stage"]:
@@ -246,14 +261,36 @@ class Trainer:
                 self._restore(ckpt)
                 start, ckpt = ckpt["epoch"] + 1, None
             for epoch in range(start, n_epochs):
+                self._stop_if_asked(keeper, stage, epoch, records)
+                keeper.epoch_started()
                 record = self._epoch(stage, epoch, n_epochs, is_last=stage is plan[-1])
+                keeper.epoch_done()
                 records.append(record)
-                if self.run_dir is not None:
-                    save_checkpoint(self.run_dir, stage.index, epoch, self.model, self.optimizer, self.state, records,
-                                    self.modules)
+                if keeper.due(stage_end=epoch == n_epochs - 1):
+                    self._save(keeper, stage, epoch, records)
                 if self.on_epoch:
                     self.on_epoch(records)  # all records so far; the newest is records[-1]
         return records
+
+    def _save(self, keeper: Bookkeeper, stage: Stage, epoch: int, records: list[dict[str, Any]]) -> None:
+        if self.run_dir is not None:
+            with keeper.saving():
+                save_checkpoint(self.run_dir, stage.index, epoch, self.model, self.optimizer, self.state, records,
+                                self.modules)
+
+    def _stop_if_asked(self, keeper: Bookkeeper, stage: Stage, epoch: int, records: list[dict[str, Any]]) -> None:
+        """Before an epoch: on a stop signal, or when it and a checkpoint would miss the deadline, checkpoint
+        the boundary just reached (unless it is saved) and raise :class:`~pllzoo.checkpoint.Stopped`."""
+        signum = stop_requested()
+        parts = [self.model, self.optimizer, *self.modules.values()]
+        if signum is None and not keeper.out_of_time(lambda: save_guess_s(*parts)):
+            return
+        if keeper.unsaved:  # epochs of this stage done since the last checkpoint: the boundary is epoch - 1
+            self._save(keeper, stage, epoch - 1, records)
+        last = records[-1] if records else None
+        where = (f"after epoch {last['epoch']}/{last['epochs']} of stage {last['stage']!r}" if last
+                 else "before the first epoch")
+        raise (signal_stop if signum is not None else time_stop)(where)
 
     def _epoch(self, stage: Stage, epoch: int, n_epochs: int, is_last: bool) -> dict[str, Any]:
         t0 = time.perf_counter()

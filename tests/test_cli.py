@@ -140,3 +140,46 @@ def test_true_label_outside_candidates_is_a_counted_warning(runner, tmp_path):
                               "--batch-size", "8", "--out", str(tmp_path / "o")])
     assert res.exit_code == 0, res.output
     assert "4" in next(line for line in res.output.splitlines() if line.startswith("Warning:"))
+
+
+def test_time_limit_exits_75_with_the_command_that_continues(runner, tmp_path, monkeypatch, request):
+    import shlex
+
+    import fake_clock
+    import torch
+
+    request.addfinalizer(lambda threads=torch.get_num_threads(): torch.set_num_threads(threads))  # --threads 1
+    fake_clock.install(monkeypatch)  # 10 s per epoch, 1 s per checkpoint
+    out = tmp_path / "out"
+    args = ["--methods", "proden", "--dataset", "synthetic-lt", "--epochs", "5", "--out", str(out),
+            "--time-limit", "0.5", "--threads", "1"]
+    res = runner.invoke(cli, ["bench", *args])
+    assert res.exit_code == 75, res.output
+    last = res.output.strip().splitlines()[-1]
+    assert last.startswith("proden seed 1: stopped after epoch 2/5 of stage 'train' to stay within the time limit")
+    assert "Traceback" not in res.output and "Error" not in res.output
+    command = last.split("continue with: ")[1]
+    assert shlex.split(command) == ["pllzoo", "bench", *args, "--resume"]
+    assert pd.read_csv(out / "results.csv").empty and not (out / "summary.csv").exists()
+    res = runner.invoke(cli, shlex.split(command)[1:])
+    assert res.exit_code == 75 and "after epoch 4/5" in res.output.splitlines()[-1]
+    res = runner.invoke(cli, shlex.split(command)[1:])
+    assert res.exit_code == 0, res.output
+    assert list(pd.read_csv(out / "results.csv")["epoch"]) == [5] and (out / "summary.csv").exists()
+    env = json.loads(next((out / "runs").glob("*/env.json")).read_text())
+    assert env["torch_threads"] == 1
+
+
+def test_interrupt_exits_130_with_one_line(runner, tmp_path, monkeypatch):
+    from pllzoo import bench as bench_lib
+
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(bench_lib, "execute", interrupted)
+    res = runner.invoke(cli, ["bench", "--methods", "proden", "--out", str(tmp_path / "o")])
+    assert res.exit_code == 130
+    lines = [line for line in res.output.splitlines() if line.strip()]
+    assert lines[-1].startswith("interrupted; each unfinished run continues from its last checkpoint; continue with: "
+                                "pllzoo bench --methods proden --out ")
+    assert lines[-1].endswith(" --resume") and "Traceback" not in res.output

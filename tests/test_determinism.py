@@ -9,7 +9,7 @@ from pllzoo.registry import get_registry
 from pllzoo.run import TrainConfig
 from pllzoo.trainer import Trainer
 
-CFG = TrainConfig(model="mlp", epochs=4, lr=0.05, weight_decay=1e-4, batch_size=16)
+CFG = TrainConfig(model="mlp", epochs=4, lr=0.05, weight_decay=1e-4, batch_size=16, checkpoint_every=1)  # resume mid-stage
 
 
 def _strip(records):

@@ -1,7 +1,13 @@
-"""``pllzoo bench``: methods × seeds on one dataset, one table."""
+"""``pllzoo bench``: methods × seeds on one dataset, one table.
+
+A clean stop (``--time-limit``, SIGINT/SIGTERM; :mod:`pllzoo.checkpoint`) prints one line
+ending in the command that continues it (the same arguments plus ``--resume``) and exits
+75 at the time limit, 128 + the signal number after a signal.
+"""
 
 from __future__ import annotations
 
+import shlex
 from pathlib import Path
 
 import click
@@ -10,6 +16,7 @@ from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from pllzoo import bench as bench_lib
+from pllzoo import checkpoint
 from pllzoo.cli import cli
 from pllzoo.data.base import DataOptions
 from pllzoo.errors import PLLZooError
@@ -29,7 +36,20 @@ def _seeds(text: str) -> list[int]:
         raise PLLZooError(f"bad --seeds {text!r}; write e.g. 1,2,3") from None
 
 
-@cli.command()
+class _KeepsArgs(click.Command):
+    """Keeps the raw arguments in ``ctx.meta`` so a stopped bench can print the command that continues it."""
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        ctx.meta["pllzoo.bench.args"] = list(args)
+        return super().parse_args(ctx, args)
+
+
+def _continue_command(ctx: click.Context) -> str:
+    args = ctx.meta.get("pllzoo.bench.args", [])
+    return shlex.join(["pllzoo", "bench", *args, *([] if "--resume" in args else ["--resume"])])
+
+
+@cli.command(cls=_KeepsArgs)
 @click.option("--methods", required=True, help="Comma-separated method strings, e.g. proden,cc or proden+selection=X.")
 @click.option("--dataset", default="synthetic-lt", show_default=True, help="Dataset name (pllzoo datasets) or .mat path.")
 @click.option("--seeds", default="1", show_default=True, help="Comma-separated seeds (data and training).")
@@ -52,8 +72,19 @@ def _seeds(text: str) -> list[int]:
 @click.option("--out", type=click.Path(path_type=Path), default=Path("results/bench"), show_default=True)
 @click.option("--resume", is_flag=True, help="Reuse finished runs in OUT and resume unfinished ones from checkpoints.")
 @click.option("--offline", is_flag=True, help="Never download data.")
-def bench(methods, dataset, seeds, epochs, batch_size, data_dir, split, phi, imb, imb_type, holdout, subset, device,
-          view_workers, hps, out, resume, offline) -> None:
+@click.option("--jobs", type=click.IntRange(min=1), default=1, show_default=True,
+              help="Train up to N runs at once, one process each, on the same device. Pays on a GPU that one run "
+                   "leaves idle (small models or batches, e.g. ResNet-18 on 32x32 images); memory grows N-fold.")
+@click.option("--threads", type=click.IntRange(min=1), default=None,
+              help="Torch CPU threads per run (default: the CPUs this process may use, by affinity and cgroup quota, "
+                   "capped at torch's own default, divided by --jobs; at least 1). CPU numbers can differ in the "
+                   "last bits between counts; env.json records it.")
+@click.option("--time-limit", type=click.FloatRange(min=0, min_open=True), default=None, metavar="MINUTES",
+              help="Stop the whole bench at an epoch boundary, with a checkpoint, before MINUTES; exit status 75. "
+                   "Finished runs are kept; the same command with --resume continues.")
+@click.pass_context
+def bench(ctx, methods, dataset, seeds, epochs, batch_size, data_dir, split, phi, imb, imb_type, holdout, subset,
+          device, view_workers, hps, out, resume, offline, jobs, threads, time_limit) -> None:
     """Run METHODS head-to-head on DATASET over SEEDS and print All/Many/Medium/Few."""
     reg = get_registry()
     options = DataOptions(data_dir=data_dir, split=split, phi=phi, imb=imb, imb_type=imb_type, download=not offline,
@@ -63,11 +94,15 @@ def bench(methods, dataset, seeds, epochs, batch_size, data_dir, split, phi, imb
         hp=bench_lib.parse_overrides(hps), device=device, view_workers=view_workers,
     )
     err = Console(stderr=True)
+    stopped: BaseException | None = None
     columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
     with Progress(*columns, console=err, transient=False) as progress:
         tasks: dict[str, int] = {}
 
         def on_run(p, status):
+            if p.run_id in tasks:  # a --jobs run that failed: its line says so
+                progress.update(tasks[p.run_id], description=f"{escape(p.method.name)} seed {p.seed} {escape(status)}")
+                return
             tasks[p.run_id] = progress.add_task(f"{escape(p.method.name)} seed {p.seed} ({status})", total=None)
 
         def on_epoch(p, rec):
@@ -75,7 +110,13 @@ def bench(methods, dataset, seeds, epochs, batch_size, data_dir, split, phi, imb
             progress.update(task, total=rec["epochs"], completed=rec["epoch"], description=(
                 f"{escape(p.method.name)} seed {p.seed} {escape('[' + rec['stage'] + ']')} acc {rec['acc_all']:.1f} loss {rec['loss']:.3f}"))
 
-        rows = bench_lib.execute(reg, plans, out, resume=resume, on_epoch=on_epoch, on_run=on_run)
+        try:
+            rows = bench_lib.execute(reg, plans, out, resume=resume, on_epoch=on_epoch, on_run=on_run, jobs=jobs,
+                                     threads=threads, time_limit=time_limit)
+        except (checkpoint.Stopped, KeyboardInterrupt) as exc:
+            stopped = exc
+    if stopped is not None:
+        _stop(ctx, stopped, Path(out))
     records = load(out)
     records = records[records["run"].isin({p.run_id for p in plans})]
     summary = rep.summary(records, "last", list(dict.fromkeys(p.method.name for p in plans)))
@@ -86,3 +127,15 @@ def bench(methods, dataset, seeds, epochs, batch_size, data_dir, split, phi, imb
     for t in tables:
         Console().print(rep.to_rich(t))
     click.echo(f"results: {Path(out) / 'results.csv'}")
+
+
+def _stop(ctx: click.Context, exc: BaseException, out: Path) -> None:
+    """One line and the exit status of a stopped bench; a summary would speak for unfinished runs, so none stays."""
+    for name in ("summary.csv", "summary.md"):
+        (out / name).unlink(missing_ok=True)
+    if isinstance(exc, checkpoint.Stopped):
+        message, code = str(exc), exc.exit_code
+    else:  # a second SIGINT/SIGTERM abandoned the epoch (or Ctrl-C outside a clean-stop window)
+        message, code = "interrupted; each unfinished run continues from its last checkpoint", 130
+    click.echo(f"{message}; continue with: {_continue_command(ctx)}", err=True)
+    ctx.exit(code)

@@ -1,0 +1,170 @@
+"""``--jobs N`` (pllzoo.jobs): the runs of ``--jobs 1`` in worker processes, with the same records and rows;
+a failing run is one line and the others finish; an interrupt in the parent stops the workers."""
+
+from __future__ import annotations
+
+import multiprocessing as mp
+import subprocess
+import sys
+import time
+
+import jobs_plugin
+import pandas as pd
+import pytest
+import torch
+from click.testing import CliRunner
+
+from pllzoo import bench
+from pllzoo.cli import cli
+from pllzoo.data.base import DataOptions
+from pllzoo.errors import PLLZooError
+from pllzoo.plugins import make_plugin_manager
+from pllzoo.registry import Registry
+from pllzoo.results import read_jsonl
+
+TINY = ["--dataset", "synthetic-lt", "--seeds", "1", "--epochs", "2", "--subset", "200", "--batch-size", "64"]
+
+
+@pytest.fixture
+def keep_threads():
+    """execute() sets the process's torch threads on the sequential path; put them back."""
+    before = torch.get_num_threads()
+    yield
+    torch.set_num_threads(before)
+
+
+@pytest.fixture
+def boom_registry():
+    """The project's plugins plus ``tests/jobs_plugin.py``, registered in-process as a test would."""
+    pm, infos = make_plugin_manager()
+    pm.register(jobs_plugin, name="jobtest")
+    return Registry.build(pm, infos)
+
+
+NO_PERIODIC_CHECKPOINTS = {"train.checkpoint_every": "0", "train.checkpoint_minutes": "0"}  # only stage end, stop
+
+
+def _plans(reg, methods, epochs=2, hp=None):
+    return bench.plan(reg, methods, "synthetic-lt", [1], DataOptions(subset=200), epochs=epochs, batch_size=64,
+                      device="cpu", hp=hp)
+
+
+def _strip(records):
+    return [{k: v for k, v in r.items() if k != "wall_s"} for r in records]
+
+
+def _run(reg, plans, out, jobs_n):
+    seen: dict[str, list] = {}
+    rows = bench.execute(reg, plans, out, jobs=jobs_n, threads=1,
+                         on_run=lambda p, s: seen.setdefault(p.run_id, []).append(s),
+                         on_epoch=lambda p, rec: seen.setdefault(p.run_id, []).append(rec))
+    return rows, seen
+
+
+def test_two_jobs_give_the_records_and_rows_of_one(registry, keep_threads, tmp_path):
+    """One torch thread on both paths: the count may change a float sum (pllzoo.threads)."""
+    plans = _plans(registry, ["solar", "proden"])  # solar: two stages, and slower, so likely to finish last
+    rows1, seen1 = _run(registry, plans, tmp_path / "j1", 1)
+    rows2, seen2 = _run(registry, plans, tmp_path / "j2", 2)
+    for p in plans:
+        calls1, calls2 = seen1[p.run_id], seen2[p.run_id]
+        assert calls2[0] == calls1[0] == "started"
+        assert len(calls2) == len(calls1) > 2 and _strip(calls2[1:]) == _strip(calls1[1:])
+        log1, log2 = (read_jsonl(tmp_path / j / "runs" / p.run_id / "log.jsonl") for j in ("j1", "j2"))
+        assert _strip(log2) == _strip(log1) == _strip(calls1[1:])
+        assert (tmp_path / "j2" / "runs" / p.run_id / "done").exists()
+    csv1, csv2 = (pd.read_csv(tmp_path / j / "results.csv").drop(columns="wall_s") for j in ("j1", "j2"))
+    assert list(csv2["run"]) == [p.run_id for p in plans]  # plan order, whatever order the workers finished in
+    pd.testing.assert_frame_equal(csv2, csv1)
+    pd.testing.assert_frame_equal(rows2.drop(columns="wall_s"), rows1.drop(columns="wall_s"))
+
+
+def test_a_failing_run_is_one_line_and_the_other_finishes(boom_registry, monkeypatch, tmp_path):
+    monkeypatch.setattr("pllzoo.cli.bench.get_registry", lambda: boom_registry)
+    out = tmp_path / "out"
+    args = ["bench", "--methods", "jobtest-boom,proden", *TINY, "--jobs", "2", "--out", str(out)]
+    res = CliRunner().invoke(cli, args)
+    assert res.exit_code == 1 and "Traceback" not in res.output and "second line" not in res.output
+    errors = [line for line in res.output.splitlines() if line.startswith("Error:")]
+    assert len(errors) == 1 and "1 of 2 runs failed: jobtest-boom seed 1 (RuntimeError: boom)" in errors[0]
+    assert "jobtest-boom seed 1 failed: RuntimeError: boom" in res.output  # its progress line
+    assert "Warning: jobtest-boom seed 1: about to fail" in res.output  # a worker's warning, shown by the parent
+    boom, proden = _plans(boom_registry, ["jobtest-boom", "proden"])
+    assert (out / "runs" / proden.run_id / "done").exists()
+    assert len(read_jsonl(out / "runs" / proden.run_id / "log.jsonl")) == 2
+    assert not (out / "runs" / boom.run_id / "done").exists()
+    assert "in pllzoo_loss" in (out / "runs" / boom.run_id / "error.txt").read_text()
+    assert not (out / "results.csv").exists()  # as with --jobs 1: no table until every run finished
+    statuses = []  # --resume keeps the finished run, and only the failed one runs again (and fails again)
+    with pytest.raises(PLLZooError, match=r"^1 of 1 runs failed: jobtest-boom seed 1 \(RuntimeError: boom\)"):
+        bench.execute(boom_registry, [boom, proden], out, resume=True, jobs=2,
+                      on_run=lambda p, s: statuses.append((p.method.name, s)))
+    assert statuses == [("proden", "reused"), ("jobtest-boom", "started"),
+                        ("jobtest-boom", "failed: RuntimeError: boom")]
+
+
+def test_a_worker_that_dies_without_a_word_is_reported(boom_registry, tmp_path):
+    with pytest.raises(PLLZooError, match=r"jobtest-die seed 1 \(worker exited with code 3 and no report"):
+        bench.execute(boom_registry, _plans(boom_registry, ["jobtest-die"]), tmp_path, jobs=2, threads=1)
+
+
+def test_an_interrupt_in_the_parent_stops_the_workers(registry, tmp_path):
+    plans = _plans(registry, ["proden"], epochs=100_000, hp=NO_PERIODIC_CHECKPOINTS)
+
+    def interrupt(p, rec):
+        raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        bench.execute(registry, plans, tmp_path, jobs=2, on_epoch=interrupt)
+    assert not [c for c in mp.active_children() if c.name.startswith("pllzoo-job-")]
+    run = tmp_path / "runs" / plans[0].run_id  # stopped cleanly: its epoch ended with the one checkpoint
+    assert (run / "checkpoint.pt").exists() and not (run / "done").exists()
+
+
+ORPHAN = """
+import os, sys
+from pllzoo import bench
+from pllzoo.data.base import DataOptions
+from pllzoo.registry import get_registry
+reg = get_registry()
+plans = bench.plan(reg, ["proden"], "synthetic-lt", [1], DataOptions(subset=200), epochs=3000, batch_size=64,
+                   device="cpu", hp={"train.checkpoint_every": "0", "train.checkpoint_minutes": "0"})
+bench.execute(reg, plans, sys.argv[1], jobs=2, threads=1, on_epoch=lambda p, rec: os._exit(0))  # dies, no cleanup
+"""
+
+
+def test_workers_stop_themselves_when_the_parent_dies(tmp_path):
+    """No periodic checkpoints: one appears when the worker notices and stops cleanly, a few epochs in (or,
+    were it to go on, only after all 3000 epochs)."""
+    subprocess.run([sys.executable, "-c", ORPHAN, str(tmp_path)], check=True, timeout=300)
+    run = next((tmp_path / "runs").iterdir())
+    give_up = time.monotonic() + 120
+    while not (run / "checkpoint.pt").exists() and time.monotonic() < give_up:
+        time.sleep(0.2)
+    assert (run / "checkpoint.pt").exists() and len(read_jsonl(run / "log.jsonl")) < 1000
+
+
+def test_a_plugin_workers_cannot_import_is_refused_before_anything_runs(tmp_path):
+    class Local:  # a local class: pickle cannot name it
+        pass
+
+    pm, infos = make_plugin_manager()
+    pm.register(Local(), name="local")
+    reg = Registry.build(pm, infos)
+    with pytest.raises(PLLZooError, match="plugin 'local' cannot be sent to --jobs worker processes"):
+        bench.execute(reg, _plans(reg, ["proden"]), tmp_path, jobs=2)
+    assert not list((tmp_path / "runs").iterdir())
+
+
+@pytest.mark.parametrize("value", ["0", "-1", "two"])
+def test_jobs_option_is_a_positive_integer(value, tmp_path):
+    args = ["bench", "--methods", "proden", *TINY, "--jobs", value, "--out", str(tmp_path / "o")]
+    res = CliRunner().invoke(cli, args)
+    errors = [line for line in res.output.splitlines() if line.startswith("Error:")]
+    assert res.exit_code == 2 and len(errors) == 1 and "--jobs" in errors[0]
+    assert not (tmp_path / "o").exists()
+
+
+def test_jobs_help_says_when_it_pays():
+    out = CliRunner().invoke(cli, ["bench", "--help"]).output
+    assert "--jobs" in out and "GPU" in out

@@ -1,0 +1,105 @@
+"""``execute(time_limit=...)``: stop before the limit with a checkpoint; resumed parts equal one run.
+
+Time comes from :mod:`fake_clock` (10 s per epoch, 1 s per checkpoint unless told), so every stop
+decision is the same on any machine.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pandas as pd
+import pytest
+import torch
+
+import fake_clock
+from pllzoo import bench
+from pllzoo.checkpoint import TIME_LIMIT_EXIT, Stopped
+from pllzoo.data.base import DataOptions
+from pllzoo.errors import PLLZooError
+from pllzoo.results import load, read_jsonl
+
+
+def _plans(registry, methods, epochs):
+    return bench.plan(registry, methods, "synthetic-lt", [1], DataOptions(), epochs=epochs, device="cpu")
+
+
+def _records(run_dir):
+    return [{k: v for k, v in r.items() if k != "wall_s"} for r in read_jsonl(run_dir / "log.jsonl")]
+
+
+def _weights(run_dir):
+    return torch.load(run_dir / "checkpoint.pt", weights_only=False)["model"]
+
+
+def _assert_same_runs(out_a, out_b, plans):
+    for p in plans:
+        a, b = out_a / "runs" / p.run_id, out_b / "runs" / p.run_id
+        assert (a / "done").exists() and (b / "done").exists()
+        assert _records(a) == _records(b)
+        wa, wb = _weights(a), _weights(b)
+        assert wa.keys() == wb.keys() and all(torch.equal(wa[k], wb[k]) for k in wa)
+    pd.testing.assert_frame_equal(pd.read_csv(out_a / "results.csv").drop(columns="wall_s"),
+                                  pd.read_csv(out_b / "results.csv").drop(columns="wall_s"))
+
+
+def test_three_time_boxed_parts_equal_one_run(registry, tmp_path, monkeypatch):
+    clock = fake_clock.install(monkeypatch)
+    plans = _plans(registry, ["proden"], epochs=9)
+    bench.execute(registry, plans, tmp_path / "full")
+    clock.saves.clear()
+    out, run = tmp_path / "parts", tmp_path / "parts" / "runs" / plans[0].run_id
+    stops = []
+    for part in range(3):
+        try:
+            bench.execute(registry, plans, out, resume=part > 0, time_limit=35 / 60)
+        except Stopped as exc:
+            stops.append(exc)
+            assert not (run / "done").exists() and load(out).empty  # nothing claims to be finished
+            assert pd.read_csv(out / "results.csv").empty
+            assert len(read_jsonl(run / "log.jsonl")) == 3 * (part + 1)
+    assert [e.exit_code for e in stops] == [TIME_LIMIT_EXIT] * 2
+    assert "proden seed 1: stopped after epoch 3/9 of stage 'train' to stay within the time limit" in str(stops[0])
+    # each part: 3 epochs of 10 s fit in 35 s with a checkpoint, a 4th would not; the last part ends the stage
+    assert clock.saves == [(0, 2), (0, 5), (0, 8)]
+    _assert_same_runs(out, tmp_path / "full", plans)
+
+
+def test_limit_covers_the_whole_bench_and_leaves_unstarted_runs(registry, tmp_path, monkeypatch):
+    clock = fake_clock.install(monkeypatch, save_s=5.0)  # the final checkpoint is slower than first guessed
+    plans = _plans(registry, ["proden", "cc"], epochs=3)
+    out = tmp_path / "out"
+    with pytest.raises(Stopped) as stop:
+        bench.execute(registry, plans, out, time_limit=33 / 60)
+    assert "cc seed 1: stopped before it started" in str(stop.value) and "1 of 2 runs finished" in str(stop.value)
+    assert list(pd.read_csv(out / "results.csv")["method"]) == ["proden"]
+    assert not (out / "runs" / plans[1].run_id).exists()
+    clock.saves.clear()
+    bench.execute(registry, plans, out, resume=True)  # no limit: proden is reused, cc trains
+    assert clock.saves == [(0, 2)]
+    clock.saves.clear()
+    bench.execute(registry, plans, tmp_path / "full")
+    _assert_same_runs(out, tmp_path / "full", plans)
+
+
+def test_a_run_stopped_mid_way_resumes_in_the_next_bench(registry, tmp_path, monkeypatch):
+    fake_clock.install(monkeypatch)
+    plans = _plans(registry, ["proden", "cc"], epochs=3)
+    out = tmp_path / "out"
+    with pytest.raises(Stopped, match=r"cc seed 1: stopped after epoch 1/3 .*; 1 of 2 runs finished"):
+        bench.execute(registry, plans, out, time_limit=45 / 60)
+    cc_dir = out / "runs" / plans[1].run_id
+    assert torch.load(cc_dir / "checkpoint.pt", weights_only=False)["epoch"] == 0
+    env = json.loads((cc_dir / "env.json").read_text())
+    assert env["bookkeeping"] == {"checkpoint_every": 0, "checkpoint_minutes": 10.0}
+    bench.execute(registry, plans, out, resume=True, time_limit=45 / 60)
+    bench.execute(registry, plans, tmp_path / "full")
+    _assert_same_runs(out, tmp_path / "full", plans)
+
+
+def test_time_limit_needs_jobs_1_and_a_positive_value(registry, tmp_path):
+    plans = _plans(registry, ["proden"], epochs=1)
+    with pytest.raises(PLLZooError, match="--jobs 1 only"):
+        bench.execute(registry, plans, tmp_path, jobs=2, time_limit=1)
+    with pytest.raises(PLLZooError, match="must be > 0"):
+        bench.execute(registry, plans, tmp_path, time_limit=0)
