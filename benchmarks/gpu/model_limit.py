@@ -1,0 +1,60 @@
+"""ResNet-18 (CIFAR stem) training-step throughput on a GPU: eager vs torch.compile, batch 256 and 512.
+
+    python benchmarks/gpu/model_limit.py [--runs eager:256,eager:512,default:256,reduce-overhead:256]
+
+Random float inputs already on the device, channels-last, bf16 autocast, SGD with momentum; 5 warm-up
+steps (which include compilation), then 30 timed steps.  It answers one question: is a step of this
+size bound by the GPU or by launching its kernels from Python?  (Per-step time that does not grow
+with the batch, and CUDA graphs that help, mean the latter.)
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+
+import torch
+
+from pllzoo.models import build_model
+
+
+def bench(mode: str, bs: int, steps: int = 30) -> float:
+    d = torch.device("cuda")
+    net = build_model("resnet18", 10, (3, 32, 32)).to(d).to(memory_format=torch.channels_last).train()
+    if mode != "eager":
+        net.compile(mode=mode)
+    opt = torch.optim.SGD(net.parameters(), lr=0.01, momentum=0.9)
+    x = torch.randn(bs, 3, 32, 32, device=d).contiguous(memory_format=torch.channels_last)
+    y = torch.randint(0, 10, (bs,), device=d)
+
+    def one() -> None:
+        with torch.autocast("cuda", dtype=torch.bfloat16):
+            loss = torch.nn.functional.cross_entropy(net(x).float(), y)
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        opt.step()
+
+    t = time.perf_counter()
+    for _ in range(5):
+        one()
+    torch.cuda.synchronize()
+    warm = time.perf_counter() - t
+    t = time.perf_counter()
+    for _ in range(steps):
+        one()
+    torch.cuda.synchronize()
+    rate = bs * steps / (time.perf_counter() - t)
+    print(f"{mode} bs={bs}: {rate:,.0f} img/s (warm-up {warm:.1f} s)", flush=True)
+    return rate
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--runs", default="eager:256,eager:512,default:256,reduce-overhead:256")
+    for run in ap.parse_args().runs.split(","):
+        mode, bs = run.split(":")
+        bench(mode, int(bs))
+
+
+if __name__ == "__main__":
+    main()
