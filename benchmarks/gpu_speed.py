@@ -13,6 +13,8 @@
     images × passes per second: every train-mode forward pass counts its rows (SoLar: weak, strong
     and mixup passes), divided by the epoch time.  Throughput / model-only limit is the issue's
     "≥ 60 %" measure.
+Extra ``--hp KEY=VALUE`` apply to every method run, e.g. ``--hp train.compile=reduce-overhead``.
+
 (c) **Each method, the PIL views**: the same with ``train.strong_view=strong`` (and PiCO's weak view
     unchanged), i.e. the strong view on PIL images through the view pool (``--view-workers``, the
     previous default on CUDA).  Run the script with ``PYTHONPATH`` pointing at an older checkout to
@@ -87,6 +89,7 @@ def method_speed(method: str, path: str, args: argparse.Namespace, reg) -> dict:
     hp = {"train.model": args.model, **({"estimator.est_epochs": "0"} if method == "solar" else {})}
     if path == "pil":
         hp["train.strong_view"] = "strong"
+    hp.update(bench.parse_overrides(args.hp))  # e.g. train.compile=reduce-overhead
     options = DataOptions(data_dir=args.data_dir, phi=0.5, imb=100, subset=args.subset, download=False)
     (plan,) = bench.plan(reg, [method], "cifar10lt", [1], options, epochs=args.epochs, hp=hp, device=args.device,
                          view_workers=None if path == "pil" else 0)
@@ -126,7 +129,7 @@ def method_speed(method: str, path: str, args: argparse.Namespace, reg) -> dict:
     s_per_epoch = statistics.median(epoch_s[i] for i in keep)
     passes = statistics.median(epoch_rows[i] for i in keep)
     return {
-        "method": method, "path": path, "strong_view": plan.train.strong_view, "weak_view": plan.train.weak_view,
+        "method": method, "path": path + "".join(f" {h}" for h in args.hp), "strong_view": plan.train.strong_view, "weak_view": plan.train.weak_view,
         "view_workers": plan.view_workers, "epochs": len(epoch_s), "timed_epochs": len(keep),
         "train_images": plan.data.num_train, "s_per_epoch": s_per_epoch, "epoch_s": epoch_s,
         "image_passes_per_epoch": passes, "image_passes_per_s": passes / s_per_epoch,
@@ -165,6 +168,7 @@ def main() -> None:
     ap.add_argument("--epochs", type=int, default=6)
     ap.add_argument("--warmup", type=int, default=2, help="epochs left out of the median")
     ap.add_argument("--subset", type=int, default=None, help="smoke runs only")
+    ap.add_argument("--hp", action="append", default=[], help="extra pllzoo --hp for every method run (repeatable)")
     ap.add_argument("--out", type=Path, default=None)
     args = ap.parse_args()
     device = torch.device(args.device)

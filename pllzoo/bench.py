@@ -35,7 +35,7 @@ from pllzoo.errors import PLLZooError, UnknownNameError
 from pllzoo.hparams import as_dict, override
 from pllzoo.registry import Registry
 from pllzoo.results import RESULT_COLUMNS, env_info, final_rows, read_jsonl, run_id, write_json, write_jsonl
-from pllzoo.run import BOOKKEEPING_FIELDS, TrainConfig
+from pllzoo.run import BOOKKEEPING_FIELDS, HASHED_UNLESS_DEFAULT, TrainConfig
 from pllzoo.threads import default_threads, set_threads
 from pllzoo.trainer import Trainer, resolve_device
 
@@ -116,6 +116,13 @@ def device_views(cfg: TrainConfig, device: str, explicit: dict[str, str]) -> Tra
     return dataclasses.replace(cfg, **swap)
 
 
+def hashed_train(cfg: TrainConfig) -> dict[str, Any]:
+    """The trainer settings that name a run: all but the bookkeeping ones, and the later additions at their defaults."""
+    defaults = {f.name: f.default for f in dataclasses.fields(TrainConfig)}
+    return {k: v for k, v in as_dict(cfg).items()
+            if k not in BOOKKEEPING_FIELDS and not (k in HASHED_UNLESS_DEFAULT and v == defaults[k])}
+
+
 def carve(data: PLLData, options: DataOptions, seed: int) -> PLLData:
     """Apply the loader-independent options: ``subset`` (smoke runs), then ``holdout``."""
     if options.subset is not None:
@@ -151,7 +158,7 @@ def plan(
                 "method": recipe.name, "dataset": data.name, "seed": seed, "device": resolved_device,
                 "recipe": {s: c.name for s, c in comps.items()},
                 "hparams": {s: as_dict(c.hp) for s, c in comps.items()},
-                "train": {k: v for k, v in as_dict(cfg).items() if k not in BOOKKEEPING_FIELDS},  # see module doc
+                "train": hashed_train(cfg),  # see module doc
                 "data": {**as_dict(options), "seed": seed, **data.info, "train_counts": data.train_counts.tolist()},
             }
             pooled = workers if prefetch.uses_pool(data.kind, views_of(comps), cfg.strong_view) else 0

@@ -34,12 +34,18 @@ class TrainConfig:
     amp: bool = hp(True, "autocast the network on CUDA (label maths stays float32)")
     checkpoint_every: int = hp(0, "bookkeeping: checkpoint every N epochs (0: off); always at a stage's end")
     checkpoint_minutes: float = hp(10.0, "bookkeeping: checkpoint once M minutes passed since the last one (0: off)")
+    compile: str = hp("none", "torch.compile the network: none | default | reduce-overhead (CUDA graphs)",
+                      choices=("none", "default", "reduce-overhead"))
 
 
 BOOKKEEPING_FIELDS = frozenset({"checkpoint_every", "checkpoint_minutes"})
 """TrainConfig fields that decide when checkpoints are written and never change a number: left out
 of the hashed run config (:func:`pllzoo.bench.plan`, so ``--resume`` finds the run under any
 setting) and recorded in the run's env.json instead."""
+
+HASHED_UNLESS_DEFAULT = frozenset({"compile"})
+"""TrainConfig fields added after runs were recorded: part of the run id only when set to something
+other than their default, so the recorded runs keep their ids (:func:`pllzoo.bench.plan`)."""
 
 
 @dataclass(frozen=True)
