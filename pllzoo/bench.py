@@ -28,7 +28,7 @@ from typing import Any, Callable
 import pandas as pd
 
 from pllzoo import checkpoint, prefetch
-from pllzoo.components import SLOTS, Method, views_of
+from pllzoo.components import Method, views_of
 from pllzoo.data.base import DataOptions, PLLData
 from pllzoo.data.holdout import hold_out, subsample
 from pllzoo.errors import PLLZooError, UnknownNameError
@@ -37,7 +37,8 @@ from pllzoo.registry import Registry
 from pllzoo.results import RESULT_COLUMNS, env_info, final_rows, read_jsonl, run_id, write_json, write_jsonl
 from pllzoo.run import BOOKKEEPING_FIELDS, HASHED_UNLESS_DEFAULT, TrainConfig
 from pllzoo.threads import default_threads, set_threads
-from pllzoo.trainer import Trainer, resolve_device
+from pllzoo.devices import resolve_device
+from pllzoo.trainer import Trainer
 
 
 @dataclass

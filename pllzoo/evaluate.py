@@ -22,7 +22,8 @@ from pllzoo.data.base import DataOptions
 from pllzoo.errors import PLLZooError
 from pllzoo.registry import Registry
 from pllzoo.run import TrainConfig
-from pllzoo.trainer import Trainer, resolve_device
+from pllzoo.devices import resolve_device
+from pllzoo.trainer import Trainer
 
 
 def _options(recorded: dict[str, Any], data_dir: Path | None) -> DataOptions:

@@ -26,58 +26,20 @@ from typing import Any, Callable
 
 import pluggy
 import torch
-import torch.nn.functional as F
 
 from pllzoo import augment, hookspecs, prefetch
 from pllzoo.checkpoint import (Bookkeeper, load_checkpoint, save_checkpoint, save_guess_s, signal_stop, stop_requested,
                                stop_signals, time_stop)
 from pllzoo.components import Component, views_of
 from pllzoo.data.base import PLLData
+from pllzoo.devices import compile_model
 from pllzoo.errors import PLLZooError
 from pllzoo.metrics import covering_rate, evaluate, shot_groups
 from pllzoo.models import build_model
 from pllzoo.run import Batch, Run, Stage, Step, TrainConfig
+from pllzoo.schedule import lr_at
 from pllzoo.seeding import derive_seed
 from pllzoo.state import PLLState
-
-
-def resolve_device(name: str) -> torch.device:
-    """``auto`` → CUDA when present, else CPU; ``cuda`` without a GPU is an error."""
-    if name == "auto":
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    if name.startswith("cuda") and not torch.cuda.is_available():
-        raise PLLZooError("--device cuda asked for, but torch sees no CUDA device; use --device auto or cpu")
-    return torch.device(name)
-
-
-def lr_at(config: TrainConfig, epoch: int) -> float:
-    """LR of an epoch (0-based); the horizon of cosine is ``config.epochs`` in every stage."""
-    if config.schedule == "constant":
-        return config.lr
-    if config.schedule == "step":  # SoLar: lr * decay ** #{m : epoch > m}
-        return config.lr * config.lr_decay ** sum(epoch > m for m in config.milestones)
-    if config.schedule == "cosine":
-        lr_min = config.lr * config.cosine_min_factor
-        progress = min(epoch, config.epochs) / config.epochs  # a stage longer than the horizon stays at lr_min
-        return lr_min + (config.lr - lr_min) * (1 + math.cos(math.pi * progress)) / 2
-    raise PLLZooError(f"unknown schedule {config.schedule!r}; valid: constant, step, cosine")
-
-
-def compile_model(model: torch.nn.Module, mode: str) -> None:
-    """``torch.compile`` the network in place (its state-dict keys stay), in ``mode``.
-
-    The trainer's passes are launch-bound on a GPU at batch 256 (``benchmarks/gpu/README.md``: eager
-    ResNet-18 26.6k img/s, CUDA graphs 58.6k).  With ``reduce-overhead`` the fixed-shape passes (the
-    weak and strong batches, evaluation batches) replay CUDA graphs; passes whose size depends on
-    the data (SoLar's mixup over the reliable rows) run compiled without graphs rather than
-    recording one graph per size.  Each step starts with ``cudagraph_mark_step_begin``
-    (:meth:`Trainer.step`), so graph outputs of the previous step may be overwritten.
-    """
-    if mode == "reduce-overhead":
-        import torch._inductor.config as inductor_config
-
-        inductor_config.triton.cudagraph_skip_dynamic_graphs = True
-    model.compile(mode=mode)
 
 
 def make_run_manager(components: dict[str, Component]) -> pluggy.PluginManager:

@@ -10,8 +10,13 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from typing import TYPE_CHECKING
+
 import pytest
 import torch
+
+if TYPE_CHECKING:  # pragma: no cover
+    from pllzoo.data.base import PLLData
 
 os.environ["PLLZOO_LOAD_PLUGINS"] = "baselines,solar"
 

@@ -21,7 +21,6 @@ from dataclasses import dataclass, replace
 import torch
 
 from pllzoo import Method, PLLState, Step, hookimpl, hp
-from pllzoo.losses import masked_mean
 from pllzoo_baselines.protocol import ProtocolHParams, ProtocolLoss
 
 

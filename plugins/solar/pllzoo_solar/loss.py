@@ -43,13 +43,6 @@ class SolarLossHParams:
     first_epoch_rn: bool = hp(True, "first epoch of a stage: re-normalised loss on all samples (code)")
 
 
-def mixup_coefficient(generator: torch.Generator, alpha: float) -> float:
-    """l = max(l', 1 − l') with l' ~ Beta(α, α), drawn from the run's generator."""
-    seed = int(torch.randint(2**31 - 1, (1,), generator=generator))
-    lam = float(np.random.RandomState(seed).beta(alpha, alpha))
-    return max(lam, 1.0 - lam)
-
-
 class SolarLoss(Component):
     """η-weighted reliable-sample terms plus the re-normalised loss on the rest."""
 

@@ -1,0 +1,33 @@
+"""Where a run trains: the device named on the command line, and the compiled network on it."""
+
+from __future__ import annotations
+
+import torch
+
+from pllzoo.errors import PLLZooError
+
+
+def resolve_device(name: str) -> torch.device:
+    """``auto`` → CUDA when present, else CPU; ``cuda`` without a GPU is an error."""
+    if name == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    if name.startswith("cuda") and not torch.cuda.is_available():
+        raise PLLZooError("--device cuda asked for, but torch sees no CUDA device; use --device auto or cpu")
+    return torch.device(name)
+
+
+def compile_model(model: torch.nn.Module, mode: str) -> None:
+    """``torch.compile`` the network in place (its state-dict keys stay), in ``mode``.
+
+    The trainer's passes are launch-bound on a GPU at batch 256 (``benchmarks/gpu/README.md``: eager
+    ResNet-18 26.6k img/s, CUDA graphs 58.6k).  With ``reduce-overhead`` the fixed-shape passes (the
+    weak and strong batches, evaluation batches) replay CUDA graphs; passes whose size depends on
+    the data (SoLar's mixup over the reliable rows) run compiled without graphs rather than
+    recording one graph per size.  Each step starts with ``cudagraph_mark_step_begin``
+    (:meth:`Trainer.step`), so graph outputs of the previous step may be overwritten.
+    """
+    if mode == "reduce-overhead":
+        import torch._inductor.config as inductor_config
+
+        inductor_config.triton.cudagraph_skip_dynamic_graphs = True
+    model.compile(mode=mode)
