@@ -185,8 +185,6 @@ def execute(
     for the whole bench; on a clean stop (time limit, SIGINT/SIGTERM) ``results.csv`` lists the finished
     runs only and :class:`~pllzoo.checkpoint.Stopped` is raised.
     """
-    if time_limit is not None and jobs > 1:
-        raise PLLZooError("--time-limit works with --jobs 1 only; drop one of them")
     if time_limit is not None and time_limit <= 0:
         raise PLLZooError(f"--time-limit must be > 0 minutes, got {time_limit:g}")
     deadline = checkpoint.clock() + 60 * time_limit if time_limit is not None else None
@@ -218,9 +216,16 @@ def execute(
                                              exc.exit_code) from None
             finals.append(records[-1])
     if todo:
-        from pllzoo.jobs import run_parallel
+        from pllzoo.jobs import RunsStopped, run_parallel
 
-        for i, record in run_parallel(registry, plans, runs_dir, resume, todo, jobs, on_epoch, on_run, threads).items():
+        try:
+            done = run_parallel(registry, plans, runs_dir, resume, todo, jobs, on_epoch, on_run, threads, deadline)
+        except RunsStopped as exc:
+            for i, record in exc.finals.items():
+                finals[i] = record
+            n_done = len(_write_rows(out, plans, finals))
+            raise checkpoint.Stopped(f"{exc}; {n_done} of {len(plans)} runs finished", exc.exit_code) from None
+        for i, record in done.items():
             finals[i] = record
     return _write_rows(out, plans, finals)
 

@@ -37,6 +37,10 @@ traceback in its folder as ``error.txt``, and the other runs go on; at the end
 reported the same way.  Ctrl-C (or any exception) in the parent stops the workers as the sequential
 path stops its run: each ends its current epoch with a checkpoint (a second Ctrl-C kills them), so
 ``--resume`` continues every run.  A worker whose parent died stops itself the same way.
+
+Time limit.  ``--time-limit`` gives every worker the bench's deadline on ``time.monotonic`` (one clock
+for all processes): each stops at an epoch boundary with a checkpoint before it, runs not started by
+then wait, and :class:`RunsStopped` reports the clean stops with the finished runs' records.
 """
 
 from __future__ import annotations
@@ -57,6 +61,8 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any, Callable
 
+from pllzoo import checkpoint
+from pllzoo.checkpoint import TIME_LIMIT_EXIT, Stopped
 from pllzoo.errors import PLLZooError
 from pllzoo.threads import default_threads, set_threads
 
@@ -119,7 +125,8 @@ def _watch_parent(alive) -> None:
     os.kill(os.getpid(), signal.SIGTERM)
 
 
-def _child(blob: bytes, specs, sys_path: list[str], run_dir: str, resume: bool, threads: int, conn, alive) -> None:
+def _child(blob: bytes, specs, sys_path: list[str], run_dir: str, resume: bool, threads: int, deadline: float | None,
+           conn, alive) -> None:
     """Worker body: train one plan, sending each step of it (and each warning) through ``conn``.
 
     SIGINT is ignored (Ctrl-C reaches the whole process group; the parent decides).  SIGTERM keeps
@@ -137,17 +144,16 @@ def _child(blob: bytes, specs, sys_path: list[str], run_dir: str, resume: bool, 
     sys.path[:0] = [p for p in sys_path if p not in sys.path]  # the parent's, so its plugin modules import
     set_threads(threads)
     from pllzoo import bench
-    from pllzoo.checkpoint import Stopped
 
     run_dir = Path(run_dir)
     try:
         (run_dir / "error.txt").unlink(missing_ok=True)
         registry, plan = _rebuild_registry(specs), pickle.loads(blob)
         records = bench._train(registry, plan, run_dir, resume, on_epoch=lambda p, rec: send("epoch", rec),
-                               on_run=lambda p, status: send("run", status), threads=threads)
+                               on_run=lambda p, status: send("run", status), deadline=deadline, threads=threads)
         send("done", records[-1])
-    except Stopped as exc:  # a clean stop (SIGTERM) with a checkpoint: --resume continues, no error
-        send("failed", describe(exc))
+    except Stopped as exc:  # a clean stop (time limit, SIGTERM) with a checkpoint: --resume continues, no error
+        send("stopped", (describe(exc), exc.exit_code))
     except Exception as exc:
         run_dir.mkdir(parents=True, exist_ok=True)
         (run_dir / "error.txt").write_text(traceback.format_exc())
@@ -174,14 +180,19 @@ def run_parallel(
     registry, plans: list, runs_dir: Path, resume: bool, todo: list[int], jobs: int,
     on_epoch: Callable[[Any, dict[str, Any]], None] | None = None,
     on_run: Callable[[Any, str], None] | None = None,
-    threads: int | None = None,
+    threads: int | None = None, deadline: float | None = None,
 ) -> dict[int, dict[str, Any]]:
     """Train ``plans[i]`` for ``i`` in ``todo`` into ``runs_dir/<run-id>``, up to ``jobs`` at a time.
 
     :param todo: indices into ``plans``, started in this order (the caller has cleared or kept their folders).
     :param threads: torch threads per worker; ``None``: :func:`pllzoo.threads.default_threads` of ``jobs``.
+    :param deadline: a :data:`pllzoo.checkpoint.clock` time (``time.monotonic``, the same clock in every
+        process): each worker stops by it at an epoch boundary with a checkpoint; runs not started by then
+        are left for ``--resume``.
     :returns: index → final record, for every index in ``todo``.
     :raises PLLZooError: one line naming every failed run, after the others have finished.
+    :raises RunsStopped: some runs stopped cleanly (time limit, SIGTERM) and none failed; it carries the
+        final records of the runs that did finish.
     """
     specs = plugin_specs(registry)  # an unpicklable plugin fails here, before anything starts
     threads = threads or default_threads(jobs)
@@ -191,6 +202,7 @@ def run_parallel(
     running: dict[int, tuple[Any, Any]] = {}  # index → (process, the read end of its pipe)
     finals: dict[int, dict[str, Any]] = {}
     failed: dict[int, str] = {}
+    stopped: dict[int, tuple[str, int]] = {}  # index → (one line, exit status)
 
     def handle(i: int, kind: str, payload: Any) -> None:
         if kind == "epoch" and on_epoch:
@@ -205,15 +217,22 @@ def run_parallel(
             failed[i] = payload
             if on_run:
                 on_run(plans[i], f"failed: {payload}")
+        elif kind == "stopped":
+            stopped[i] = payload
+            if on_run:
+                on_run(plans[i], "stopped")
 
     def start(i: int) -> None:
+        if deadline is not None and checkpoint.clock() >= deadline:
+            handle(i, "stopped", ("stopped before it started to stay within the time limit", TIME_LIMIT_EXIT))
+            return
         try:
             blob = pickle.dumps(plans[i])
         except Exception as exc:
             handle(i, "failed", f"its plan cannot be sent to a worker ({describe(exc)}); use --jobs 1")
             return
         reader, writer = ctx.Pipe(duplex=False)
-        args = (blob, specs, list(sys.path), str(runs_dir / plans[i].run_id), resume, threads, writer, alive)
+        args = (blob, specs, list(sys.path), str(runs_dir / plans[i].run_id), resume, threads, deadline, writer, alive)
         proc = ctx.Process(target=_child, args=args, name=f"pllzoo-job-{i}")
         proc.start()
         writer.close()  # the worker has its own copy
@@ -232,7 +251,7 @@ def run_parallel(
                     proc.join()
                     reader.close()
                     del running[i]
-                    if i not in finals and i not in failed:
+                    if i not in finals and i not in failed and i not in stopped:
                         why = f"worker exited with code {proc.exitcode} and no report (killed? out of memory?)"
                         handle(i, "failed", why)
     finally:
@@ -243,7 +262,19 @@ def run_parallel(
         names = "; ".join(f"{_name(plans[i])} ({why})" for i, why in sorted(failed.items()))
         raise PLLZooError(f"{len(failed)} of {len(todo)} runs failed: {names}. The others finished in {runs_dir}; "
                           "fix the cause and rerun with --resume to run only the failed ones")
+    if stopped:
+        first = min(stopped)
+        names = "; ".join(f"{_name(plans[i])}: {why}" for i, (why, _) in sorted(stopped.items()))
+        raise RunsStopped(names, stopped[first][1], finals)
     return finals
+
+
+class RunsStopped(Stopped):
+    """Some worker runs stopped cleanly; ``finals`` holds the final records of those that finished."""
+
+    def __init__(self, message: str, exit_code: int, finals: dict[int, dict[str, Any]]) -> None:
+        super().__init__(message, exit_code)
+        self.finals = finals
 
 
 def _received(reader) -> list[tuple]:
