@@ -23,6 +23,10 @@ Deviations:
     head trained with the network); the confidence update runs inside ``pico.loss`` because it needs
     the projections computed with gradients there; ``pico.confidence`` owns W and hands W_idx to the
     other slots.
+  * state: m of l.7 is not carried from one epoch to the next on the component (a resume reset it
+    to 0.99, issue 12); ``pllzoo_on_epoch_start`` derives it from the epoch, with the same values.
+    Everything else that changes in training is in the PLLState (W, prototypes, queue) or in the
+    checkpointed modules (head, key encoder).  Test: tests/test_resume_every_method.py.
   * no consistency/mixup (the SoLar paper runs PiCO without them); PiCO's own SimAugment weak view is
     ``--hp train.weak_view=simaugment``.
 """
@@ -94,7 +98,7 @@ class PiCOLoss(Component):
         state.pico_queue = F.normalize(torch.randn(n, d, device=run.device), dim=0)  # upstream's dim-0 quirk
         state.pico_queue_labels = torch.full((n,), -1, dtype=torch.long, device=run.device)
         state.pico_queue_ptr = torch.zeros((), dtype=torch.long, device=run.device)
-        self.epochs, self.m = run.config.epochs, 0.99
+        self.epochs = run.config.epochs  # E of l.7; m itself is derived from the epoch (pllzoo_on_epoch_start)
 
     @hookimpl
     def pllzoo_modules(self, run: Run) -> dict[str, torch.nn.Module]:
@@ -107,7 +111,13 @@ class PiCOLoss(Component):
 
     @hookimpl
     def pllzoo_on_epoch_start(self, epoch: int) -> None:
+        """The epoch, and the m that upstream's after-epoch update (l.7) of epoch − 1 left (0.99 before any)."""
         self.epoch = epoch
+        self.m = 0.99 if epoch == 0 else self.confidence_momentum(epoch - 1)
+
+    def confidence_momentum(self, epoch: int) -> float:
+        """m after epoch ``epoch`` (l.7): 0.95 + (e/E)·(0.8 − 0.95)."""
+        return self.hp.conf_ema_start + (epoch / self.epochs) * (self.hp.conf_ema_end - self.hp.conf_ema_start)
 
     @hookimpl
     def pllzoo_loss(self, step: Step, state: PLLState) -> torch.Tensor:
@@ -139,10 +149,6 @@ class PiCOLoss(Component):
         state.pico_queue = state.pico_queue.index_copy(0, rows, k)
         state.pico_queue_labels = state.pico_queue_labels.index_copy(0, rows, labels)
         state.pico_queue_ptr = (state.pico_queue_ptr + k.shape[0]) % n
-
-    @hookimpl
-    def pllzoo_on_epoch_end(self, epoch: int) -> None:
-        self.m = self.hp.conf_ema_start + (epoch / self.epochs) * (self.hp.conf_ema_end - self.hp.conf_ema_start)  # l.7
 
 
 class PiCOConfidence(Confidence):
