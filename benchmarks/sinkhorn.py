@@ -1,6 +1,6 @@
 """Time SoLar's Sinkhorn kernel on CPU against the reference 50-iteration loop and POT's solvers.
 
-Problem (spec §1.4, §6): Ñ = 16,640 rows (a full 64×256 queue plus one batch of 256), λ = 3, and
+Problem (SoLar code: utils/utils_algo.py `sinkhorn`): Ñ = 16,640 rows (a full 64×256 queue plus one batch of 256), λ = 3, and
 K ∈ {10, 100, 400}.
 Labels are drawn from a long-tailed prior r_j ∝ γ^(−j/(K−1)) with γ = 100. Each row's candidate set is its
 label plus every other class independently with probability φ (K=10: φ=0.5; K=100: φ=0.05; K=400: φ=0.01,

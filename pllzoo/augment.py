@@ -6,7 +6,7 @@ as it was.  ``weak`` and Cutout are tensor ops over the whole batch.  RandAugmen
 SimCLR ops go through torchvision v2 on PIL images, one sample at a time (torchvision applies
 one op set per call), which is also what the reference code runs.
 
-``strong`` is SoLar's strong view (SOLAR:utils/randaugment.py, spec §1.10): RandomAugment(3, 5),
+``strong`` is SoLar's strong view (SoLar code: utils/randaugment.py): RandomAugment(3, 5),
 i.e. three ops drawn with replacement from 14, each with its own magnitude v ~ U[lo, hi]; then
 Cutout (side U[0, 0.5)·W, random centre, box clipped to the image, RGB (125, 123, 114), same
 geometry as the reference's PIL code, see :func:`cutout`); then the weak crop + flip.
@@ -90,7 +90,7 @@ def weak(x: torch.Tensor, gen: torch.Generator, padding: int = 4) -> torch.Tenso
 
 
 def cutout(x: torch.Tensor, gen: torch.Generator, max_frac: float = 0.5, fill: Sequence[int] = CUTOUT_FILL) -> torch.Tensor:
-    """Paint one box per sample, as the reference Cutout does with PIL (spec §1.10).
+    """Paint one box per sample, as the reference Cutout does with PIL (SoLar code: utils/randaugment.py).
 
     side s ~ U[0, max_frac)·W (s = 0: no box); centre c ~ U(1, W] (the reference calls
     ``np.random.uniform(w)``, i.e. low=w, high=1); corner x0 = int(max(0, c - s/2)),

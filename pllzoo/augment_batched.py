@@ -10,7 +10,7 @@ concern), so with a CUDA generator a view is a stream of kernels with no sync.  
 ``nonzero`` costs nothing, each stage runs only on the samples that need it (``subset``); both
 paths give the same output (tested).  The PIL views ``strong`` and ``simaugment`` are unchanged.
 
-* ``strong_batched``: the reference RandomAugment(3, 5) (:mod:`pllzoo.augment_ops`, spec §1.10;
+* ``strong_batched``: the reference RandomAugment(3, 5) (:mod:`pllzoo.augment_ops`, SoLar code: utils/randaugment.py;
   continuous magnitudes v ~ U[lo, hi] like the reference, not torchvision's 32 bins) → Cutout
   (:func:`pllzoo.augment.cutout`) → weak crop + flip (:func:`pllzoo.augment.weak`).
 * ``simaugment_batched``: RandomResizedCrop(32, scale (0.2, 1), ratio (3/4, 4/3)) with

@@ -1,6 +1,6 @@
 """The reference RandomAugment(3, 5) as batched tensor ops: each sample gets its own ops and magnitudes.
 
-SOLAR:utils/randaugment.py (spec §1.10) draws, per image, 3 ops with replacement from the 14 in
+SoLar's utils/randaugment.py draws, per image, 3 ops with replacement from the 14 in
 :data:`OPS` and a magnitude v ~ U[lo, hi] for each, then calls PIL.  Here one call handles a
 whole ``uint8 [B, C, H, W]`` batch on any device: :func:`sample_randaugment` draws the op indices
 and magnitudes from a ``torch.Generator`` on its own device, and :func:`apply_randaugment` applies

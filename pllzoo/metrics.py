@@ -1,6 +1,6 @@
 """Accuracy overall, per class, and per many/medium/few shot group.
 
-Shot groups follow the SoLar code (spec §1.11): sort the *training* class
+Shot groups follow the SoLar code (train.py `test`, utils/utils_algo.py `AccurracyShot`): sort the *training* class
 counts ascending into ``s``; ``many_thr = s[K - M - 1]``, ``few_thr = s[F]``;
 Many = counts > many_thr, Few = counts < few_thr, Medium = the rest, with
 ``M = F = K // 3`` (3/3 on CIFAR-10, 33/33 on CIFAR-100, 66 on CUB, 132 on SUN —

@@ -4,7 +4,7 @@ Methods that need features (PiCO's projection head, VALEN's graph) call ``featur
 ``forward_with_features``; everything else calls ``forward`` for logits.  Models are looked up
 by name in ``MODELS`` and built with :func:`build_model`:
 
-* ``resnet18`` — the CIFAR ResNet-18 of SoLar/PiCO (spec §1.9), built from torchvision's
+* ``resnet18`` — the CIFAR ResNet-18 of SoLar/PiCO (SoLar code: resnet.py), built from torchvision's
   ``resnet18``: 3×3 stride-1 stem, no max-pool, 512-d features;
 * ``cnn``      — a small, fast 3-block CNN (32/64/128 channels, conv→pool→BN→ReLU) for CPU runs, 128-d;
 * ``linear``   — logits = W·x + b on flattened tabular input (PRODEN/VALEN convention);

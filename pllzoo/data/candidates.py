@@ -1,4 +1,4 @@
-"""Candidate-set generation from a label transition matrix (spec §2.3).
+"""Candidate-set generation from a label transition matrix (SoLar code: utils/utils_data.py).
 
 Every generator is "flip each label ``j`` into the set independently with probability
 ``T[y, j]``", with ``T[y, y] = 1`` so the true label is always a candidate:

@@ -1,6 +1,6 @@
 """CIFAR-10-LT, CIFAR-100-LT and CIFAR-100-H-LT partial-label sets, generated as SoLar does.
 
-Generation (spec §2, SOLAR:utils/utils_data.py): ``rng = RandomState(seed)`` (the same
+Generation (SoLar code: utils/utils_data.py): ``rng = RandomState(seed)`` (the same
 stream as the reference's ``np.random.seed``), then the long-tail subsample of the
 training split (:mod:`pllzoo.data.longtail`, ``n_max = N / K``), then one uniform draw
 for the candidate sets (:mod:`pllzoo.data.candidates`).  The test set is the full,
@@ -35,7 +35,7 @@ from pllzoo.errors import PLLZooError
 SOLAR_CIFAR_DEFAULTS = TrainDefaults(
     model="resnet18", epochs=1000, lr=0.01, weight_decay=1e-3, batch_size=256,
     schedule="step", milestones=(700, 800, 900), momentum=0.9,
-    source="SoLar README CIFAR commands (hbzju/SoLar@7311c876, spec §1.8/§1.13): "
+    source="SoLar README CIFAR commands (hbzju/SoLar@7311c876, README and train.py arguments): "
     "--epochs 1000 --lr 0.01 --wd 1e-3 --batch-size 256, no --cosine so step decay x0.1 at 700/800/900",
 )
 JPEG_NOTE = ("JPEG-recompressed (PSNR ~30 dB) and class-sorted copy of CIFAR-10: the same seed "
@@ -55,7 +55,7 @@ class CifarVariant:
     std: tuple[float, float, float]
 
 
-_C10 = ((0.4914, 0.4822, 0.4465), (0.247, 0.243, 0.261))  # spec §1.10
+_C10 = ((0.4914, 0.4822, 0.4465), (0.247, 0.243, 0.261))  # SoLar code: utils/cifar10.py
 _C100 = ((0.5071, 0.4867, 0.4408), (0.2675, 0.2565, 0.2761))
 VARIANTS: dict[str, CifarVariant] = {
     "cifar10lt": CifarVariant("cifar10lt", "cifar10", 0.5, 100.0, False, *_C10),

@@ -1,6 +1,6 @@
 """The CIFAR-100 label names and its standard 20 superclasses of 5 fine classes each.
 
-Used by the hierarchical candidate generator (CIFAR-100-H, spec §2.3), which keys the
+Used by the hierarchical candidate generator (CIFAR-100-H, SoLar code: utils/utils_data.py), which keys the
 partition on fine-label *names*, so it does not depend on how a copy orders its labels.
 """
 

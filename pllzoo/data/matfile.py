@@ -1,4 +1,4 @@
-"""Real-world PLL sets stored as MATLAB ``.mat`` files (spec §4, paper App. C.6).
+"""Real-world PLL sets stored as MATLAB ``.mat`` files (SoLar paper App. C.6).
 
 Two layouts are read with ``scipy.io.loadmat``:
 
@@ -11,7 +11,7 @@ Two layouts are read with ``scipy.io.loadmat``:
 the run seed (:mod:`pllzoo.data.splits`: ``uniform`` 80/20 or the paper's ``balanced``
 test set), then features are z-scored with the training split's mean and std (std 0 -> 1).
 The test split keeps only true labels.  Training defaults follow PRODEN's tabular
-settings (spec §3.1).
+settings (official code: Lvcrezia77/PRODEN).
 """
 
 from __future__ import annotations
@@ -48,7 +48,7 @@ LAYOUTS: dict[str, tuple[str, str, str]] = {  # layout -> (features, true labels
     "palm": ("data", "target", "partial_target"),
     "proden": ("features", "logitlabels", "p_labels"),
 }
-PRODEN_SOURCE = ("PRODEN parameter_settings.txt (Lv et al., ICML 2020; spec §3.1): "
+PRODEN_SOURCE = ("PRODEN parameter_settings.txt (Lv et al., ICML 2020; official code: Lvcrezia77/PRODEN): "
                  "linear, SGD m=0.9, bs 100, 500 epochs, no decay")
 _LR_WD: dict[str, tuple[float, float]] = {  # PRODEN's per-dataset (lr, weight decay)
     "lost": (1e-2, 1e-2), "birdsong": (1e-2, 1e-4), "soccer": (1e-1, 1e-4), "yahoo": (1e-2, 1e-4),

@@ -1,4 +1,4 @@
-"""Train/test splits for the real-world PLL sets (spec §4, the two test protocols).
+"""Train/test splits for the real-world PLL sets (SoLar paper App. C.6, the two test protocols).
 
 * ``uniform``: a seeded random 80/20 split of all examples, the "previous works' random
   split" (LWS/PRODEN use 80/20; LWS also stratifies, we do not: a uniformly random test

@@ -1,4 +1,4 @@
-"""Long-tail subsampling: per-class counts (spec §6) and the reference's RNG order."""
+"""Long-tail subsampling: per-class counts (SoLar code: utils/utils_data.py) and the reference's RNG order."""
 
 from __future__ import annotations
 

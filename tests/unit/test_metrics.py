@@ -1,4 +1,4 @@
-"""Many/medium/few grouping (spec §1.11) and group accuracies by hand."""
+"""Many/medium/few grouping (SoLar code: train.py `test`, utils/utils_algo.py `AccurracyShot`) and group accuracies by hand."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""SoLar's training loss (pllzoo_solar.loss) on a hand-computed 4-sample case (spec §1.3.10, §1.7)."""
+"""SoLar's training loss (pllzoo_solar.loss) on a hand-computed 4-sample case (SoLar code: utils/utils_loss.py `partial_loss`)."""
 
 from __future__ import annotations
 

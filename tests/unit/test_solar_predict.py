@@ -1,4 +1,4 @@
-"""SoLar-LA (pllzoo_solar.predict): post-hoc logit adjustment g − ζ·log r (spec §1.12)."""
+"""SoLar-LA (pllzoo_solar.predict): post-hoc logit adjustment g − ζ·log r (SoLar paper §4.4 and App. C)."""
 
 from __future__ import annotations
 

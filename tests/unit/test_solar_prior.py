@@ -1,4 +1,4 @@
-"""SoLar's class-prior estimator (pllzoo_solar.prior): votes, moving average, initial priors, stages (spec §1.1, §1.6)."""
+"""SoLar's class-prior estimator (pllzoo_solar.prior): votes, moving average, initial priors, stages (SoLar code: train.py `Trainer.train`, the prior estimation)."""
 
 from __future__ import annotations
 

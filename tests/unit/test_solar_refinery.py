@@ -1,4 +1,4 @@
-"""SoLar's Sinkhorn label refinery (pllzoo_solar.refinery): queue, targets, confidences (spec §1.3–1.5)."""
+"""SoLar's Sinkhorn label refinery (pllzoo_solar.refinery): queue, targets, confidences (SoLar code: train.py `train_loop`, utils/utils_algo.py `sinkhorn`)."""
 
 from __future__ import annotations
 

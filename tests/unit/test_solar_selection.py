@@ -1,4 +1,4 @@
-"""SoLar's reliable-sample selection (pllzoo_solar.selection) against hand-computed cases (spec §1.3.8–9)."""
+"""SoLar's reliable-sample selection (pllzoo_solar.selection) against hand-computed cases (SoLar code: train.py `train_loop`)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The two real-world test protocols (spec §4)."""
+"""The two real-world test protocols (SoLar paper App. C.6)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """CC — Feng et al., "Provably Consistent Partial-Label Learning", NeurIPS 2020
-(official code: RCCC, ``cc_loss``; spec §3.2).
+(official code: RCCC, ``cc_loss``).
 
 Algorithm (per mini-batch; no state, no warm-up):
   1. L = −(1/B) Σ_i log Σ_{j∈S_i} p_j(x_i)                → ``cc.loss`` (+ consistency and

@@ -1,5 +1,5 @@
 """LWS — Wen et al., "Leveraged Weighted Loss for Partial Label Learning", ICML 2021
-(official code: hongwei-wen/LW-loss-for-partial-label, ``lws_loss``, ``confidence_update_lw``; spec §3.3).
+(official code: hongwei-wen/LW-loss-for-partial-label, ``lws_loss``, ``confidence_update_lw``).
 
 Algorithm (per mini-batch, no warm-up; z raw logits, σ the sigmoid):
   1. w_ij ← 1/K for every sample and class (not masked by the candidates)

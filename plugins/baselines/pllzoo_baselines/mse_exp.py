@@ -1,5 +1,5 @@
 """MSE and EXP — Feng et al., "Learning with Multiple Complementary Labels", ICML 2020
-(official code: LMCL, ``unbiased_estimator(mse_loss)``, ``exp_loss``; spec §3.4).
+(official code: LMCL, ``unbiased_estimator(mse_loss)``, ``exp_loss``).
 
 The non-candidates are complementary labels Ȳ, |Ȳ| = K − |S|; with P_S = Σ_{j∈S} p_j:
   EXP: L = (1/B) Σ_i (K−1)/(K−|S_i|) · exp(−P_S,i)                                → ``exp.loss``

@@ -1,5 +1,5 @@
 """PiCO — Wang et al., "PiCO: Contrastive Label Disambiguation for Partial Label Learning", ICLR 2022
-(official code: hbzju/PiCO, ``model.py``, ``train.py``, ``utils_loss.py``; spec §3.6).
+(official code: hbzju/PiCO, ``model.py``, ``train.py``, ``utils_loss.py``).
 
 Algorithm (per mini-batch; q, k are L2-normalised 128-d projections of x^w and x^s):
   1. W_i ← s_i / |S_i|; prototypes μ_c ← 0; key encoder ← copy of (network + projection head)

@@ -1,5 +1,5 @@
 """PRODEN — Lv et al., "Progressive Identification of True Labels for Partial-Label
-Learning", ICML 2020 (official code: Lvcrezia77/PRODEN; spec §3.1).
+Learning", ICML 2020 (official code: Lvcrezia77/PRODEN).
 
 Algorithm (per mini-batch, no warm-up):
   1. w_i ← s_i / |S_i| for every training sample (uniform on the candidate set)
@@ -11,7 +11,7 @@ Algorithm (per mini-batch, no warm-up):
 
 Deviations:
   * log-softmax instead of the official ``log(softmax)``, which gives 0·(−∞) = NaN
-    when a probability underflows (spec §3.1 pitfall).
+    when a probability underflows (a pitfall of the official code).
   * The mask m is the support of the current w, as the official code
     (``mask="support"``); ``mask="candidates"`` uses the candidate set instead, so
     a candidate whose probability underflowed to 0 is not dropped forever.

@@ -1,7 +1,7 @@
 """The SoLar paper's protocol for baselines: consistency regularisation + mixup around a PLL loss.
 
 "We equip all the baselines except PiCO with consistency regularization and Mixup" (SoLar §4.1).
-How is not public; this is our inference (spec §3.0), modelled on SoLar's own terms:
+How is not public; this is our inference (SoLar paper §4.1), modelled on SoLar's own terms:
 
   L = mean_i ℓ(f(x^w_i), a_i)                                   the method's own loss
     + mean_i ℓ(f(x^s_i), a_i)                        if ``cr``: same loss, strong view

@@ -1,5 +1,5 @@
 """VALEN — Xu et al., "Instance-Dependent Partial Label Learning", NeurIPS 2021 (official code:
-palm-ml/valen, valen-conference/main.py, utils/utils_loss.py, utils_graph.py, models/VGAE.py; spec §3.5).
+palm-ml/valen, valen-conference/main.py, utils/utils_loss.py, utils_graph.py, models/VGAE.py).
 x: flattened input, Y: candidates, z = f(x): the net's logits, p = softmax(z).
 
 Algorithm:

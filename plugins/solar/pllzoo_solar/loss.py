@@ -1,4 +1,4 @@
-"""SoLar's training loss (paper Eq. 7 and App. B; spec §1.3.10, §1.7).
+"""SoLar's training loss (paper Eq. 7 and App. B; SoLar code: utils/utils_loss.py `partial_loss`).
 
 Algorithm (``solar.loss``, slot ``loss``; R = reliable samples, U = the rest, Q = pseudo-labels):
   1. η_e = η·min(e / warm-up, 1)

@@ -1,4 +1,4 @@
-"""SoLar's class-prior estimation and its two training stages (paper Alg. 1, Eq. 4; spec §1.1, §1.6).
+"""SoLar's class-prior estimation and its two training stages (paper Alg. 1, Eq. 4; SoLar code: train.py `Trainer.train`, the prior estimation).
 
 Algorithm (``solar.prior``, slot ``estimator``):
   1. r ← 1/K (uniform; or Cand-Est r_j ∝ Σ_i 1[j ∈ S_i]; or the oracle training prior;
@@ -8,13 +8,13 @@ Algorithm (``solar.prior``, slot ``estimator``):
   4. after every epoch: z_j = (1/N)·#{i : argmax_j p_ij·Y_ij = j}, with p from an eval-mode pass
      over the training set (test transform)
   5. r ← γ·z + (1−γ)·r    (γ is the weight of the *new* estimate, as the code; the paper's Eq. 4
-     writes it the other way round, spec §1.15.1)
+     writes it the other way round, a paper ↔ code difference)
 
 Deviations:
   * ``mode="online"`` counts argmax(p⊙Y) of the weak-view training predictions during the epoch
     instead of the extra pass: the paper's SUN397 mode (App. C), which the released code never
     implemented. Ours. Test: tests/unit/test_solar_prior.py::test_online_counts_batches.
-  * The released SUN397 loader leaks true labels into the estimation pass (spec §1.6); not reproduced.
+  * The released SUN397 loader leaks true labels into the estimation pass (SoLar code: train.py, the estimation pass); not reproduced.
   * ``init="cand-mle"`` (ours) starts from the maximum-likelihood prior of the candidate sets alone
     (:func:`candidate_mle`).  Why: with a weak network the argmax votes z over-weight the tail
     (a head image mis-ranked within its candidates votes for a tail class, and Sinkhorn then trains

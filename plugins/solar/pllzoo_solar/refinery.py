@@ -1,4 +1,4 @@
-"""SoLar's label update: the Sinkhorn label refinery over [queue; batch] (paper §3.2; spec §1.3–1.5).
+"""SoLar's label update: the Sinkhorn label refinery over [queue; batch] (paper §3.2; SoLar code: train.py `train_loop`, utils/utils_algo.py `sinkhorn`).
 
 Algorithm (``solar.sinkhorn``, slot ``label_update``; per mini-batch):
   1. C = p(x^w) ⊙ Y_B, masked predictions of the weak view (detached)

@@ -1,4 +1,4 @@
-"""SoLar's reliable-sample selection: class-wise small loss ∪ high confidence (paper §3.3; spec §1.3.8–9).
+"""SoLar's reliable-sample selection: class-wise small loss ∪ high confidence (paper §3.3; SoLar code: train.py `train_loop`).
 
 Algorithm (``solar.classwise``, slot ``selection``; per mini-batch, targets Q from the label update):
   1. ρ_e = ρ_start + (ρ_end − ρ_start)·min(e / warm-up, 1)

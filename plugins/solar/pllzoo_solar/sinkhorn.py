@@ -1,4 +1,4 @@
-"""SoLar's Sinkhorn-Knopp label refinery (Wang et al., NeurIPS 2022, §3.2 and App. B/D; spec §1.4).
+"""SoLar's Sinkhorn-Knopp label refinery (Wang et al., NeurIPS 2022, §3.2 and App. B/D; SoLar code: utils/utils_algo.py `sinkhorn`).
 
 Problem: Ñ rows (queue rows + batch rows) with masked scores p ⊙ Y and a class prior r [K]. Find
 Q = Ñ·diag(c)·M·diag(β) with M = (p ⊙ Y)^λ (λ = 3), every row summing to 1 and Q.sum(0) = Ñ·r.
