@@ -57,10 +57,12 @@ def test_method_trains_on_tiny_data(name, registry, tiny_data):
     assert [(r["stage_index"], r["epoch"]) for r in records] == expected
     if overrides and comps["estimator"].hp.init != "oracle":
         assert [s.name for s in plan] == ["pre-estimation", "train"]
+    m = data.y_test.numel()
     for r in records:
         assert math.isfinite(r["loss"]), r
-        assert 0.0 <= r["acc_all"] <= 100.0
+        assert (r["acc_all"] * m / 100.0) == pytest.approx(round(r["acc_all"] * m / 100.0), abs=1e-6)  # k of m right
         assert r["final_stage"] == (r["stage_index"] == plan[-1].index)
+    assert trainer.test_metrics()["acc_all"] == records[-1]["acc_all"]  # the record is the final model's accuracy
     _check_state(trainer.state, data.candidates)
 
 
