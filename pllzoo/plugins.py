@@ -3,8 +3,16 @@
 * Built-in plugins (:data:`BUILTIN_PLUGINS`) register through the same hooks as
   third-party ones.
 * Entry points are loaded one by one; a plugin that fails to import is recorded
-  in :data:`FAILED` (name and reason) and the others still load.
+  in its :class:`PluginInfo` (``error``: one line; ``traceback``: the full one)
+  and the others still load.
+* The distributions shipped in this repository (:data:`SHIPPED`) keep their names:
+  the registry commits them first, whatever the entry-point order, and an outside
+  plugin whose names collide with them is refused as a whole (see
+  :meth:`pllzoo.registry.Registry.build`).  An outside entry point that reuses a
+  shipped entry point's name is refused too.
 * ``PLLZOO_LOAD_PLUGINS=a,b`` loads only those entry points (empty: none).
+* ``PLLZOO_DEBUG=1`` (or ``pllzoo plugins --debug``) shows the full traceback of
+  each plugin that failed to load; without it, one line per failure.
 * ``PLLZOO_TRACE_PLUGINS=1`` prints every hook call (pluggy's hook-call monitoring).
 """
 
@@ -14,6 +22,7 @@ import importlib
 import importlib.metadata as md
 import os
 import sys
+import traceback
 from dataclasses import dataclass
 from types import ModuleType
 
@@ -23,6 +32,9 @@ from pllzoo import hookspecs
 
 GROUP = "pllzoo"
 BUILTIN_PLUGINS: tuple[str, ...] = ("pllzoo.builtin",)
+#: (entry-point name, distribution name) of the plugins shipped in this repository
+SHIPPED: frozenset[tuple[str, str]] = frozenset({("solar", "pllzoo-solar"), ("baselines", "pllzoo-baselines")})
+DEBUG_ENV = "PLLZOO_DEBUG"
 
 
 @dataclass(frozen=True)
@@ -33,11 +45,43 @@ class PluginInfo:
     version: str
     module: str
     builtin: bool
-    error: str | None = None  # set when the plugin failed to load
+    error: str | None = None  # one line, set when the plugin failed to load
+    dist: str = "in-process"  # the distribution that supplies it ("in-process": registered by code, e.g. a test)
+    traceback: str | None = None  # the full traceback of the failure (shown with --debug / PLLZOO_DEBUG=1)
+
+    @property
+    def shipped(self) -> bool:
+        """Built-in or one of the distributions of this repository (their names are never taken)."""
+        return self.builtin or (self.name, self.dist) in SHIPPED
+
+    @property
+    def origin(self) -> str:
+        """``'name' (distribution version)``, for messages that must name the distribution."""
+        return f"{self.name!r} ({self.dist} {self.version})" if self.dist != "in-process" else f"{self.name!r} (in-process)"
+
+
+def debug_enabled() -> bool:
+    """Whether ``PLLZOO_DEBUG`` asks for full tracebacks."""
+    return os.environ.get(DEBUG_ENV, "").strip().lower() not in {"", "0", "false", "no", "off"}
+
+
+def one_line(exc: BaseException) -> str:
+    """``Type: message`` on one line (pluggy's validation errors span several lines: joined with '; ')."""
+    text = str(exc).strip()
+    if isinstance(exc, pluggy.PluginValidationError):
+        text = "; ".join(line.strip() for line in text.splitlines() if line.strip())
+    else:
+        text = (text.splitlines() or [""])[0]
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
 
 
 def _version(dist: md.Distribution | None) -> str:
-    return dist.version if dist is not None else "builtin"
+    return dist.version if dist is not None else "unknown"
+
+
+def _dist_name(dist: md.Distribution | None) -> str:
+    name = dist.metadata["Name"] if dist is not None else None
+    return name or "unknown"
 
 
 def make_plugin_manager(load_entrypoints: bool = True) -> tuple[pluggy.PluginManager, list[PluginInfo]]:
@@ -50,7 +94,7 @@ def make_plugin_manager(load_entrypoints: bool = True) -> tuple[pluggy.PluginMan
     for modname in BUILTIN_PLUGINS:
         pm.register(importlib.import_module(modname), name=modname)
         pm.check_pending()
-        infos.append(PluginInfo(modname, __version__, modname, builtin=True))
+        infos.append(PluginInfo(modname, __version__, modname, builtin=True, dist="pllzoo"))
     if load_entrypoints:
         infos += _load_entrypoints(pm)
     if os.environ.get("PLLZOO_TRACE_PLUGINS"):
@@ -66,15 +110,30 @@ def _allowed() -> set[str] | None:
     return {p.strip() for p in raw.split(",") if p.strip()}
 
 
+def _entry_points() -> list[tuple[md.EntryPoint, str, str]]:
+    """``(entry point, distribution, version)`` in name order; for one name, a shipped one first."""
+    found = []
+    for i, ep in enumerate(md.entry_points(group=GROUP)):
+        dist = getattr(ep, "dist", None)
+        found.append((ep.name, (ep.name, _dist_name(dist)) not in SHIPPED, i, ep, _dist_name(dist), _version(dist)))
+    return [(ep, dist, version) for *_, ep, dist, version in sorted(found, key=lambda f: f[:3])]
+
+
 def _load_entrypoints(pm: pluggy.PluginManager) -> list[PluginInfo]:
     infos: list[PluginInfo] = []
     allowed = _allowed()
-    seen: set[str] = set()
-    for ep in sorted(md.entry_points(group=GROUP), key=lambda e: e.name):
-        if ep.name in seen or (allowed is not None and ep.name not in allowed):
+    taken: dict[str, PluginInfo] = {}
+    for ep, dist, version in _entry_points():
+        if allowed is not None and ep.name not in allowed:
             continue
-        seen.add(ep.name)
-        dist = getattr(ep, "dist", None)
+        if ep.name in taken:
+            first = taken[ep.name]
+            if first.dist != dist:  # the same distribution found twice on the path is no conflict
+                infos.append(PluginInfo(
+                    ep.name, version, ep.value, builtin=False, dist=dist,
+                    error=f"entry point name {ep.name!r} is already used by {first.origin}; "
+                          f"{ep.name!r} ({dist} {version}) is refused"))
+            continue
         try:
             plugin = ep.load()
             if not isinstance(plugin, ModuleType) and not hasattr(plugin, "__dict__"):
@@ -85,10 +144,12 @@ def _load_entrypoints(pm: pluggy.PluginManager) -> list[PluginInfo]:
             except pluggy.PluginValidationError:
                 pm.unregister(name=ep.name)
                 raise
-            infos.append(PluginInfo(ep.name, _version(dist), ep.value, builtin=False))
+            info = PluginInfo(ep.name, version, ep.value, builtin=False, dist=dist)
         except Exception as exc:  # a broken plugin must not stop the others
-            reason = f"{type(exc).__name__}: {exc}".splitlines()[0]
-            infos.append(PluginInfo(ep.name, _version(dist), ep.value, builtin=False, error=reason))
+            info = PluginInfo(ep.name, version, ep.value, builtin=False, dist=dist, error=one_line(exc),
+                              traceback=traceback.format_exc())
+        taken[ep.name] = info
+        infos.append(info)
     return infos
 
 

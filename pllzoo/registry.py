@@ -1,7 +1,10 @@
 """Names to things: components per slot, method recipes, datasets.
 
-Built once from the plugin manager (:func:`get_registry`); duplicate names are
-errors naming both plugins.  :meth:`Registry.method` turns a method string such
+Built once from the plugin manager (:func:`get_registry`), one plugin at a time,
+all or nothing: a plugin whose registrations are not all valid, or that takes a
+name another plugin holds, is refused as a whole, with a one-line reason naming
+both plugins and their distributions; the shipped plugins go first, so they
+keep their names.  :meth:`Registry.method` turns a method string such
 as ``proden+selection=pllzoo.all`` into a :class:`~pllzoo.components.Method`, and
 :meth:`Registry.build_components` instantiates its components with resolved
 hyper-parameters.
@@ -11,6 +14,7 @@ from __future__ import annotations
 
 import dataclasses
 import fnmatch
+import traceback
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping
@@ -18,11 +22,12 @@ from typing import Any, Mapping
 import pluggy
 
 from pllzoo import hookspecs
-from pllzoo.components import OPTIONAL_SLOTS, SLOTS, Component, Method, check_compatible, parse_method_string
+from pllzoo.components import (OPTIONAL_SLOTS, SLOTS, Component, Method, check_compatible, check_component, check_name,
+                               parse_method_string)
 from pllzoo.data.base import DatasetSpec
 from pllzoo.errors import PLLZooError, UnknownNameError
 from pllzoo.hparams import override
-from pllzoo.plugins import PluginInfo, make_plugin_manager
+from pllzoo.plugins import PluginInfo, make_plugin_manager, one_line
 
 
 @dataclass
@@ -36,51 +41,107 @@ class Registry:
     # ------------------------------------------------------------------ building
     @classmethod
     def build(cls, pm: pluggy.PluginManager, plugins: list[PluginInfo]) -> "Registry":
+        """Collect every plugin's registrations, one plugin at a time, all or nothing.
+
+        Built-in and shipped plugins (:attr:`PluginInfo.shipped`) go first, whatever the
+        entry-point order, so their names are never taken.  A plugin's components, methods
+        and datasets are staged and checked (:func:`~pllzoo.components.check_component`,
+        names, collisions with what is committed and within the plugin) and committed only
+        if all of them are valid; a plugin that fails is marked failed (one-line reason and
+        traceback in its :class:`PluginInfo`), leaves no name behind and is unregistered.
+        """
         known = {p.name for p in plugins}
         plugins = list(plugins) + [  # plugins registered in-process, e.g. by a test
             PluginInfo(name, "unknown", getattr(obj, "__name__", type(obj).__name__), builtin=False)
             for name, obj in pm.list_name_plugin() if name not in known
         ]
         reg = cls(pm=pm, plugins=plugins, components={s: {} for s in SLOTS})
-        calls = [(h, reg._component_registrar(slot)) for slot, h in hookspecs.SLOT_REGISTER_HOOKS.items()]
-        calls += [
-            ("pllzoo_register_methods", lambda p: lambda m: reg._add(reg.methods, m.name, m, p, "method")),
-            ("pllzoo_register_datasets", lambda p: lambda d: reg._add(reg.datasets, d.name, d, p, "dataset")),
-        ]
-        for hook_name, registrar in calls:
-            for impl in getattr(pm.hook, hook_name).get_hookimpls():
-                try:
-                    impl.function(register=registrar(impl.plugin_name))
-                except Exception as exc:  # a plugin that breaks while registering is reported, not fatal
-                    reg._fail(impl.plugin_name, f"{hook_name}: {type(exc).__name__}: {exc}")
+        for info in sorted(plugins, key=lambda p: not p.shipped):  # stable: entry-point order within each group
+            if info.error is None and pm.get_plugin(info.name) is not None:
+                reg._load_plugin(info)
         return reg
 
-    def _fail(self, plugin: str, reason: str) -> None:
+    def _info(self, plugin: str) -> PluginInfo:
+        return next(p for p in self.plugins if p.name == plugin)
+
+    def _load_plugin(self, info: PluginInfo) -> None:
+        staged = _Staged(components={s: {} for s in SLOTS})
+        calls = [(h, self._component_registrar(slot, info, staged)) for slot, h in hookspecs.SLOT_REGISTER_HOOKS.items()]
+        calls += [
+            ("pllzoo_register_methods", self._object_registrar("method", Method, info, staged.methods)),
+            ("pllzoo_register_datasets", self._object_registrar("dataset", DatasetSpec, info, staged.datasets)),
+        ]
+        try:
+            for hook_name, register in calls:
+                for impl in getattr(self.pm.hook, hook_name).get_hookimpls():
+                    if impl.plugin_name != info.name:
+                        continue
+                    try:
+                        impl.function(**{a: register for a in impl.argnames})
+                    except PLLZooError:
+                        raise
+                    except Exception as exc:  # the plugin's own code broke while registering
+                        raise PLLZooError(f"{hook_name}: {one_line(exc)}") from exc
+        except PLLZooError as exc:
+            self._fail(info.name, str(exc), traceback.format_exc())
+            return
+        for slot, table in staged.components.items():  # commit: every check passed
+            for name, component in table.items():
+                component.name, component.slot = name, slot
+                self.components[slot][name] = (component, info.name)
+        self.methods.update((n, (m, info.name)) for n, m in staged.methods.items())
+        self.datasets.update((n, (d, info.name)) for n, d in staged.datasets.items())
+
+    def _fail(self, plugin: str, reason: str, tb: str | None = None) -> None:
         for i, info in enumerate(self.plugins):
             if info.name == plugin and info.error is None:
-                self.plugins[i] = dataclasses.replace(info, error=reason.splitlines()[0])
+                self.plugins[i] = dataclasses.replace(info, error=reason.splitlines()[0], traceback=tb)
+        if self.pm.get_plugin(plugin) is not None:  # nothing of a failed plugin stays (nor reaches --jobs workers)
+            self.pm.unregister(name=plugin)
 
-    def _component_registrar(self, slot: str):
-        return lambda plugin: self._registrar_for(slot, plugin)
+    def _claim(self, what: str, name: str, table: dict, committed: dict, info: PluginInfo) -> None:
+        """Refuse ``name`` if this plugin offered it already or another plugin holds it."""
+        check_name(what, name)
+        if name in table:
+            raise PLLZooError(f"{what} {name!r} is registered twice by plugin {info.origin}")
+        if name in committed:
+            owner = self._info(committed[name][1])
+            raise PLLZooError(
+                f"{what} {name!r} is already registered by plugin {owner.origin}; "
+                f"plugin {info.origin} is refused as a whole")
 
-    def _registrar_for(self, slot: str, plugin: str):
-        role = hookspecs.SLOT_HOOKS[slot]
-
+    def _component_registrar(self, slot: str, info: PluginInfo, staged: "_Staged"):
         def register(name: str, component: type[Component]) -> None:
-            if not (isinstance(component, type) and issubclass(component, Component)):
-                raise PLLZooError(f"plugin {plugin!r}: {slot} {name!r} must be a pllzoo.Component subclass")
-            if not callable(getattr(component, role, None)):
-                raise PLLZooError(f"plugin {plugin!r}: {slot} {name!r} does not implement {role}")
-            component.name, component.slot = name, slot
-            self._add(self.components[slot], name, component, plugin, slot)
+            self._claim(slot, name, staged.components[slot], self.components[slot], info)
+            try:
+                check_component(component, slot)
+            except PLLZooError as exc:
+                raise PLLZooError(f"{slot} {name!r}: {exc}") from None
+            staged.components[slot][name] = component
 
         return register
 
-    @staticmethod
-    def _add(table: dict, name: str, obj: Any, plugin: str, what: str) -> None:
-        if name in table:
-            raise PLLZooError(f"{what} {name!r} is registered by both {table[name][1]!r} and {plugin!r}")
-        table[name] = (obj, plugin)
+    def _object_registrar(self, what: str, kind: type, info: PluginInfo, table: dict):
+        committed = self.methods if what == "method" else self.datasets
+
+        def register(obj: Any) -> None:
+            if not isinstance(obj, kind):
+                raise PLLZooError(f"a {what} must be a {kind.__module__}.{kind.__name__}, got {type(obj).__name__}")
+            self._claim(what, obj.name, table, committed, info)
+            table[obj.name] = obj
+
+        return register
+
+    def failures(self) -> list[PluginInfo]:
+        """The plugins that failed to load (import, validation or a refused name)."""
+        return [p for p in self.plugins if p.error is not None]
+
+    def _failed_note(self) -> str:
+        failed = self.failures()
+        if not failed:
+            return ""
+        parts = "; ".join(f"plugin {p.name} failed to load: {p.error}" for p in failed)
+        return f" ({parts}; `pllzoo plugins --debug`)"
 
     # ------------------------------------------------------------------ lookup
     def component_class(self, slot: str, name: str) -> type[Component]:
@@ -88,7 +149,7 @@ class Registry:
             return self.components[slot][name][0]
         except KeyError:
             valid = ", ".join(sorted(self.components[slot])) or "(none)"
-            raise UnknownNameError(f"unknown {slot} component {name!r}; valid: {valid}") from None
+            raise UnknownNameError(f"unknown {slot} component {name!r}; valid: {valid}{self._failed_note()}") from None
 
     def list_methods(self, pattern: str = "*") -> list[str]:
         return sorted(n for n in self.methods if fnmatch.fnmatch(n, pattern))
@@ -97,7 +158,8 @@ class Registry:
         """Resolve a method string (``base+slot=component...``); the string becomes its name."""
         base, swaps = parse_method_string(text)
         if base not in self.methods:
-            raise UnknownNameError(f"unknown method {base!r}; valid: {', '.join(self.list_methods())}")
+            raise UnknownNameError(
+                f"unknown method {base!r}; valid: {', '.join(self.list_methods())}{self._failed_note()}")
         method = self.methods[base][0]
         for slot, comp in swaps.items():
             if comp is not None:
@@ -119,7 +181,8 @@ class Registry:
 
             return path_dataset(name_or_path)
         valid = ", ".join(sorted(self.datasets))
-        raise UnknownNameError(f"unknown dataset {name_or_path!r}; valid: {valid}, or a path to a .mat file")
+        raise UnknownNameError(f"unknown dataset {name_or_path!r}; valid: {valid}, or a path to a .mat file"
+                               f"{self._failed_note()}")
 
     # ------------------------------------------------------------------ instantiation
     def hparam_keys(self, method: Method) -> set[str]:
@@ -161,6 +224,15 @@ class Registry:
             built[slot] = cls(hp)
         check_compatible(method.name, built)
         return built
+
+
+@dataclass
+class _Staged:
+    """One plugin's registrations, held until all of them passed their checks."""
+
+    components: dict[str, dict[str, type[Component]]]
+    methods: dict[str, Method] = field(default_factory=dict)
+    datasets: dict[str, DatasetSpec] = field(default_factory=dict)
 
 
 _REGISTRY: Registry | None = None

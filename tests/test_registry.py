@@ -87,7 +87,10 @@ def test_two_writers_of_one_key_are_refused():
 def test_duplicate_names_name_both_plugins():
     reg = _registry(_Plugin(), _Plugin())
     p1 = next(p for p in reg.plugins if p.name == "p1")
-    assert "registered by both 'p0' and 'p1'" in p1.error
+    assert p1.error == ("selection 't.needs_prior' is already registered by plugin 'p0' (in-process); "
+                        "plugin 'p1' (in-process) is refused as a whole")
+    assert {p for _, p in reg.components["selection"].values()} == {"pllzoo.builtin", "p0"}
+    assert reg.pm.get_plugin("p1") is None  # unregistered: nothing of it reaches --jobs workers either
 
 
 def test_component_must_implement_its_role():

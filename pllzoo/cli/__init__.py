@@ -25,6 +25,26 @@ class _Group(click.Group):
             raise click.ClickException(str(exc)) from None
 
 
+def failure_lines(reg, debug: bool = False) -> list[str]:
+    """One line per plugin that failed to load; with ``debug``, each followed by its full traceback."""
+    lines = []
+    for info in reg.failures():
+        lines.append(f"plugin {info.origin} failed to load: {info.error}")
+        if debug:
+            lines.append((info.traceback or "(no traceback: refused before any of its code ran)").rstrip())
+    return lines
+
+
+def warn_failed_plugins(reg) -> None:
+    """To stderr, one ``Warning:`` line per failed plugin (with ``PLLZOO_DEBUG=1``, its traceback too)."""
+    from pllzoo.plugins import debug_enabled
+
+    for info in reg.failures():
+        click.echo(f"Warning: plugin {info.origin} failed to load: {info.error}; `pllzoo plugins --debug`", err=True)
+        if debug_enabled() and info.traceback:
+            click.echo(info.traceback.rstrip(), err=True)
+
+
 def _one_line_warning(message, category, filename, lineno, file=None, line=None):
     print(f"Warning: {message}", file=file or sys.stderr)
 

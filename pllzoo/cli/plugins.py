@@ -11,17 +11,18 @@ from rich.table import Table
 from pllzoo.cli import cli
 from pllzoo.components import SLOTS
 from pllzoo.hparams import describe
-from pllzoo.plugins import plugin_hooks
+from pllzoo.cli import failure_lines
+from pllzoo.plugins import DEBUG_ENV, debug_enabled, plugin_hooks
 from pllzoo.registry import get_registry
 
 
-def _plugin_rows(reg) -> list[dict]:
+def _plugin_rows(reg, debug: bool = False) -> list[dict]:
     rows = []
     for info in reg.plugins:
         comps = {s: sorted(n for n, (_, p) in reg.components[s].items() if p == info.name) for s in SLOTS}
         rows.append({
-            "name": info.name, "version": info.version, "module": info.module, "builtin": info.builtin,
-            "error": info.error, "components": {s: c for s, c in comps.items() if c},
+            "name": info.name, "version": info.version, "dist": info.dist, "module": info.module,
+            "builtin": info.builtin, "error": info.error, **({"traceback": info.traceback} if debug else {}), "components": {s: c for s, c in comps.items() if c},
             "methods": sorted(n for n, (_, p) in reg.methods.items() if p == info.name),
             "datasets": sorted(n for n, (_, p) in reg.datasets.items() if p == info.name),
             "hooks": plugin_hooks(reg.pm, info.name),
@@ -31,9 +32,12 @@ def _plugin_rows(reg) -> list[dict]:
 
 @cli.command()
 @click.option("--json", "as_json", is_flag=True, help="Print JSON for scripts.")
-def plugins(as_json: bool) -> None:
-    """List plugins with versions, components and recipes (and those that failed to load)."""
-    rows = _plugin_rows(get_registry())
+@click.option("--debug", is_flag=True, help=f"Show the full traceback of each plugin that failed (or {DEBUG_ENV}=1).")
+def plugins(as_json: bool, debug: bool) -> None:
+    """List plugins with versions, components and recipes (and those that failed to load, one line each)."""
+    reg = get_registry()
+    debug = debug or debug_enabled()
+    rows = _plugin_rows(reg, debug)
     if as_json:
         click.echo(json.dumps(rows, indent=2))
         return
@@ -42,9 +46,10 @@ def plugins(as_json: bool) -> None:
         t.add_column(col)
     for r in rows:
         comps = "\n".join(f"{s}: {', '.join(c)}" for s, c in r["components"].items())
-        status = f"[red]failed: {r['error']}[/red]" if r["error"] else "ok"
-        t.add_row(r["name"], r["version"], comps, ", ".join(r["methods"]), status)
+        t.add_row(r["name"], r["version"], comps, ", ".join(r["methods"]), "[red]failed[/red]" if r["error"] else "ok")
     Console().print(t)
+    for line in failure_lines(reg, debug):  # plain lines: rich would wrap a long reason over several
+        click.echo(line)
 
 
 @cli.command()

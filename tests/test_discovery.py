@@ -1,0 +1,261 @@
+"""Discovery you can trust: atomic registration, shipped names kept, failures reported.
+
+Outside plugins are installed as real distributions (a ``*.dist-info`` folder with
+``entry_points.txt`` and a module, in a folder put first on ``sys.path``), so they go
+through the ``pllzoo`` entry-point group exactly as a pip-installed plugin would, in
+process and fast.  In-process plugins (``pm.register``) exercise the registry alone.
+"""
+
+from __future__ import annotations
+
+import importlib.metadata as md
+import sys
+import textwrap
+from dataclasses import dataclass
+
+import pytest
+from click.testing import CliRunner
+
+from pllzoo import Component, Method, hookimpl
+from pllzoo.builtin import SelectAll, SoftCrossEntropy
+from pllzoo.cli import cli
+from pllzoo.errors import UnknownNameError
+from pllzoo.plugins import make_plugin_manager
+from pllzoo.registry import Registry, get_registry, reset_registry
+
+SHIPPED = "baselines,solar"
+BASELINE_METHODS = {"proden", "cc", "lws", "mse", "exp", "valen", "pico"}
+
+IMPOSTOR = '''
+from pllzoo import Method, hookimpl
+from pllzoo.builtin import SelectAll
+
+class Sel(SelectAll):
+    pass
+
+@hookimpl
+def pllzoo_register_selections(register):
+    register("impostor.sel", Sel)
+
+@hookimpl
+def pllzoo_register_methods(register):
+    register(Method(name="impostor-own", loss="pllzoo.soft_ce"))
+    register(Method(name="proden", loss="pllzoo.soft_ce", description="not PRODEN"))
+'''
+
+TYPO = '''
+import torch
+from pllzoo import Component, Method, hookimpl
+
+class Sel(Component):
+    @hookimpl
+    def pllzoo_select(self, step):
+        return torch.ones(step.batch.size, dtype=torch.bool)
+
+    @hookimpl
+    def pllzoo_on_epoch_ned(self, run, epoch, state):
+        pass
+
+@hookimpl
+def pllzoo_register_selections(register):
+    register("typo.sel", Sel)
+
+@hookimpl
+def pllzoo_register_methods(register):
+    register(Method(name="typo-method", loss="pllzoo.soft_ce", selection="typo.sel"))
+'''
+
+
+@pytest.fixture
+def install(tmp_path, monkeypatch):
+    """``install(dist, version, ep, code)``: an installed distribution whose entry point ``ep`` names a new module."""
+    site = tmp_path / "site"
+    site.mkdir()
+    modules: list[str] = []
+    eps: list[str] = []
+    monkeypatch.syspath_prepend(str(site))
+
+    def _install(dist: str, version: str, ep: str, code: str) -> None:
+        module = f"_pllzoo_test_{dist.replace('-', '_')}_{ep}"
+        (site / f"{module}.py").write_text(textwrap.dedent(code))
+        info = site / f"{dist.replace('-', '_')}-{version}.dist-info"
+        info.mkdir()
+        (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {dist}\nVersion: {version}\n")
+        (info / "entry_points.txt").write_text(f"[pllzoo]\n{ep} = {module}\n")
+        modules.append(module)
+        eps.append(ep)
+        monkeypatch.setenv("PLLZOO_LOAD_PLUGINS", ",".join([SHIPPED, *eps]))  # nothing else installed leaks in
+
+    reset_registry()
+    yield _install
+    reset_registry()
+    for module in modules:
+        sys.modules.pop(module, None)
+
+
+def _info(reg: Registry, name: str, dist: str | None = None):
+    return next(p for p in reg.plugins if p.name == name and (dist is None or p.dist == dist))
+
+
+def _names(reg: Registry, plugin: str) -> set[str]:
+    tables = [*reg.components.values(), reg.methods, reg.datasets]
+    return {n for table in tables for n, (_, p) in table.items() if p == plugin}
+
+
+@pytest.mark.parametrize("ep", ["aaa", "zzz"])  # sorts before and after every shipped entry point
+def test_outside_plugin_taking_proden_is_refused_whatever_the_order(install, ep):
+    install("pllzoo-impostor", "6.6.6", ep, IMPOSTOR)
+    reg = get_registry()
+    base = md.version("pllzoo-baselines")
+    assert _info(reg, ep).error == (
+        f"method 'proden' is already registered by plugin 'baselines' (pllzoo-baselines {base}); "
+        f"plugin '{ep}' (pllzoo-impostor 6.6.6) is refused as a whole")
+    assert _names(reg, ep) == set()  # its own, valid names went with it
+    assert reg.pm.get_plugin(ep) is None
+    assert _info(reg, "baselines").error is None
+    assert BASELINE_METHODS <= {n for n, (_, p) in reg.methods.items() if p == "baselines"}
+    assert reg.methods["proden"][0].loss == "proden.loss"
+
+
+def test_outside_entry_point_reusing_a_shipped_name_is_refused(install):
+    install("pllzoo-impostor", "6.6.6", "baselines", IMPOSTOR)  # first on sys.path
+    reg = get_registry()
+    base = md.version("pllzoo-baselines")
+    assert _info(reg, "baselines", "pllzoo-impostor").error == (
+        f"entry point name 'baselines' is already used by 'baselines' (pllzoo-baselines {base}); "
+        "'baselines' (pllzoo-impostor 6.6.6) is refused")
+    assert _info(reg, "baselines", "pllzoo-baselines").error is None
+    assert BASELINE_METHODS <= set(reg.methods) and "impostor.sel" not in reg.components["selection"]
+
+
+class Good(SelectAll):
+    pass
+
+
+class Misspelled(SelectAll):
+    @hookimpl
+    def pllzoo_selct(self, step):
+        return None
+
+
+class UnknownArgument(SelectAll):
+    @hookimpl
+    def pllzoo_select(self, step, batch):
+        return None
+
+
+class NotADataclass(SelectAll):
+    class HParams:
+        keep = 0.5
+
+
+class NoDefault(SelectAll):
+    @dataclass(frozen=True)
+    class HParams:
+        keep: float
+
+
+class Unmarked(Component):
+    def pllzoo_select(self, step):
+        return None
+
+
+def _registering(bad_slot: str, bad_name: str, bad) -> object:
+    class P:
+        @hookimpl
+        def pllzoo_register_selections(self, register):
+            register("t.good", Good)
+            if bad_slot == "selection":
+                register(bad_name, bad)
+
+        @hookimpl
+        def pllzoo_register_losses(self, register):
+            if bad_slot == "loss":
+                register(bad_name, bad)
+
+        @hookimpl
+        def pllzoo_register_methods(self, register):
+            register(Method(name="t-method", loss="pllzoo.soft_ce", selection="t.good"))
+            if bad_slot == "method":
+                register(bad)
+
+    return P()
+
+
+@pytest.mark.parametrize("slot, name, bad, reason", [
+    ("selection", "t.bad", Misspelled, "Misspelled.pllzoo_selct: 'pllzoo_selct' is not a run hook "
+                                       "(did you mean pllzoo_select?)"),
+    ("selection", "t.bad", UnknownArgument, "UnknownArgument.pllzoo_select: argument(s) 'batch' not in the spec "
+                                            "pllzoo_select(step, state)"),
+    ("selection", "t.bad", NotADataclass, "NotADataclass.HParams must be a dataclass"),
+    ("selection", "t.bad", NoDefault, "NoDefault.HParams() fails with its defaults: TypeError"),
+    ("selection", "t.bad", Unmarked, "Unmarked.pllzoo_select lacks @pllzoo.hookimpl"),
+    ("loss", "t.bad", SelectAll, "SelectAll does not implement pllzoo_loss, the role hook of slot 'loss'"),
+    ("selection", "t+bad", Good, "bad selection name 't+bad'"),
+    ("selection", "t.good", Good, "selection 't.good' is registered twice by plugin 'p0' (in-process)"),
+    ("selection", "t.bad", object, "is not a pllzoo.Component subclass"),
+    ("method", "", Method(name="proden+x", loss="pllzoo.soft_ce"), "bad method name 'proden+x'"),
+    ("method", "", "t-method", "a method must be a pllzoo.components.Method, got str"),
+])
+def test_a_plugin_with_one_bad_registration_leaves_nothing(slot, name, bad, reason):
+    pm, infos = make_plugin_manager(load_entrypoints=False)
+    pm.register(_registering(slot, name, bad), name="p0")
+    reg = Registry.build(pm, infos)
+    error = _info(reg, "p0").error
+    assert reason in error and "\n" not in error
+    assert _names(reg, "p0") == set() and "t.good" not in reg.components["selection"]
+    with pytest.raises(UnknownNameError, match=r"unknown method 't-method'.*\(plugin p0 failed to load: .*"
+                                               r"; `pllzoo plugins --debug`\)$"):
+        reg.method("t-method")
+
+
+def test_a_plugin_that_raises_while_registering_is_reported():
+    class P:
+        @hookimpl
+        def pllzoo_register_losses(self, register):
+            register("t.loss", SoftCrossEntropy)
+
+        @hookimpl
+        def pllzoo_register_datasets(self, register):
+            raise ValueError("no data here\nsecond line")
+
+    pm, infos = make_plugin_manager(load_entrypoints=False)
+    pm.register(P(), name="p0")
+    reg = Registry.build(pm, infos)
+    info = _info(reg, "p0")
+    assert info.error == "pllzoo_register_datasets: ValueError: no data here"
+    assert "no data here" in info.traceback and "Traceback" in info.traceback
+    assert _names(reg, "p0") == set()
+
+
+def test_plugins_reports_a_misspelled_hook_one_line_or_traceback_with_debug(install, monkeypatch):
+    install("pllzoo-typo", "1.2.3", "typo", TYPO)
+    line = ("plugin 'typo' (pllzoo-typo 1.2.3) failed to load: selection 'typo.sel': Sel.pllzoo_on_epoch_ned: "
+            "'pllzoo_on_epoch_ned' is not a run hook (did you mean pllzoo_on_epoch_end?)")
+    monkeypatch.delenv("PLLZOO_DEBUG", raising=False)
+    res = CliRunner().invoke(cli, ["plugins"])
+    assert res.exit_code == 0, res.output
+    assert line in res.output.splitlines() and "Traceback" not in res.output
+    for args, env in [(["plugins", "--debug"], None), (["plugins"], "1")]:
+        if env:
+            monkeypatch.setenv("PLLZOO_DEBUG", env)
+        res = CliRunner().invoke(cli, args)
+        assert res.exit_code == 0 and line in res.output.splitlines()
+        assert "Traceback (most recent call last)" in res.output and "register(\"typo.sel\", Sel)" in res.output
+
+
+def test_bench_warns_and_an_unknown_method_names_the_failed_plugin(install, tmp_path):
+    install("pllzoo-typo", "1.2.3", "typo", TYPO)
+    res = CliRunner().invoke(cli, ["bench", "--methods", "typo-method", "--out", str(tmp_path / "out")])
+    assert res.exit_code == 2
+    warnings = [ln for ln in res.stderr.splitlines() if ln.startswith("Warning:")]
+    assert warnings == ["Warning: plugin 'typo' (pllzoo-typo 1.2.3) failed to load: selection 'typo.sel': "
+                        "Sel.pllzoo_on_epoch_ned: 'pllzoo_on_epoch_ned' is not a run hook (did you mean "
+                        "pllzoo_on_epoch_end?); `pllzoo plugins --debug`"]
+    assert "unknown method 'typo-method'; valid: " in res.stderr
+    assert "(plugin typo failed to load: selection 'typo.sel'" in res.stderr and "Traceback" not in res.stderr
+
+
+def test_shipped_plugins_pass_the_checks(registry):
+    assert registry.failures() == []
+    assert {p.name for p in registry.plugins if p.shipped} == {"pllzoo.builtin", "baselines", "solar"}
