@@ -11,11 +11,22 @@ Two groups of specs, both with the project name ``"pllzoo"`` (so one
 * **Run** (:class:`RunSpec`) — implemented by *component instances*.  For each
   training run the host makes a fresh :class:`pluggy.PluginManager` holding
   exactly the components of the run's recipe (one per slot), so a hook call
-  reaches only the components of that run.  The three roles of the design —
-  label update, sample selection, loss — are ``firstresult`` hooks answered by
-  the component in the matching slot; the lifecycle hooks around them
-  (per-stage setup, stage plans, epoch start/end, post-step, predict) are
-  broadcast to every component of the run that implements them.
+  reaches only the components of that run.  Who answers (each spec's
+  "Answered by"; enforced by the trainer, ``pllzoo/trainer.py``):
+
+  - *role hooks* — :meth:`~RunSpec.pllzoo_label_update`, :meth:`~RunSpec.pllzoo_select`,
+    :meth:`~RunSpec.pllzoo_loss`, :meth:`~RunSpec.pllzoo_predict` — are answered by the
+    component in the matching slot only; the same hook on another slot's component
+    is never called.  Their answers are checked (:mod:`pllzoo.checks`);
+  - :meth:`~RunSpec.pllzoo_stages` is answered by the one component (in any slot)
+    that implements it; a recipe with two is refused before training, naming both;
+  - *lifecycle hooks* — setup, modules, epoch start/end, post-step — are broadcast
+    to every component that implements them, last registered first (predict,
+    estimator, loss, selection, label_update); their answers are combined as each
+    spec says.
+
+  An exception raised inside any run hook becomes a one-line
+  :class:`pllzoo.checks.ComponentError` naming the component (chained to the cause).
 
 Call order within one run (the trainer, ``pllzoo/trainer.py``)::
 
@@ -172,7 +183,12 @@ class RunSpec:
         """Plan the training stages of this run (multi-stage re-initialisation).
 
         Called: once, before training (and again on resume), outside ``no_grad``
-        concerns.  Stops at first non-None result.
+        concerns.
+
+        Answered by: the one component of the run, in any slot, that implements it.
+        Plans are not merged: a recipe in which two components implement it (e.g.
+        ``valen+estimator=solar.prior``) is refused before training with a message
+        naming both (:func:`pllzoo.components.check_compatible`).
 
         :param run: the run: ``run.config`` (resolved training config, including
             ``epochs`` for the final stage), ``run.data`` (sizes, class counts).
@@ -190,6 +206,9 @@ class RunSpec:
         Called: at the start of every stage, after the trainer re-initialised the
         model and optimizer and cleared ``state`` except ``run.stage.carry``; also
         before a resumed stage's checkpointed state is loaded over it.
+
+        Answered by: every component that implements it, last registered first
+        (predict, estimator, loss, selection, label_update).
 
         :param run: ``run.stage`` (name, index, epochs, params), ``run.data``
             (``candidates`` bool ``[N, K]`` on ``run.device``, ``num_classes``),
@@ -211,6 +230,9 @@ class RunSpec:
         optimizer (same LR schedule and weight decay as the network), saves all of
         them in each checkpoint and restores them on resume.
 
+        Answered by: every component that implements it (called in slot order); all
+        offers are kept, named ``<slot>.<name>``.
+
         :returns: ``{name: module}`` (names unique within the component) or ``None``.
 
         .. versionadded:: 0.1
@@ -221,6 +243,8 @@ class RunSpec:
         """Compute per-epoch schedules (ramps, thresholds).
 
         Called: at the start of every epoch, ``epoch`` counting from 0 within the stage.
+
+        Answered by: every component that implements it, last registered first.
 
         :returns: None.
 
@@ -233,14 +257,19 @@ class RunSpec:
         """Produce the training targets of this batch (slot ``label_update``).
 
         Called: every training step, after the forward pass(es), under
-        ``torch.no_grad()``.  Answered by the label-update component only.
+        ``torch.no_grad()``.
+
+        Answered by: the ``label_update`` slot's component only.  Checked: a float
+        ``[B, K]`` tensor every step; finite, non-negative, 0 outside the candidate
+        set and rows summing to 1 (within 1e-3) on the first step of each epoch, and
+        every step under ``check``.
 
         :param step: ``step.batch`` (``index`` long ``[B]``, ``candidates`` float
             ``[B, K]``), ``step.logits`` ``[B, K]``, ``step.probs`` float32
             ``[B, K]`` (softmax of the weak view, detached), ``step.scratch``.
         :param state: the run's state.
         :returns: targets float32 ``[B, K]``: each row sums to 1 and is 0 outside
-            the candidate set (or ``None`` to defer to another implementation).
+            the candidate set.
 
         .. versionadded:: 0.1
         """
@@ -251,6 +280,10 @@ class RunSpec:
 
         Called: every training step, after :meth:`pllzoo_label_update` (so
         ``step.targets`` is set), under ``torch.no_grad()``.
+
+        Answered by: the ``selection`` slot's component only.  Checked: ``[B]``,
+        bool or float, every step; float weights finite and in [0, 1] on the first
+        step of each epoch, and every step under ``check``.
 
         :returns: ``bool [B]`` (True = reliable) or float weights ``[B]`` in [0, 1].
 
@@ -264,6 +297,10 @@ class RunSpec:
         Called: every training step, after selection (``step.targets`` and
         ``step.mask`` set), with autograd on.  May run extra forward passes with
         ``step.forward(x)`` (e.g. mixup) and log scalars into ``step.logs``.
+
+        Answered by: the ``loss`` slot's component only.  Checked: a 0-dim float
+        tensor with grad every step; finite on the first step of each epoch, and
+        every step under ``check``.
 
         :returns: a scalar tensor to minimise.
 
@@ -279,6 +316,8 @@ class RunSpec:
         ``torch.no_grad()``; ``step.probs`` still holds the pre-step predictions,
         and ``step.forward`` gives a fresh forward with the updated weights.
 
+        Answered by: every component that implements it, last registered first.
+
         :returns: None.
 
         .. versionadded:: 0.1
@@ -292,6 +331,10 @@ class RunSpec:
         ``torch.no_grad()``.  ``run.predict_train()`` gives eval-mode softmax
         predictions ``[N, K]`` over the training set (test transform).
 
+        Answered by: every component that implements it, last registered first.
+        The dicts are merged into the epoch's record; a key returned by two
+        components is an error naming both.
+
         :returns: optional scalars to log for this epoch.
 
         .. versionadded:: 0.1
@@ -302,6 +345,10 @@ class RunSpec:
         """Adjust test-time logits (slot ``predict``, e.g. ``g - zeta * log r``).
 
         Called: at every evaluation, on float32 logits ``[M, K]``, under ``no_grad``.
+
+        Answered by: the ``predict`` slot's component only; with the slot empty
+        (or a ``None`` answer) the prediction is the argmax of ``logits``.
+        Checked at every evaluation: float, ``[M, K]``, finite.
 
         :returns: adjusted logits ``[M, K]`` (argmax is the prediction), or ``None``.
 

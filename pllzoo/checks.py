@@ -1,0 +1,129 @@
+"""The host's checks on what components hand back, and the errors that name the component.
+
+The trainer calls a role hook (:data:`pllzoo.hookspecs.SLOT_HOOKS`) on the slot's component only and
+checks its answer here:
+
+* **every step, from metadata only** (no device value is read, so no host sync): the answer is a
+  tensor of the right shape and dtype — targets float ``[B, K]``, a selection ``[B]`` (bool, or float
+  weights), a 0-dim float loss that requires grad;
+* **on the first step of each epoch, and on every step under ``check``** (the trainer's ``check``
+  argument, ``pllzoo bench --check``), also from the values, which reads them on the host: targets
+  finite, non-negative, 0 outside the candidate set and rows summing to 1; weights finite and in
+  [0, 1]; the loss finite;
+* **at every evaluation**: adjusted predict logits float ``[M, K]`` and finite (evaluation reads its
+  results on the host anyway).
+
+A violation, or any exception raised inside a component's hook, is a one-line
+:class:`ComponentError` naming the slot, the component and the module it comes from; an exception
+is chained (``raise ... from``), so a traceback still shows the cause.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import torch
+
+from pllzoo.components import label
+from pllzoo.errors import PLLZooError
+
+if TYPE_CHECKING:  # pragma: no cover
+    from pllzoo.components import Component
+
+#: tolerance of the row sums of targets and of the mass outside the candidate set (float32 maths)
+TARGET_ATOL = 1e-3
+
+
+class ComponentError(PLLZooError):
+    """A component broke the contract (a bad answer, or an exception inside one of its hooks)."""
+
+
+def describe(slot: str, comp: Component) -> str:
+    """``label_update component 'proden.confidence' (plugin pllzoo_baselines)`` — for messages."""
+    return f"{slot} component {label(comp)!r} (plugin {type(comp).__module__.split('.')[0]})"
+
+
+def hook_failed(slot: str, comp: Component, hook: str, exc: BaseException) -> ComponentError:
+    """The one-line error for an exception raised inside ``comp``'s ``hook`` (chain it with ``from``)."""
+    text = str(exc).strip().splitlines()
+    return ComponentError(f"{describe(slot, comp)} failed in {hook}: {type(exc).__name__}"
+                          + (f": {text[0]}" if text else ""))
+
+
+def _bad(slot: str, comp: Component, hook: str, what: str) -> ComponentError:
+    return ComponentError(f"{describe(slot, comp)}: {hook} {what}")
+
+
+def _shape(t: torch.Tensor) -> str:
+    return "[" + ", ".join(str(d) for d in t.shape) + "]"
+
+
+def _tensor(slot: str, comp: Component, hook: str, value: object, expected: str) -> torch.Tensor:
+    if not isinstance(value, torch.Tensor):
+        raise _bad(slot, comp, hook, f"returned {type(value).__name__}, expected {expected}")
+    return value
+
+
+def check_targets(slot: str, comp: Component, targets: object, candidates: torch.Tensor, values: bool) -> None:
+    """Targets of a batch: float ``[B, K]``; with ``values``: finite, ≥ 0, 0 outside ``candidates``
+    (float ``[B, K]``), rows summing to 1."""
+    hook = "pllzoo_label_update"
+    t = _tensor(slot, comp, hook, targets, f"float targets {_shape(candidates)}")
+    if t.shape != candidates.shape:
+        raise _bad(slot, comp, hook, f"returned targets of shape {_shape(t)}, expected {_shape(candidates)}")
+    if not t.is_floating_point():
+        raise _bad(slot, comp, hook, f"returned targets of dtype {t.dtype}, expected a float dtype")
+    if not values:
+        return
+    t = t.float()
+    if not bool(torch.isfinite(t).all()):
+        raise _bad(slot, comp, hook, "returned non-finite targets (NaN or inf)")
+    low = float(t.min())
+    if low < 0:
+        raise _bad(slot, comp, hook, f"returned negative targets (min {low:.3g})")
+    outside = float((t * (candidates <= 0)).sum(dim=1).max())
+    if outside > TARGET_ATOL:
+        raise _bad(slot, comp, hook, f"put mass {outside:.3g} outside a sample's candidate set")
+    sums = t.sum(dim=1)
+    worst = int((sums - 1).abs().argmax())
+    if abs(float(sums[worst]) - 1) > TARGET_ATOL:
+        raise _bad(slot, comp, hook, f"returned targets whose rows do not sum to 1 (batch row {worst}: "
+                                     f"{float(sums[worst]):.4g})")
+
+
+def check_selection(slot: str, comp: Component, mask: object, batch_size: int, values: bool) -> None:
+    """A selection: ``bool [B]`` or float weights ``[B]``; with ``values``: weights finite and in [0, 1]."""
+    hook = "pllzoo_select"
+    m = _tensor(slot, comp, hook, mask, f"a bool mask [{batch_size}]")
+    if m.shape != (batch_size,):
+        raise _bad(slot, comp, hook, f"returned a mask of shape {_shape(m)}, expected [{batch_size}] (one per sample)")
+    if m.dtype == torch.bool:
+        return
+    if not m.is_floating_point():
+        raise _bad(slot, comp, hook, f"returned a mask of dtype {m.dtype}, expected bool or float weights")
+    if values and not bool(((m >= 0) & (m <= 1)).all()):  # NaN fails both comparisons
+        raise _bad(slot, comp, hook, "returned weights outside [0, 1] (or NaN)")
+
+
+def check_loss(slot: str, comp: Component, loss: object, values: bool) -> None:
+    """A loss: a 0-dim float tensor with grad; with ``values``: finite."""
+    hook = "pllzoo_loss"
+    t = _tensor(slot, comp, hook, loss, "a scalar tensor")
+    if t.dim() != 0 or not t.is_floating_point():
+        raise _bad(slot, comp, hook, f"returned a {t.dtype} tensor of shape {_shape(t)}, expected a float scalar")
+    if not t.requires_grad:
+        raise _bad(slot, comp, hook, "returned a loss without grad (it does not depend on the model)")
+    if values and not bool(torch.isfinite(t)):
+        raise _bad(slot, comp, hook, f"returned a non-finite loss ({float(t.detach())})")
+
+
+def check_logits(slot: str, comp: Component, adjusted: object, logits: torch.Tensor) -> None:
+    """Adjusted test logits: float, the shape of ``logits`` (``[M, K]``), finite."""
+    hook = "pllzoo_predict"
+    t = _tensor(slot, comp, hook, adjusted, f"logits {_shape(logits)}")
+    if t.shape != logits.shape:
+        raise _bad(slot, comp, hook, f"returned logits of shape {_shape(t)}, expected {_shape(logits)}")
+    if not t.is_floating_point():
+        raise _bad(slot, comp, hook, f"returned logits of dtype {t.dtype}, expected a float dtype")
+    if not bool(torch.isfinite(t).all()):
+        raise _bad(slot, comp, hook, "returned non-finite logits (NaN or inf)")

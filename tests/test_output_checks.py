@@ -1,0 +1,301 @@
+"""The host checks what role hooks return (pllzoo.checks) and names the component that broke the contract."""
+
+from __future__ import annotations
+
+import pandas as pd
+import pytest
+import torch
+
+from pllzoo import Component, hookimpl
+from pllzoo.builtin import SelectAll, SoftCrossEntropy, UniformTargets
+from pllzoo.checks import ComponentError
+from pllzoo.run import TrainConfig
+from pllzoo.syncs import count_syncs
+from pllzoo.trainer import Trainer
+
+CFG = TrainConfig(model="linear", epochs=2, lr=0.1, weight_decay=0.0, batch_size=16)
+
+
+def trainer_for(data, extra: dict[str, Component] | None = None, **kw) -> Trainer:
+    comps = {"label_update": UniformTargets(), "selection": SelectAll(), "loss": SoftCrossEntropy()}
+    comps.update(extra or {})
+    return Trainer(data, comps, CFG, seed=1, device=torch.device("cpu"), **kw)
+
+
+def fails(data, slot: str, comp: Component, *parts: str, **kw) -> ComponentError:
+    """Training with ``comp`` in ``slot`` ends in one line naming the component, its module and each part."""
+    with pytest.raises(ComponentError) as err:
+        trainer_for(data, {slot: comp}, **kw).fit()
+    msg = str(err.value)
+    assert "\n" not in msg, msg
+    for part in (f"{slot} component {type(comp).__qualname__!r}", "(plugin test_output_checks)", *parts):
+        assert part in msg, (part, msg)
+    return err.value
+
+
+# ---------------------------------------------------------------------------- predict
+class DropsAClass(Component):
+    @hookimpl
+    def pllzoo_predict(self, logits):
+        return logits[:, :-1]
+
+
+class NaNLogits(Component):
+    @hookimpl
+    def pllzoo_predict(self, logits):
+        return logits * float("nan")
+
+
+class IntLogits(Component):
+    @hookimpl
+    def pllzoo_predict(self, logits):
+        return logits.long()
+
+
+def test_predict_logits_of_the_wrong_shape(tiny_data):
+    m, k = tiny_data.y_test.numel(), tiny_data.num_classes
+    fails(tiny_data, "predict", DropsAClass(), "pllzoo_predict", f"shape [{m}, {k - 1}]", f"expected [{m}, {k}]")
+
+
+def test_predict_logits_not_finite(tiny_data):
+    fails(tiny_data, "predict", NaNLogits(), "non-finite logits")
+
+
+def test_predict_logits_not_float(tiny_data):
+    fails(tiny_data, "predict", IntLogits(), "dtype torch.int64")
+
+
+# ---------------------------------------------------------------------------- label update
+class OutsideCandidates(Component):
+    @hookimpl
+    def pllzoo_label_update(self, step):
+        outside = 1 - step.batch.candidates
+        return torch.where(outside.sum(1, keepdim=True) > 0, outside / outside.sum(1, keepdim=True).clamp_min(1),
+                           step.batch.candidates / step.batch.candidates.sum(1, keepdim=True))
+
+
+class SumsToTwo(Component):
+    @hookimpl
+    def pllzoo_label_update(self, step):
+        c = step.batch.candidates
+        return 2 * c / c.sum(1, keepdim=True)
+
+
+class Negative(Component):
+    @hookimpl
+    def pllzoo_label_update(self, step):
+        t = step.batch.candidates / step.batch.candidates.sum(1, keepdim=True)
+        t[:, 0] = -t[:, 0]  # class 0's share made negative
+        return t
+
+
+class NaNTargets(Component):
+    @hookimpl
+    def pllzoo_label_update(self, step):
+        return step.batch.candidates * float("nan")
+
+
+class WrongWidth(Component):
+    @hookimpl
+    def pllzoo_label_update(self, step):
+        return step.batch.candidates[:, 1:]
+
+
+class Nothing(Component):
+    @hookimpl
+    def pllzoo_label_update(self, step):
+        return None
+
+
+def test_targets_outside_the_candidate_set(tiny_data):
+    fails(tiny_data, "label_update", OutsideCandidates(), "pllzoo_label_update", "outside a sample's candidate set")
+
+
+def test_targets_summing_to_two(tiny_data):
+    fails(tiny_data, "label_update", SumsToTwo(), "rows do not sum to 1", ": 2)")
+
+
+def test_negative_targets(tiny_data):
+    fails(tiny_data, "label_update", Negative(), "negative targets")
+
+
+def test_non_finite_targets(tiny_data):
+    fails(tiny_data, "label_update", NaNTargets(), "non-finite targets")
+
+
+def test_targets_of_the_wrong_shape(tiny_data):
+    k = tiny_data.num_classes
+    fails(tiny_data, "label_update", WrongWidth(), f"shape [16, {k - 1}], expected [16, {k}]")
+
+
+def test_no_targets(tiny_data):
+    fails(tiny_data, "label_update", Nothing(), "returned NoneType")
+
+
+# ---------------------------------------------------------------------------- selection, loss
+class ShortMask(Component):
+    @hookimpl
+    def pllzoo_select(self, step):
+        return torch.ones(step.batch.size - 1, dtype=torch.bool)
+
+
+class IntMask(Component):
+    @hookimpl
+    def pllzoo_select(self, step):
+        return torch.ones(step.batch.size, dtype=torch.long)
+
+
+class BigWeights(Component):
+    @hookimpl
+    def pllzoo_select(self, step):
+        return torch.full((step.batch.size,), 2.0)
+
+
+class VectorLoss(SoftCrossEntropy):
+    @hookimpl
+    def pllzoo_loss(self, step, state):
+        return super().pllzoo_loss(step, state).expand(2)
+
+
+class NaNLoss(SoftCrossEntropy):
+    @hookimpl
+    def pllzoo_loss(self, step, state):
+        return super().pllzoo_loss(step, state) * float("nan")
+
+
+class DetachedLoss(SoftCrossEntropy):
+    @hookimpl
+    def pllzoo_loss(self, step, state):
+        return super().pllzoo_loss(step, state).detach()
+
+
+def test_mask_of_the_wrong_length(tiny_data):
+    fails(tiny_data, "selection", ShortMask(), "pllzoo_select", "shape [15], expected [16]")
+
+
+def test_mask_of_the_wrong_dtype(tiny_data):
+    fails(tiny_data, "selection", IntMask(), "dtype torch.int64")
+
+
+def test_weights_outside_0_1(tiny_data):
+    fails(tiny_data, "selection", BigWeights(), "weights outside [0, 1]")
+
+
+def test_loss_not_a_scalar(tiny_data):
+    fails(tiny_data, "loss", VectorLoss(), "pllzoo_loss", "shape [2], expected a float scalar")
+
+
+def test_loss_not_finite(tiny_data):
+    fails(tiny_data, "loss", NaNLoss(), "non-finite loss")
+
+
+def test_loss_without_grad(tiny_data):
+    fails(tiny_data, "loss", DetachedLoss(), "without grad")
+
+
+# ---------------------------------------------------------------------------- when values are checked
+class BadAfterFirstStep(Component):
+    """Targets summing to 2 on every step but the first of an epoch."""
+
+    def __init__(self):
+        super().__init__()
+        self.steps = 0
+
+    @hookimpl
+    def pllzoo_on_epoch_start(self):
+        self.steps = 0
+
+    @hookimpl
+    def pllzoo_label_update(self, step):
+        self.steps += 1
+        c = step.batch.candidates / step.batch.candidates.sum(1, keepdim=True)
+        return c if self.steps == 1 else 2 * c
+
+
+def test_values_are_checked_on_the_first_step_of_each_epoch_and_always_under_check(tiny_data):
+    records = trainer_for(tiny_data, {"label_update": BadAfterFirstStep()}).fit()  # the cheap default misses it
+    assert len(records) == CFG.epochs
+    fails(tiny_data, "label_update", BadAfterFirstStep(), "rows do not sum to 1", check=True)
+
+
+def test_check_is_result_neutral(registry, tiny_data):
+    runs = []
+    for check in (False, True):
+        comps = registry.build_components(registry.method("solar"), {"estimator.est_epochs": 1},
+                                          dataset=(tiny_data.name, tiny_data.kind))
+        trainer = Trainer(tiny_data, comps, CFG, seed=1, device=torch.device("cpu"), check=check)
+        runs.append([{k: v for k, v in r.items() if k != "wall_s"} for r in trainer.fit()])
+    assert runs[0] == runs[1]
+
+
+def test_shape_checks_read_nothing_and_value_checks_do(registry, tiny_data):
+    comps = registry.build_components(registry.method("proden"), {}, dataset=(tiny_data.name, tiny_data.kind))
+    trainer = Trainer(tiny_data, comps, CFG, seed=1, device=torch.device("cpu"))
+    stage = trainer.stages()[-1]
+    trainer._enter_stage(stage)
+    gen, vgen = trainer.generators(stage, 0)
+    idx = torch.arange(16)
+    with count_syncs(cuda=False) as unchecked:
+        trainer.step(stage, 0, idx, gen, vgen)
+    with count_syncs(cuda=False) as checked:
+        trainer.step(stage, 0, idx, gen, vgen, check=True)
+    assert unchecked.count == 0 and checked.count > 0, (unchecked.ops, checked.ops)
+
+
+# ---------------------------------------------------------------------------- exceptions inside hooks
+class RaisesInLabelUpdate(Component):
+    @hookimpl
+    def pllzoo_label_update(self, step):
+        raise ValueError("bad thing\nsecond line")
+
+
+class RaisesAtSetup(UniformTargets):
+    @hookimpl
+    def pllzoo_setup_stage(self):
+        raise KeyError("confidence")
+
+
+class RaisesAtEpochEnd(Component):
+    @hookimpl
+    def pllzoo_on_epoch_end(self):
+        raise RuntimeError("estimator broke")
+
+
+def test_an_exception_in_a_role_hook_names_the_component(tiny_data):
+    err = fails(tiny_data, "label_update", RaisesInLabelUpdate(), "failed in pllzoo_label_update",
+                "ValueError: bad thing")
+    assert isinstance(err.__cause__, ValueError)  # chained: a traceback still shows where
+
+
+def test_an_exception_in_a_lifecycle_hook_names_the_component(tiny_data):
+    err = fails(tiny_data, "label_update", RaisesAtSetup(), "failed in pllzoo_setup_stage", "KeyError: 'confidence'")
+    assert isinstance(err.__cause__, KeyError)
+    fails(tiny_data, "estimator", RaisesAtEpochEnd(), "failed in pllzoo_on_epoch_end", "RuntimeError: estimator broke")
+
+
+def test_bench_check_flag_reaches_the_trainer_and_leaves_results_and_ids_alone(registry, tmp_path, monkeypatch):
+    from click.testing import CliRunner
+
+    import pllzoo.trainer as trainer_mod
+    from pllzoo import bench
+    from pllzoo.cli import cli
+    from pllzoo.data.base import DataOptions
+
+    seen = []
+    original = trainer_mod.Trainer.__init__
+
+    def spy(self, *a, **kw):
+        seen.append(kw.get("check"))
+        original(self, *a, **kw)
+
+    monkeypatch.setattr(trainer_mod.Trainer, "__init__", spy)
+    tiny = ["--methods", "proden", "--dataset", "synthetic-lt", "--epochs", "2", "--subset", "200", "--batch-size", "64", "--threads", "1"]
+    for flag, out in (([], "plain"), (["--check"], "checked")):
+        res = CliRunner().invoke(cli, ["bench", *tiny, *flag, "--out", str(tmp_path / out)])
+        assert res.exit_code == 0, res.output
+    assert seen == [False, True]
+    a, b = (pd.read_csv(tmp_path / o / "results.csv").drop(columns="wall_s") for o in ("plain", "checked"))
+    pd.testing.assert_frame_equal(a, b)  # same run id, same numbers
+    (p1,) = bench.plan(registry, ["proden"], "synthetic-lt", [1], DataOptions(), epochs=1, device="cpu")
+    (p2,) = bench.plan(registry, ["proden"], "synthetic-lt", [1], DataOptions(), epochs=1, device="cpu", check=True)
+    assert p2.check and p1.run_id == p2.run_id
