@@ -12,6 +12,12 @@ whole bench M minutes: a run that would miss them stops at an epoch boundary wit
 a checkpoint, later runs are left unstarted, ``results.csv`` lists the finished
 runs only, and :class:`~pllzoo.checkpoint.Stopped` (exit status 75 in the CLI)
 says so; ``resume=True`` continues, on this or another machine.
+
+A run that fails (an exception in a component, a non-finite loss, a bad output)
+does not stop the bench: its traceback goes to ``runs/<run-id>/error.txt``, the
+other runs finish, ``results.csv`` lists it with ``status`` "failed" and the
+one-line ``error``, and :class:`~pllzoo.jobs.RunsFailed` names every failed run
+at the end; ``resume=True`` reruns only those.  ``--jobs N`` does the same.
 """
 
 from __future__ import annotations
@@ -32,9 +38,11 @@ from pllzoo.components import Method, views_of
 from pllzoo.data.base import DataOptions, PLLData
 from pllzoo.data.holdout import hold_out, subsample
 from pllzoo.errors import PLLZooError, UnknownNameError
-from pllzoo.hparams import as_dict, override
+from pllzoo.hparams import as_dict, check, override
+from pllzoo.jobs import RunsFailed, failure_line, record_failure
 from pllzoo.registry import Registry
-from pllzoo.results import RESULT_COLUMNS, env_info, final_rows, read_jsonl, run_id, write_json, write_jsonl
+from pllzoo.results import (RESULT_COLUMNS, env_info, final_rows, order_methods, read_jsonl, run_id, write_json,
+                            write_jsonl)
 from pllzoo.run import BOOKKEEPING_FIELDS, HASHED_UNLESS_DEFAULT, TrainConfig
 from pllzoo.threads import default_threads, set_threads
 from pllzoo.devices import resolve_device
@@ -50,6 +58,7 @@ class RunPlan:
     component_overrides: dict[str, str]
     config: dict[str, Any] = field(default_factory=dict)
     view_workers: int = 0  # processes computing the strong view ahead (pllzoo.prefetch); 0: in the loop
+    check: bool = False  # check the components' outputs at every step (pllzoo.checks); never in the run id
 
     @property
     def run_id(self) -> str:
@@ -95,12 +104,7 @@ def train_config(data: PLLData, epochs: int | None, batch_size: int | None, over
         batch_size=d.batch_size, schedule=d.schedule, milestones=tuple(d.milestones),
     )
     flags = {k: v for k, v in {"epochs": epochs, "batch_size": batch_size}.items() if v is not None}
-    cfg = override(cfg, {**flags, **overrides}, where="train")
-    if cfg.epochs < 1 or cfg.batch_size < 1:
-        raise PLLZooError("epochs and batch size must be at least 1")
-    if cfg.checkpoint_every < 0 or cfg.checkpoint_minutes < 0:
-        raise PLLZooError("train.checkpoint_every and train.checkpoint_minutes must be ≥ 0 (0 turns one off)")
-    return cfg
+    return check(override(cfg, {**flags, **overrides}, where="train"), "train")  # the dataset's defaults too
 
 
 # On a GPU the PIL views (one sample at a time, on the host) are replaced by their batched tensor twins
@@ -136,7 +140,7 @@ def carve(data: PLLData, options: DataOptions, seed: int) -> PLLData:
 def plan(
     registry: Registry, methods: list[str], dataset: str, seeds: list[int], options: DataOptions,
     epochs: int | None = None, batch_size: int | None = None, hp: dict[str, str] | None = None,
-    device: str = "auto", view_workers: int | None = None,
+    device: str = "auto", view_workers: int | None = None, check: bool = False,
 ) -> list[RunPlan]:
     if not methods:
         raise PLLZooError("no method given; try --methods proden")
@@ -167,7 +171,7 @@ def plan(
                 config["view_stream"] = "pooled"
             if resolved_device != "cpu":  # views and permutations drawn on the device (Trainer.generators)
                 config["rng"] = "device"
-            plans.append(RunPlan(recipe, seed, data, cfg, per_method[recipe.name], config, pooled))
+            plans.append(RunPlan(recipe, seed, data, cfg, per_method[recipe.name], config, pooled, check))
     return plans
 
 
@@ -183,7 +187,10 @@ def execute(
     ``threads`` torch threads each); the records, run folders and rows are those of ``jobs=1``.
     ``threads``: torch threads (None: :func:`pllzoo.threads.default_threads`).  ``time_limit``: minutes
     for the whole bench; on a clean stop (time limit, SIGINT/SIGTERM) ``results.csv`` lists the finished
-    runs only and :class:`~pllzoo.checkpoint.Stopped` is raised.
+    (and failed) runs only and :class:`~pllzoo.checkpoint.Stopped` is raised.
+
+    :raises RunsFailed: after every other run finished and ``results.csv`` is written, when some runs
+        failed (see the module doc); it carries the rows.
     """
     if time_limit is not None and time_limit <= 0:
         raise PLLZooError(f"--time-limit must be > 0 minutes, got {time_limit:g}")
@@ -192,6 +199,8 @@ def execute(
     runs_dir = Path(out) / "runs"
     runs_dir.mkdir(parents=True, exist_ok=True)
     finals: list[dict[str, Any] | None] = []
+    failed: dict[int, str] = {}  # index → one-line reason (pllzoo.jobs.record_failure)
+    attempted = 0  # runs trained this time, not reused
     todo = []  # indices of the runs left to the --jobs workers
     signals = checkpoint.stop_signals() if jobs == 1 else contextlib.nullcontext()  # --jobs: see pllzoo.jobs
     with signals:
@@ -203,35 +212,55 @@ def execute(
                 records = read_jsonl(run_dir / "log.jsonl")
                 if on_run:
                     on_run(p, "reused")
-            elif jobs > 1:
+                finals.append(records[-1])
+                continue
+            attempted += 1
+            if jobs > 1:
                 todo.append(len(finals))
-                records = [None]  # filled in below, from the worker
-            else:
-                try:
-                    _stop_before(p, deadline)
-                    records = _train(registry, p, run_dir, resume, on_epoch, on_run, deadline, threads)
-                except checkpoint.Stopped as exc:
-                    n_done = len(_write_rows(out, plans, finals))
-                    raise checkpoint.Stopped(f"{_name(p)}: {exc}; {n_done} of {len(plans)} runs finished",
-                                             exc.exit_code) from None
-            finals.append(records[-1])
+                finals.append(None)  # filled in below, from the worker
+                continue
+            try:
+                _stop_before(p, deadline)
+                finals.append(_train(registry, p, run_dir, resume, on_epoch, on_run, deadline, threads)[-1])
+            except checkpoint.Stopped as exc:
+                _write_rows(out, plans, finals, failed)
+                raise checkpoint.Stopped(f"{_name(p)}: {exc}; {_finished(finals, failed, len(plans))}",
+                                         exc.exit_code) from None
+            except Exception as exc:  # the others go on; the same record as a --jobs worker's (pllzoo.jobs)
+                failed[len(finals)] = record_failure(run_dir, exc)
+                finals.append(None)
+                if on_run:
+                    on_run(p, f"failed: {failed[len(finals) - 1]}")
     if todo:
         from pllzoo.jobs import RunsStopped, run_parallel
 
         try:
-            done = run_parallel(registry, plans, runs_dir, resume, todo, jobs, on_epoch, on_run, threads, deadline)
+            done, worker_failed = run_parallel(registry, plans, runs_dir, resume, todo, jobs, on_epoch, on_run,
+                                               threads, deadline)
         except RunsStopped as exc:
             for i, record in exc.finals.items():
                 finals[i] = record
-            n_done = len(_write_rows(out, plans, finals))
-            raise checkpoint.Stopped(f"{exc}; {n_done} of {len(plans)} runs finished", exc.exit_code) from None
+            failed.update(exc.failed)
+            _write_rows(out, plans, finals, failed)
+            raise checkpoint.Stopped(f"{exc}; {_finished(finals, failed, len(plans))}", exc.exit_code) from None
         for i, record in done.items():
             finals[i] = record
-    return _write_rows(out, plans, finals)
+        failed.update(worker_failed)
+    rows = _write_rows(out, plans, finals, failed)
+    if failed:
+        named = [(_name(plans[i]), why) for i, why in sorted(failed.items())]
+        raise RunsFailed(failure_line(named, attempted, runs_dir), rows,
+                         [(plans[i], why) for i, why in sorted(failed.items())])
+    return rows
 
 
 def _name(p: RunPlan) -> str:
     return f"{p.method.name} seed {p.seed}"
+
+
+def _finished(finals: list[dict[str, Any] | None], failed: dict[int, str], total: int) -> str:
+    n_done = sum(f is not None for f in finals)
+    return f"{n_done} of {total} runs finished" + (f", {len(failed)} failed" if failed else "")
 
 
 def _stop_before(p: RunPlan, deadline: float | None) -> None:
@@ -242,8 +271,11 @@ def _stop_before(p: RunPlan, deadline: float | None) -> None:
         raise checkpoint.time_stop("before it started")
 
 
-def _write_rows(out: Path, plans: list[RunPlan], finals: list[dict[str, Any] | None]) -> pd.DataFrame:
-    """``OUT/results.csv``: the final rows of the finished runs (``finals[i]``: ``plans[i]``'s last record)."""
+def _write_rows(out: Path, plans: list[RunPlan], finals: list[dict[str, Any] | None],
+                failed: dict[int, str] | None = None) -> pd.DataFrame:
+    """``OUT/results.csv``: the final rows of the finished runs (``finals[i]``: ``plans[i]``'s last record)
+    and of the failed ones (``failed[i]``: ``plans[i]``'s one-line reason), in plan order; the last two
+    columns, ``status`` ("ok" | "failed") and ``error``, say which."""
     done = [(p, f) for p, f in zip(plans, finals) if f is not None]
     if done:
         rows = final_rows(pd.DataFrame([f for _, f in done]).assign(run=[p.run_id for p, _ in done]))
@@ -251,6 +283,13 @@ def _write_rows(out: Path, plans: list[RunPlan], finals: list[dict[str, Any] | N
         rows = rows[list(RESULT_COLUMNS) + extra]
     else:
         rows = pd.DataFrame(columns=list(RESULT_COLUMNS))
+    rows = rows.assign(status="ok", error="")
+    if failed:
+        bad = pd.DataFrame([{"method": plans[i].method.name, "dataset": plans[i].data.name, "seed": plans[i].seed,
+                             "run": plans[i].run_id, "status": "failed", "error": why} for i, why in failed.items()])
+        ints = [c for c in rows.columns if pd.api.types.is_integer_dtype(rows[c])]  # stay integers beside NaN
+        rows = pd.concat([rows.astype({c: "Int64" for c in ints}), bad], ignore_index=True)[list(rows.columns)]
+        rows = order_methods(rows, list(dict.fromkeys(p.method.name for p in plans))).reset_index(drop=True)
     tmp = Path(out) / "results.csv.tmp"
     rows.to_csv(tmp, index=False)
     tmp.replace(Path(out) / "results.csv")
@@ -262,6 +301,7 @@ def _train(registry, p: RunPlan, run_dir: Path, resume: bool, on_epoch, on_run, 
     """Train one run into ``run_dir``.  ``deadline``: a :data:`pllzoo.checkpoint.clock` time to stop by;
     ``threads``: torch threads for it (None: leave them).  Plain arguments, so a job process passes them too."""
     run_dir.mkdir(parents=True, exist_ok=True)
+    (run_dir / "error.txt").unlink(missing_ok=True)  # a failed run's (pllzoo.jobs.record_failure), rerun
     device = p.config["device"]
     if threads is not None:
         set_threads(threads)
@@ -281,7 +321,8 @@ def _train(registry, p: RunPlan, run_dir: Path, resume: bool, on_epoch, on_run, 
     import torch
 
     trainer = Trainer(p.data, comps, p.train, p.seed, torch.device(device), run_dir, base, epoch_done, p.view_workers,
-                      deadline=deadline, on_resume=lambda records: write_jsonl(log, records))  # drop recomputed ones
+                      deadline=deadline, on_resume=lambda records: write_jsonl(log, records),  # drop recomputed ones
+                      check=p.check)
     if on_run:
         on_run(p, "resumed" if resume and (run_dir / "checkpoint.pt").exists() else "started")
     records = trainer.fit(resume=resume)

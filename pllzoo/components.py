@@ -22,11 +22,15 @@ string is the method's name in tables and records.
 Components declare what they read and write (``needs``/``provides``: state keys
 such as ``"prior"`` or ``"confidence"``; ``views``: extra input views such as
 ``"strong"``).  :func:`check_compatible` refuses, before training, a recipe in
-which something is needed that no component provides, naming both sides.
+which something is needed that no component provides, or two components write
+the same key or both plan training stages (:func:`stage_planner`), naming both sides.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import difflib
+import inspect
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Mapping
 
@@ -115,8 +119,42 @@ def parse_method_string(text: str) -> tuple[str, dict[str, str | None]]:
     return base, swaps
 
 
+def label(comp: Component) -> str:
+    """The name a component is registered under, else its class name (a subclass does not inherit a name)."""
+    return vars(type(comp)).get("name") or type(comp).__qualname__
+
+
+def implemented_hooks(comp: Component) -> frozenset[str]:
+    """The hooks ``comp`` implements (its ``@pllzoo.hookimpl`` methods, ``specname`` honoured)."""
+    found = set()
+    for attr in dir(type(comp)):
+        opts = getattr(getattr(type(comp), attr, None), "pllzoo_impl", None)
+        if isinstance(opts, dict):
+            found.add(opts.get("specname") or attr)
+    return frozenset(found)
+
+
+def stage_planner(method_name: str, components: Mapping[str, Component]) -> str | None:
+    """The slot of the one component that plans stages (implements ``pllzoo_stages``), or None.
+
+    The rule: a run follows one stage plan.  Stages re-initialise the model, optimizer and state, so two
+    plans (VALEN's warm-up, SoLar's pre-estimation) cannot be merged without changing either method;
+    a recipe in which two components plan stages is refused, naming both.
+    """
+    planners = [(slot, c) for slot, c in components.items() if "pllzoo_stages" in implemented_hooks(c)]
+    if len(planners) > 1:
+        (s1, c1), (s2, c2) = planners[:2]
+        raise PLLZooError(
+            f"incompatible recipe {method_name!r}: {s1} {label(c1)!r} and {s2} {label(c2)!r} both plan training "
+            "stages (pllzoo_stages); a run follows one plan"
+        )
+    return planners[0][0] if planners else None
+
+
 def check_compatible(method_name: str, components: Mapping[str, Component]) -> None:
-    """Raise ``PLLZooError`` unless every ``need`` is provided and no key has two writers."""
+    """Raise ``PLLZooError`` unless every ``need`` is provided, no key has two writers and at most one
+    component plans stages (:func:`stage_planner`)."""
+    stage_planner(method_name, components)
     writers: dict[str, Component] = {}
     for comp in components.values():
         for key in comp.provides:
@@ -139,3 +177,89 @@ def check_compatible(method_name: str, components: Mapping[str, Component]) -> N
 def views_of(components: Mapping[str, Component]) -> frozenset[str]:
     """The extra input views (beyond the weak one) that any of a run's components asks for."""
     return frozenset().union(*(c.views for c in components.values()))
+
+
+# ---------------------------------------------------------------------- registration checks
+_IMPL_ATTR = "pllzoo_impl"  # set by ``pllzoo.hookimpl`` (pluggy's marker of project "pllzoo")
+_SPEC_ATTR = "pllzoo_spec"  # set by ``hookspecs.hookspec``
+
+
+def _spec_args(spec_class: type) -> dict[str, tuple[str, ...]]:
+    """``{hook name: argument names}`` of the specs declared on ``spec_class``."""
+    return {
+        name: tuple(list(inspect.signature(fn).parameters)[1:])
+        for name, fn in vars(spec_class).items() if getattr(fn, _SPEC_ATTR, None) is not None
+    }
+
+
+def _impl_params(cls: type, attr: str, fn: Any) -> tuple[list[str], list[str]]:
+    """(required positional arguments, required keyword-only arguments) of a hookimpl, without ``self``."""
+    try:
+        params = list(inspect.signature(fn).parameters.values())
+    except (TypeError, ValueError):
+        return [], []
+    if params and not isinstance(inspect.getattr_static(cls, attr, None), (staticmethod, classmethod)):
+        params = params[1:]  # the instance argument
+    required = [p for p in params if p.default is inspect.Parameter.empty]
+    positional = [p.name for p in required if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    return positional, [p.name for p in required if p.kind is p.KEYWORD_ONLY]
+
+
+def check_name(what: str, name: Any) -> None:
+    """A registered name must be usable in a method string: no ``+``, ``=``, blanks, and not ``none``."""
+    if not isinstance(name, str) or not name or name == "none" or any(c in name for c in "+= \t\n"):
+        raise PLLZooError(f"bad {what} name {name!r}: a non-empty string without '+', '=' or blanks, not 'none'")
+
+
+def check_component(cls: Any, slot: str) -> None:
+    """Raise ``PLLZooError`` (one line) unless ``cls`` is a valid component for ``slot``.
+
+    Checked when a plugin registers it, so ``pllzoo plugins`` reports the plugin as failed and
+    no run starts with it: a :class:`Component` subclass; every ``@hookimpl`` names a run hook
+    (a misspelled hook would otherwise be found only when a run starts) and asks only for
+    arguments that hook's spec has; the slot's role hook is implemented with ``@hookimpl``;
+    ``HParams`` is a dataclass whose defaults construct it.
+    """
+    from pllzoo import hookspecs  # the specs import nothing at run time; deferred to keep this module light
+
+    if not (isinstance(cls, type) and issubclass(cls, Component)):
+        raise PLLZooError(f"{cls!r} is not a pllzoo.Component subclass")
+    label = cls.__qualname__
+    run_specs = _spec_args(hookspecs.RunSpec)
+    discovery = _spec_args(hookspecs.DiscoverySpec)
+    implemented: set[str] = set()
+    for attr in sorted(dir(cls)):
+        fn = getattr(cls, attr, None)
+        opts = getattr(fn, _IMPL_ATTR, None)
+        if not isinstance(opts, dict) or not callable(fn):
+            continue
+        hook = opts.get("specname") or attr
+        if hook in discovery:
+            raise PLLZooError(f"{label}.{attr}: {hook} is a discovery hook; implement it on the plugin module")
+        if hook not in run_specs:
+            near = difflib.get_close_matches(hook, run_specs, n=1)
+            hint = f" (did you mean {near[0]}?)" if near else f"; run hooks: {', '.join(sorted(run_specs))}"
+            raise PLLZooError(f"{label}.{attr}: {hook!r} is not a run hook{hint}")
+        positional, kwonly = _impl_params(cls, attr, fn)
+        unknown = [a for a in positional if a not in run_specs[hook]]
+        if unknown:
+            raise PLLZooError(
+                f"{label}.{attr}: argument(s) {', '.join(map(repr, unknown))} not in the spec "
+                f"{hook}({', '.join(run_specs[hook])})")
+        if kwonly:
+            raise PLLZooError(f"{label}.{attr}: required keyword-only argument(s) {', '.join(map(repr, kwonly))} "
+                              f"are never passed; make them positional ({hook}({', '.join(run_specs[hook])}))")
+        implemented.add(hook)
+    role = hookspecs.SLOT_HOOKS[slot]
+    if role not in implemented:
+        if callable(getattr(cls, role, None)):
+            raise PLLZooError(f"{label}.{role} lacks @pllzoo.hookimpl, so pluggy would never call it")
+        raise PLLZooError(f"{label} does not implement {role}, the role hook of slot {slot!r}")
+    hp_cls = getattr(cls, "HParams", None)
+    if not (isinstance(hp_cls, type) and dataclasses.is_dataclass(hp_cls)):
+        raise PLLZooError(f"{label}.HParams must be a dataclass (see pllzoo.hp), got {hp_cls!r}")
+    try:
+        hp_cls()
+    except Exception as exc:
+        first = (str(exc).strip().splitlines() or [""])[0]
+        raise PLLZooError(f"{label}.HParams() fails with its defaults: {type(exc).__name__}: {first}") from None

@@ -1,13 +1,18 @@
 """Hyper-parameters: frozen dataclasses declared next to the code that reads them.
 
-Every field carries a default and a help string (``hp(default, "help")``).
+Every field carries a default and a help string (``hp(default, "help")``), and
+optionally ``choices=`` or a range (``ge=``/``gt=``/``le=``/``lt=``: ``hp(0.9, "m", ge=0, lt=1)``).
 Overrides come as dotted ``slot.field=value`` strings and are checked against
-the dataclass: an unknown key is an error that lists the valid keys.
+the dataclass: an unknown key is an error that lists the valid keys, and a value
+outside its choices or range is a one-line error naming the key, the value and
+the range.  Choices and ranges are metadata only: they change no default and
+nothing that names a run (:func:`as_dict` leaves metadata out).
 """
 
 from __future__ import annotations
 
 import dataclasses
+import math
 import typing
 from dataclasses import dataclass, field, fields
 from typing import Any
@@ -15,11 +20,55 @@ from typing import Any
 from pllzoo.errors import PLLZooError, UnknownNameError
 
 
-def hp(default: Any, help: str, **metadata: Any) -> Any:
-    """A dataclass field with a default and a help string (``choices=...``, search space, ...)."""
+@dataclass(frozen=True)
+class Range:
+    """Bounds of a numeric hyper-parameter; ``None`` is unbounded, ``*_open`` excludes the bound itself."""
+
+    low: float | None = None
+    high: float | None = None
+    low_open: bool = False
+    high_open: bool = False
+
+    def __contains__(self, value: Any) -> bool:
+        if isinstance(value, tuple):  # a tuple field: every element
+            return all(v in self for v in value)
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or math.isnan(value):
+            return False
+        if self.low is not None and not (value > self.low if self.low_open else value >= self.low):
+            return False
+        return self.high is None or (value < self.high if self.high_open else value <= self.high)
+
+    def __str__(self) -> str:
+        """``> 0``, ``≥ 1``, ``≤ 1`` or an interval ``[0, 1)``."""
+        if self.high is None:
+            return f"{'>' if self.low_open else '≥'} {self.low:g}"
+        if self.low is None:
+            return f"{'<' if self.high_open else '≤'} {self.high:g}"
+        return f"{'(' if self.low_open else '['}{self.low:g}, {self.high:g}{')' if self.high_open else ']'}"
+
+
+def hp(default: Any, help: str, *, ge: float | None = None, gt: float | None = None, le: float | None = None,
+       lt: float | None = None, **metadata: Any) -> Any:
+    """A dataclass field with a default and a help string (``choices=...``, search space, ...).
+
+    ``ge``/``gt`` (≥ / >) and ``le``/``lt`` (≤ / <) bound a number (each element of a tuple), checked
+    by :func:`override` and :func:`check`; at most one lower and one upper bound.
+    """
     if isinstance(default, (list, dict, set)):
         raise TypeError("hyper-parameters must be immutable; use a tuple")
+    if ge is not None and gt is not None or le is not None and lt is not None:
+        raise TypeError("give one lower bound (ge or gt) and one upper bound (le or lt) at most")
+    if any(b is not None for b in (ge, gt, le, lt)):
+        bounds = Range(gt if gt is not None else ge, lt if lt is not None else le, gt is not None, lt is not None)
+        if default is not None and default not in bounds:
+            raise TypeError(f"default {default!r} is outside its range {bounds}")
+        metadata["range"] = bounds
     return field(default=default, metadata={"help": help, **metadata})
+
+
+def range_of(f: dataclasses.Field) -> Range | None:
+    """The declared :class:`Range` of a hyper-parameter field, or None."""
+    return f.metadata.get("range")
 
 
 @dataclass(frozen=True)
@@ -28,8 +77,13 @@ class NoHParams:
 
 
 def describe(cls: type) -> list[tuple[str, Any, str]]:
-    """``(name, default, help)`` for every field of a hyper-parameter dataclass."""
-    return [(f.name, f.default, f.metadata.get("help", "")) for f in fields(cls)]
+    """``(name, default, help)`` for every field of a hyper-parameter dataclass; the help ends with
+    the field's range when it declares one (``pllzoo methods --hparams``)."""
+    out = []
+    for f in fields(cls):
+        help_, bounds = f.metadata.get("help", ""), range_of(f)
+        out.append((f.name, f.default, f"{help_} (range: {bounds})" if bounds is not None else help_))
+    return out
 
 
 def parse_value(text: str, annotation: Any, default: Any) -> Any:
@@ -74,11 +128,30 @@ def override(obj: Any, changes: dict[str, str], where: str) -> Any:
             parsed[key] = parse_value(text, f.type, getattr(obj, key))
         except ValueError as exc:
             raise PLLZooError(f"bad value for {where}.{key}: {exc}") from None
-    for key, value in parsed.items():
-        choices = by_name[key].metadata.get("choices")
+    return check(dataclasses.replace(obj, **parsed), where, keys=parsed)
+
+
+def check(obj: Any, where: str, keys: typing.Iterable[str] | None = None) -> Any:
+    """``obj`` if each field (of ``keys``, default all) is within its declared choices and range.
+
+    :raises PLLZooError: one line naming the first offending key, its value and what is allowed.
+    """
+    wanted = None if keys is None else set(keys)
+    for f in fields(obj):
+        if wanted is not None and f.name not in wanted:
+            continue
+        value, choices, bounds = getattr(obj, f.name), f.metadata.get("choices"), range_of(f)
         if choices is not None and value not in choices:
-            raise PLLZooError(f"bad value for {where}.{key}: {value!r}; valid: {', '.join(map(str, choices))}")
-    return dataclasses.replace(obj, **parsed)
+            raise PLLZooError(f"bad value for {where}.{f.name}: {value!r}; valid: {', '.join(map(str, choices))}")
+        if bounds is not None and value is not None and value not in bounds:
+            shown = value if isinstance(value, tuple) else f"{value!r}"
+            raise PLLZooError(f"bad value for {where}.{f.name}: {shown}; must be {_phrase(bounds)}")
+    return obj
+
+
+def _phrase(bounds: Range) -> str:
+    text = str(bounds)
+    return f"in {text}" if text[0] in "[(" else text
 
 
 def as_dict(obj: Any) -> dict[str, Any]:

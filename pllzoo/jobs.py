@@ -31,10 +31,12 @@ with any forkserver/spawn start, a script that calls ``execute(jobs=N)`` needs t
 ``--view-workers`` applies per run: N runs start N pools.
 
 Failures.  A run that raises is reported through ``on_run(plan, "failed: <one line>")`` with its
-traceback in its folder as ``error.txt``, and the other runs go on; at the end
-:func:`run_parallel` raises one :class:`~pllzoo.errors.PLLZooError` naming every failed run, and
-``--resume`` reruns only those.  A worker that dies without a word (killed, out of memory) is
-reported the same way.  Ctrl-C (or any exception) in the parent stops the workers as the sequential
+traceback in its folder as ``error.txt`` (:func:`record_failure`, shared with the sequential path),
+and the other runs go on; :func:`run_parallel` returns the failed runs' one-line reasons beside the
+finished runs' records, and :func:`pllzoo.bench.execute` writes them to ``results.csv`` and raises
+one :class:`RunsFailed` naming them, as for ``--jobs 1``; ``--resume`` reruns only those.  A worker
+that dies without a word (killed, out of memory) is reported the same way.  Ctrl-C (or any
+exception) in the parent stops the workers as the sequential
 path stops its run: each ends its current epoch with a checkpoint (a second Ctrl-C kills them), so
 ``--resume`` continues every run.  A worker whose parent died stops itself the same way.
 
@@ -116,6 +118,34 @@ def describe(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {_first_line(exc)}" if _first_line(exc) else type(exc).__name__
 
 
+def record_failure(run_dir: Path, exc: BaseException) -> str:
+    """Save ``exc``'s traceback as ``run_dir/error.txt`` (a rerun of the run removes it,
+    :func:`pllzoo.bench._train`) and return its one-line reason (:func:`describe`).  Both paths
+    of ``pllzoo bench`` record a failed run through this."""
+    run_dir.mkdir(parents=True, exist_ok=True)
+    (run_dir / "error.txt").write_text("".join(traceback.format_exception(type(exc), exc, exc.__traceback__)))
+    return describe(exc)
+
+
+def failure_line(failed: list[tuple[str, str]], attempted: int, runs_dir: Path) -> str:
+    """One line naming every failed run: ``failed`` holds ``(run name, reason)``, ``attempted`` counts
+    the runs trained this time (not the reused ones)."""
+    names = "; ".join(f"{name} ({why})" for name, why in failed)
+    others = f"The others finished in {runs_dir}; " if len(failed) < attempted else ""
+    return (f"{len(failed)} of {attempted} runs failed: {names}. {others}tracebacks in each run's error.txt; "
+            "fix the cause and rerun with --resume to run only the failed ones")
+
+
+class RunsFailed(PLLZooError):
+    """Some runs of a bench failed and the others finished: ``rows`` is what ``results.csv`` holds
+    (a ``status`` and an ``error`` column say which), ``failed`` the failed ``(plan, reason)`` pairs."""
+
+    def __init__(self, message: str, rows, failed: list[tuple[Any, str]]) -> None:
+        super().__init__(message)
+        self.rows = rows
+        self.failed = failed
+
+
 def _watch_parent(alive) -> None:
     """Stop this worker (as if terminated) once the parent is gone: ``alive``'s other end, which only
     the parent holds, closes.  (Not ``os.getppid()``: a forkserver outlives the parent while its
@@ -147,7 +177,6 @@ def _child(blob: bytes, specs, sys_path: list[str], run_dir: str, resume: bool, 
 
     run_dir = Path(run_dir)
     try:
-        (run_dir / "error.txt").unlink(missing_ok=True)
         registry, plan = _rebuild_registry(specs), pickle.loads(blob)
         records = bench._train(registry, plan, run_dir, resume, on_epoch=lambda p, rec: send("epoch", rec),
                                on_run=lambda p, status: send("run", status), deadline=deadline, threads=threads)
@@ -155,9 +184,7 @@ def _child(blob: bytes, specs, sys_path: list[str], run_dir: str, resume: bool, 
     except Stopped as exc:  # a clean stop (time limit, SIGTERM) with a checkpoint: --resume continues, no error
         send("stopped", (describe(exc), exc.exit_code))
     except Exception as exc:
-        run_dir.mkdir(parents=True, exist_ok=True)
-        (run_dir / "error.txt").write_text(traceback.format_exc())
-        send("failed", describe(exc))
+        send("failed", record_failure(run_dir, exc))
     except KeyboardInterrupt:  # a second stop signal abandoned the epoch; the last checkpoint stays
         sys.exit(130)
 
@@ -181,7 +208,7 @@ def run_parallel(
     on_epoch: Callable[[Any, dict[str, Any]], None] | None = None,
     on_run: Callable[[Any, str], None] | None = None,
     threads: int | None = None, deadline: float | None = None,
-) -> dict[int, dict[str, Any]]:
+) -> tuple[dict[int, dict[str, Any]], dict[int, str]]:
     """Train ``plans[i]`` for ``i`` in ``todo`` into ``runs_dir/<run-id>``, up to ``jobs`` at a time.
 
     :param todo: indices into ``plans``, started in this order (the caller has cleared or kept their folders).
@@ -189,10 +216,10 @@ def run_parallel(
     :param deadline: a :data:`pllzoo.checkpoint.clock` time (``time.monotonic``, the same clock in every
         process): each worker stops by it at an epoch boundary with a checkpoint; runs not started by then
         are left for ``--resume``.
-    :returns: index → final record, for every index in ``todo``.
-    :raises PLLZooError: one line naming every failed run, after the others have finished.
-    :raises RunsStopped: some runs stopped cleanly (time limit, SIGTERM) and none failed; it carries the
-        final records of the runs that did finish.
+    :returns: index → final record of each finished run, and index → one-line reason of each failed run
+        (its traceback in its folder's ``error.txt``); together they cover ``todo``.
+    :raises RunsStopped: some runs stopped cleanly (time limit, SIGTERM); it carries the final records of
+        the runs that did finish and the reasons of those that failed.
     """
     specs = plugin_specs(registry)  # an unpicklable plugin fails here, before anything starts
     threads = threads or default_threads(jobs)
@@ -258,23 +285,22 @@ def run_parallel(
         _stop(list(running.values()))
         alive.close()
         parent_end.close()
-    if failed:
-        names = "; ".join(f"{_name(plans[i])} ({why})" for i, why in sorted(failed.items()))
-        raise PLLZooError(f"{len(failed)} of {len(todo)} runs failed: {names}. The others finished in {runs_dir}; "
-                          "fix the cause and rerun with --resume to run only the failed ones")
     if stopped:
         first = min(stopped)
         names = "; ".join(f"{_name(plans[i])}: {why}" for i, (why, _) in sorted(stopped.items()))
-        raise RunsStopped(names, stopped[first][1], finals)
-    return finals
+        raise RunsStopped(names, stopped[first][1], finals, failed)
+    return finals, failed
 
 
 class RunsStopped(Stopped):
-    """Some worker runs stopped cleanly; ``finals`` holds the final records of those that finished."""
+    """Some worker runs stopped cleanly; ``finals`` holds the final records of those that finished,
+    ``failed`` the one-line reasons of those that failed."""
 
-    def __init__(self, message: str, exit_code: int, finals: dict[int, dict[str, Any]]) -> None:
+    def __init__(self, message: str, exit_code: int, finals: dict[int, dict[str, Any]],
+                 failed: dict[int, str] | None = None) -> None:
         super().__init__(message, exit_code)
         self.finals = finals
+        self.failed = failed or {}
 
 
 def _received(reader) -> list[tuple]:

@@ -69,6 +69,9 @@ def summary(records: pd.DataFrame, rule: str = "last", methods: list[str] | None
     Settings keep their first-seen order (the order of the results folders); ``methods`` keeps
     only those, in that order; otherwise methods are sorted by name.
     """
+    if records.empty:  # e.g. a bench whose every run failed
+        stats = [f"{c}_{k}" for k in ("mean", "std") for c in ACC_COLUMNS]
+        return pd.DataFrame(columns=["setting", "method", *stats, "n", "train_counts"])
     chosen = select_epochs(records, rule)
     order = methods or sorted(set(chosen["method"]))
     chosen = order_methods(chosen[chosen["method"].isin(order)], order)
@@ -79,10 +82,43 @@ def summary(records: pd.DataFrame, rule: str = "last", methods: list[str] | None
     return out.assign(train_counts=[counts[(s, m)] for s, m in zip(out["setting"], out["method"])])
 
 
+FAILED_NOTE = ("failed: runs that raised (a component's exception, a non-finite loss, a bad output); n counts "
+               "the finished ones, results.csv gives each failure's reason and runs/<run-id>/error.txt its traceback")
+
+
+def with_failures(summ: pd.DataFrame, failed: list[tuple[str, str, tuple[int, ...]]],
+                  methods: list[str]) -> pd.DataFrame:
+    """``summ`` (:func:`summary`) with a ``failed`` column: the failed runs of each (setting, method) given as
+    ``(setting, method, train counts)``; a pair with no finished run gets a row of its own (n = 0).
+    Methods keep the order of ``methods``, settings their first-seen order."""
+    if not failed:
+        return summ
+    counts: dict[tuple[str, str], list] = {}
+    for setting, method, train_counts in failed:
+        counts.setdefault((setting, method), []).append(tuple(train_counts))
+    have = set(zip(summ["setting"], summ["method"]))
+    new = pd.DataFrame([{"setting": s, "method": m, "n": 0, "train_counts": c}
+                        for (s, m), c in counts.items() if (s, m) not in have])
+    out = pd.concat([summ, new], ignore_index=True) if len(new) else summ.copy()
+    out["n"] = out["n"].astype(int)
+    out["failed"] = [len(counts.get((s, m), [])) for s, m in zip(out["setting"], out["method"])]
+    settings = {s: i for i, s in enumerate(dict.fromkeys(out["setting"]))}
+    rank = {m: i for i, m in enumerate(methods)}
+    out = out.sort_values(["setting", "method"], kind="stable",
+                          key=lambda c: c.map(settings) if c.name == "setting" else c.map(rank))
+    return out.reset_index(drop=True)
+
+
 def mean_std_cells(summ: pd.DataFrame) -> list[list[str]]:
-    """Rows ``method, All, Many, Medium, Few, n`` of a :func:`pllzoo.results.summarise` frame."""
-    return [[r["method"], *(fmt(r[f"{c}_mean"], r[f"{c}_std"]) for c in ACC_COLUMNS), str(int(r["n"]))]
-            for _, r in summ.iterrows()]
+    """Rows ``method, All, Many, Medium, Few, n`` of a :func:`pllzoo.results.summarise` frame; with a
+    ``failed`` column (:func:`with_failures`), n says how many failed and a method without a finished
+    run reads "failed"."""
+    rows = []
+    for _, r in summ.iterrows():
+        n, failed = int(r["n"]), int(r.get("failed", 0))
+        cells = [fmt(r[f"{c}_mean"], r[f"{c}_std"]) for c in ACC_COLUMNS] if n else ["failed"] * len(ACC_COLUMNS)
+        rows.append([r["method"], *cells, f"{n} ({failed} failed)" if failed else str(n)])
+    return rows
 
 
 def long_reports(summ: pd.DataFrame, rule: str, seeds_note: str = "") -> list[Report]:
@@ -91,7 +127,10 @@ def long_reports(summ: pd.DataFrame, rule: str, seeds_note: str = "") -> list[Re
     for setting, rows in summ.groupby("setting", sort=False):
         cells = mean_std_cells(rows)
         counts = [c for lst in rows["train_counts"] for c in lst]
-        reports.append(Report(f"{setting}{seeds_note}", ["Method", *HEADERS.values(), "n"], cells, caption(rule, counts)))
+        cap = caption(rule, counts)
+        if "failed" in rows and rows["failed"].any():
+            cap += f" {FAILED_NOTE}."
+        reports.append(Report(f"{setting}{seeds_note}", ["Method", *HEADERS.values(), "n"], cells, cap))
     return reports
 
 

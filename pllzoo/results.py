@@ -2,13 +2,14 @@
 
 Layout of a bench output folder ``OUT``::
 
-    OUT/results.csv              one row per method × seed (final epoch)
+    OUT/results.csv              one row per method × seed (final epoch); ``status``, ``error`` last
     OUT/summary.csv              mean, sample std (ddof=1) and n over seeds
     OUT/runs/<run-id>/config.json    resolved recipe, hyper-parameters, data options
     OUT/runs/<run-id>/env.json       package versions, device, git commit
     OUT/runs/<run-id>/log.jsonl      one record per epoch
     OUT/runs/<run-id>/checkpoint.pt  resume point (pllzoo.checkpoint: cadence, clean stops)
     OUT/runs/<run-id>/done           written when the run finished
+    OUT/runs/<run-id>/error.txt      a failed run's traceback (pllzoo.jobs.record_failure)
 """
 
 from __future__ import annotations

@@ -18,22 +18,24 @@ class TrainConfig:
     """Trainer hyper-parameters (``--hp train.<field>=value``); defaults come from the dataset."""
 
     model: str = hp("linear", "backbone name (pllzoo.models)")
-    epochs: int = hp(10, "epochs of the final stage; also the LR-schedule horizon")
-    lr: float = hp(0.01, "SGD learning rate")
-    weight_decay: float = hp(1e-4, "SGD weight decay (all parameters, as the reference code)")
-    momentum: float = hp(0.9, "SGD momentum")
-    batch_size: int = hp(256, "training batch size")
-    schedule: str = hp("constant", "LR schedule: constant | step | cosine")
-    milestones: tuple[int, ...] = hp((), "step schedule: decay by lr_decay after these epochs")
-    lr_decay: float = hp(0.1, "step schedule decay factor")
-    cosine_min_factor: float = hp(1e-3, "cosine schedule: lr_min = lr * factor (SoLar: 0.1**3)")
+    epochs: int = hp(10, "epochs of the final stage; also the LR-schedule horizon", ge=1)
+    lr: float = hp(0.01, "SGD learning rate", gt=0)
+    weight_decay: float = hp(1e-4, "SGD weight decay (all parameters, as the reference code)", ge=0)
+    momentum: float = hp(0.9, "SGD momentum", ge=0, lt=1)
+    batch_size: int = hp(256, "training batch size", ge=1)
+    schedule: str = hp("constant", "LR schedule: constant | step | cosine",
+                           choices=("constant", "step", "cosine"))
+    milestones: tuple[int, ...] = hp((), "step schedule: decay by lr_decay after these epochs", ge=0)
+    lr_decay: float = hp(0.1, "step schedule decay factor", gt=0)
+    cosine_min_factor: float = hp(1e-3, "cosine schedule: lr_min = lr * factor (SoLar: 0.1**3)", ge=0, le=1)
     drop_last: bool = hp(True, "drop the last incomplete batch (the reference loaders do)")
     weak_view: str = hp("weak", "weak-view augmentation (pllzoo.augment.VIEWS)")
     strong_view: str = hp("strong", "strong-view augmentation, forwarded only if a component asks")
-    eval_batch_size: int = hp(1024, "batch size of evaluation and estimation passes")
+    eval_batch_size: int = hp(1024, "batch size of evaluation and estimation passes", ge=1)
     amp: bool = hp(True, "autocast the network on CUDA (label maths stays float32)")
-    checkpoint_every: int = hp(0, "bookkeeping: checkpoint every N epochs (0: off); always at a stage's end")
-    checkpoint_minutes: float = hp(10.0, "bookkeeping: checkpoint once M minutes passed since the last one (0: off)")
+    checkpoint_every: int = hp(0, "bookkeeping: checkpoint every N epochs (0: off); always at a stage's end", ge=0)
+    checkpoint_minutes: float = hp(10.0, "bookkeeping: checkpoint once M minutes passed since the last one (0: off)",
+                                  ge=0)
     compile: str = hp("none", "torch.compile the network: none | default | reduce-overhead (CUDA graphs)",
                       choices=("none", "default", "reduce-overhead"))
 

@@ -2,7 +2,10 @@
 
 Per step: weak view (and strong view if a component asks) → network (autocast on
 CUDA) → float32 softmax → ``pllzoo_label_update`` → ``pllzoo_select`` →
-``pllzoo_loss`` → SGD step → ``pllzoo_post_step``.  Per epoch: LR from the
+``pllzoo_loss`` → SGD step → ``pllzoo_post_step``.  A role hook is called on its
+slot's component only, a lifecycle hook on every component that implements it
+(in pluggy's order); answers are checked (:mod:`pllzoo.checks`) and an exception
+inside a hook names its component.  Per epoch: LR from the
 schedule, ``pllzoo_on_epoch_start``, the steps, ``pllzoo_on_epoch_end``,
 evaluation (``pllzoo_predict``), one record, and a checkpoint when one is due
 (``train.checkpoint_every`` epochs or ``train.checkpoint_minutes``, and at the end of
@@ -28,9 +31,10 @@ import pluggy
 import torch
 
 from pllzoo import augment, hookspecs, prefetch
+from pllzoo.checks import ComponentError, check_logits, check_loss, check_selection, check_targets, describe, hook_failed
 from pllzoo.checkpoint import (Bookkeeper, load_checkpoint, save_checkpoint, save_guess_s, signal_stop, stop_requested,
                                stop_signals, time_stop)
-from pllzoo.components import Component, views_of
+from pllzoo.components import Component, stage_planner, views_of
 from pllzoo.data.base import PLLData
 from pllzoo.devices import compile_model
 from pllzoo.errors import PLLZooError
@@ -42,14 +46,79 @@ from pllzoo.seeding import derive_seed
 from pllzoo.state import PLLState
 
 
+#: the role hooks: each is answered by the component in its slot, and by no other
+ROLE_HOOKS: dict[str, str] = {slot: hook for slot, hook in hookspecs.SLOT_HOOKS.items() if slot != "estimator"}
+
+
 def make_run_manager(components: dict[str, Component]) -> pluggy.PluginManager:
-    """A fresh plugin manager holding exactly this run's components, each under its slot's name."""
+    """A fresh plugin manager holding exactly this run's components, each under its slot's name.
+
+    Hook wrappers are refused: the trainer calls the implementations one by one (to name the one
+    that fails), which a wrapper would not survive.
+    """
     pm = pluggy.PluginManager(hookspecs.PROJECT)
     pm.add_hookspecs(hookspecs.RunSpec)
     for slot, comp in components.items():
         pm.register(comp, name=slot)
     pm.check_pending()
+    for slot, comp in components.items():
+        for caller in pm.get_hookcallers(comp) or ():
+            if any(i.plugin is comp and (i.wrapper or i.hookwrapper) for i in caller.get_hookimpls()):
+                raise PLLZooError(f"{describe(slot, comp)}: {caller.name} is a hook wrapper; run hooks take plain "
+                                  "implementations")
     return pm
+
+
+class _Hooks:
+    """The run's hook calls with pllzoo's semantics (``docs/hooks.md``, "Who answers").
+
+    ``role(slot, **kw)`` calls the slot component's implementation of the slot's role hook (``None`` when the
+    slot is empty; ``role("stages")``: the one stage planner's); ``all(hook, **kw)`` calls every
+    implementation in pluggy's order (last registered first: predict, estimator, loss, selection,
+    label_update; ``registration_order=True`` reverses it) and returns ``[(slot, answer)]`` for the
+    answers that are not None.  Either way an exception inside an implementation becomes a
+    :class:`~pllzoo.checks.ComponentError` naming the component, chained to the cause.
+    """
+
+    def __init__(self, pm: pluggy.PluginManager, components: dict[str, Component], planner: str | None) -> None:
+        self.components = components
+        self.impls = {spec: list(reversed(getattr(pm.hook, spec).get_hookimpls()))
+                      for spec in vars(hookspecs.RunSpec) if spec.startswith("pllzoo_")}
+        self.roles = {slot: self._own(slot, hook) for slot, hook in ROLE_HOOKS.items() if slot in components}
+        if planner is not None:
+            self.roles["stages"] = self._own(planner, "pllzoo_stages")
+
+    def _own(self, slot: str, hook: str) -> tuple[str, str, pluggy.HookImpl]:
+        comp = self.components[slot]
+        own = [i for i in self.impls[hook] if i.plugin is comp]
+        if not own:
+            raise PLLZooError(f"{describe(slot, comp)} does not implement {hook}, the role hook of its slot")
+        return slot, hook, own[0]
+
+    def role(self, role: str, **kwargs: Any) -> Any:
+        entry = self.roles.get(role)
+        if entry is None:
+            return None
+        slot, hook, impl = entry
+        try:
+            return impl.function(*[kwargs[a] for a in impl.argnames])
+        except ComponentError:
+            raise
+        except Exception as exc:
+            raise hook_failed(slot, impl.plugin, hook, exc) from exc
+
+    def all(self, hook: str, registration_order: bool = False, **kwargs: Any) -> list[tuple[str, Any]]:
+        out = []
+        for impl in (reversed(self.impls[hook]) if registration_order else self.impls[hook]):
+            try:
+                answer = impl.function(*[kwargs[a] for a in impl.argnames])
+            except ComponentError:
+                raise
+            except Exception as exc:
+                raise hook_failed(impl.plugin_name, impl.plugin, hook, exc) from exc
+            if answer is not None:
+                out.append((impl.plugin_name, answer))
+        return out
 
 
 class Trainer:
@@ -68,13 +137,20 @@ class Trainer:
         view_workers: int = 0,
         deadline: float | None = None,
         on_resume: Callable[[list[dict[str, Any]]], None] | None = None,
+        check: bool = False,
     ) -> None:
         self.data, self.config, self.seed, self.device = data, config, seed, device
         # bookkeeping (pllzoo.checkpoint): stop with a checkpoint before ``deadline`` (a checkpoint.clock() time);
         # ``on_resume(records)`` gets the checkpoint's records, as later ones are recomputed
         self.deadline, self.on_resume = deadline, on_resume
         self.components, self.pm = components, make_run_manager(components)
-        self.hooks = self.pm.hook
+        self.hooks = self.pm.hook  # pluggy's callers (broadcast to every implementation)
+        # who answers what (one stage planner, role hooks by their slot's component); refused before training
+        method = str((record_base or {}).get("method", "(unnamed)"))
+        self.calls = _Hooks(self.pm, components, stage_planner(method, components))
+        # check every step's answers on their values (the first step of each epoch is always checked):
+        # result-neutral, but it reads device values on the host each step
+        self.check = check
         self.run_dir, self.record_base, self.on_epoch = run_dir, dict(record_base or {}), on_epoch
         self.views = views_of(components)
         self.image = data.kind == "image"
@@ -132,8 +208,11 @@ class Trainer:
     def _predict(self, x: torch.Tensor) -> torch.Tensor:
         """Predicted labels ``[M]``: argmax of the logits, or of the method's adjusted ones (``pllzoo_predict``)."""
         logits = self._eval_logits(x)
-        adjusted = self.hooks.pllzoo_predict(logits=logits, state=self.state)
-        return (adjusted if adjusted is not None else logits).argmax(dim=1)
+        adjusted = self.calls.role("predict", logits=logits, state=self.state)
+        if adjusted is None:  # no predict component (or it makes no adjustment)
+            return logits.argmax(dim=1)
+        check_logits("predict", self.components["predict"], adjusted, logits)
+        return adjusted.argmax(dim=1)
 
     @torch.no_grad()
     def test_metrics(self) -> dict[str, Any]:
@@ -170,7 +249,7 @@ class Trainer:
         return torch.cat(out)
 
     def stages(self) -> list[Stage]:
-        plan = self.hooks.pllzoo_stages(run=self.run) or [Stage()]
+        plan = self.calls.role("stages", run=self.run) or [Stage()]
         return [dataclasses.replace(s, index=i) for i, s in enumerate(plan)]
 
     def _new_model(self, stage: Stage) -> None:
@@ -185,10 +264,9 @@ class Trainer:
     def _collect_modules_and_optimizer(self) -> None:
         """Extra modules of the components (``pllzoo_modules``) join the optimizer and checkpoint."""
         self.modules: dict[str, torch.nn.Module] = {}
-        for impl in self.hooks.pllzoo_modules.get_hookimpls():  # per component, to name its modules
-            offered = impl.function(**{arg: self.run for arg in impl.argnames})
-            for name, module in (offered or {}).items():
-                self.modules[f"{impl.plugin_name}.{name}"] = module.to(self.device)
+        for slot, offered in self.calls.all("pllzoo_modules", registration_order=True, run=self.run):
+            for name, module in offered.items():
+                self.modules[f"{slot}.{name}"] = module.to(self.device)
         params = list(self.model.parameters()) + [p for m in self.modules.values() for p in m.parameters()]
         self.optimizer = torch.optim.SGD(
             [p for p in params if p.requires_grad], lr=self.config.lr, momentum=self.config.momentum,
@@ -213,7 +291,7 @@ class Trainer:
         self.run.stage = stage
         self._new_model(stage)
         self.state = self.state.keep(stage.carry)
-        self.hooks.pllzoo_setup_stage(run=self.run, state=self.state)
+        self.calls.all("pllzoo_setup_stage", run=self.run, state=self.state)
         self._collect_modules_and_optimizer()
 
     def _restore(self, ckpt: dict[str, Any]) -> None:
@@ -279,12 +357,18 @@ class Trainer:
         lr = lr_at(self.config, epoch)
         for group in self.optimizer.param_groups:
             group["lr"] = lr
-        self.hooks.pllzoo_on_epoch_start(run=self.run, epoch=epoch, state=self.state)
+        self.calls.all("pllzoo_on_epoch_start", run=self.run, epoch=epoch, state=self.state)
         loss_sum, logs = self._train_epoch(stage, epoch)
         with torch.no_grad():
             extra: dict[str, Any] = {}
-            for out in self.hooks.pllzoo_on_epoch_end(run=self.run, epoch=epoch, state=self.state):
-                extra.update(out or {})
+            logged_by: dict[str, str] = {}
+            for slot, out in self.calls.all("pllzoo_on_epoch_end", run=self.run, epoch=epoch, state=self.state):
+                for key in out:
+                    if key in logged_by:
+                        raise PLLZooError(f"{describe(logged_by[key], self.components[logged_by[key]])} and "
+                                          f"{describe(slot, self.components[slot])} both log {key!r} at epoch end")
+                    logged_by[key] = slot
+                extra.update(out)
             metrics = self.test_metrics()
         return {
             **self.record_base, "seed": self.seed, "stage": stage.name, "stage_index": stage.index,
@@ -322,7 +406,8 @@ class Trainer:
         log_sums: dict[str, torch.Tensor] = {}
         for b in range(n_batches):
             x_strong = next(pooled) if pooled is not None else None
-            step, loss = self.step(stage, epoch, perm[b * bs : (b + 1) * bs], gen, vgen, x_strong)
+            step, loss = self.step(stage, epoch, perm[b * bs : (b + 1) * bs], gen, vgen, x_strong,
+                                   check=self.check or b == 0)
             loss_sum += loss.detach()
             for key, value in step.logs.items():
                 log_sums[key] = log_sums.get(key, 0.0) + torch.as_tensor(value, dtype=torch.float64).detach()
@@ -333,13 +418,15 @@ class Trainer:
         return mean_loss, {k: float(v) / (1 if k.endswith("_count") else n_batches) for k, v in log_sums.items()}
 
     def step(self, stage: Stage, epoch: int, idx: torch.Tensor, gen: torch.Generator, vgen: torch.Generator,
-             x_strong: torch.Tensor | None = None) -> tuple[Step, torch.Tensor]:
+             x_strong: torch.Tensor | None = None, check: bool | None = None) -> tuple[Step, torch.Tensor]:
         """One training step on the rows ``idx`` (long [B] on the device); returns the step and its loss.
 
         Views → forward passes → label update → selection → loss → SGD step → post-step.  Nothing here
-        reads a device value on the host: logs stay tensors until the epoch's one read.
+        reads a device value on the host (logs stay tensors until the epoch's one read) unless ``check``
+        (default: the trainer's ``check``), which checks the answers' values (:mod:`pllzoo.checks`).
         ``x_strong`` (uint8, CPU) is a strong view computed ahead by the view pool.
         """
+        values = self.check if check is None else check
         if self.config.compile == "reduce-overhead":
             torch.compiler.cudagraph_mark_step_begin()
         x_raw = self.x_train[idx]
@@ -360,13 +447,17 @@ class Trainer:
             nominal_batch_size=self.config.batch_size,
             logits_strong=self.forward(batch.x_strong) if batch.x_strong is not None else None,
         )
+        comps = self.components
         with torch.no_grad():
-            step.targets = self.hooks.pllzoo_label_update(step=step, state=self.state)
-            step.mask = self.hooks.pllzoo_select(step=step, state=self.state)
-        loss = self.hooks.pllzoo_loss(step=step, state=self.state)
+            step.targets = self.calls.role("label_update", step=step, state=self.state)
+            check_targets("label_update", comps["label_update"], step.targets, batch.candidates, values)
+            step.mask = self.calls.role("selection", step=step, state=self.state)
+            check_selection("selection", comps["selection"], step.mask, batch.size, values)
+        loss = self.calls.role("loss", step=step, state=self.state)
+        check_loss("loss", comps["loss"], loss, values)
         self.optimizer.zero_grad(set_to_none=True)
         loss.backward()
         self.optimizer.step()
         with torch.no_grad():
-            self.hooks.pllzoo_post_step(step=step, state=self.state)
+            self.calls.all("pllzoo_post_step", step=step, state=self.state)
         return step, loss

@@ -164,7 +164,7 @@ def test_bookkeeping_stays_out_of_the_run_id(registry, tmp_path, restore_threads
 
 
 def test_bad_cadence_is_a_one_line_error(registry):
-    with pytest.raises(bench.PLLZooError, match="checkpoint_every and train.checkpoint_minutes must be ≥ 0"):
+    with pytest.raises(bench.PLLZooError, match=r"^bad value for train.checkpoint_every: -1; must be ≥ 0$"):
         bench.plan(registry, ["proden"], "synthetic-lt", [1], DataOptions(), hp={"train.checkpoint_every": "-1"})
 
 

@@ -86,21 +86,24 @@ def test_a_failing_run_is_one_line_and_the_other_finishes(boom_registry, monkeyp
     res = CliRunner().invoke(cli, args)
     assert res.exit_code == 1 and "Traceback" not in res.output and "second line" not in res.output
     errors = [line for line in res.output.splitlines() if line.startswith("Error:")]
-    assert len(errors) == 1 and "1 of 2 runs failed: jobtest-boom seed 1 (RuntimeError: boom)" in errors[0]
-    assert "jobtest-boom seed 1 failed: RuntimeError: boom" in res.output  # its progress line
+    assert len(errors) == 1 and "1 of 2 runs failed: jobtest-boom seed 1 (" in errors[0]
+    assert "failed in pllzoo_loss: RuntimeError: boom" in errors[0]  # the component and its hook are named
+    assert "jobtest-boom seed 1 failed: " in res.output  # its progress line
     assert "Warning: jobtest-boom seed 1: about to fail" in res.output  # a worker's warning, shown by the parent
     boom, proden = _plans(boom_registry, ["jobtest-boom", "proden"])
     assert (out / "runs" / proden.run_id / "done").exists()
     assert len(read_jsonl(out / "runs" / proden.run_id / "log.jsonl")) == 2
     assert not (out / "runs" / boom.run_id / "done").exists()
     assert "in pllzoo_loss" in (out / "runs" / boom.run_id / "error.txt").read_text()
-    assert not (out / "results.csv").exists()  # as with --jobs 1: no table until every run finished
+    rows = pd.read_csv(out / "results.csv")  # as with --jobs 1: both runs, the failed one marked
+    assert list(rows["method"]) == ["jobtest-boom", "proden"] and list(rows["status"]) == ["failed", "ok"]
+    assert "RuntimeError: boom" in rows["error"][0] and list(rows.columns[-2:]) == ["status", "error"]
     statuses = []  # --resume keeps the finished run, and only the failed one runs again (and fails again)
-    with pytest.raises(PLLZooError, match=r"^1 of 1 runs failed: jobtest-boom seed 1 \(RuntimeError: boom\)"):
+    with pytest.raises(PLLZooError, match=r"^1 of 1 runs failed: jobtest-boom seed 1 \(.*RuntimeError: boom\)"):
         bench.execute(boom_registry, [boom, proden], out, resume=True, jobs=2,
                       on_run=lambda p, s: statuses.append((p.method.name, s)))
-    assert statuses == [("proden", "reused"), ("jobtest-boom", "started"),
-                        ("jobtest-boom", "failed: RuntimeError: boom")]
+    assert statuses[:2] == [("proden", "reused"), ("jobtest-boom", "started")] and len(statuses) == 3
+    assert statuses[2][0] == "jobtest-boom" and statuses[2][1].startswith("failed: ") and "RuntimeError: boom" in statuses[2][1]
 
 
 def test_a_worker_that_dies_without_a_word_is_reported(boom_registry, tmp_path):

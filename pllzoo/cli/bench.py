@@ -2,7 +2,9 @@
 
 A clean stop (``--time-limit``, SIGINT/SIGTERM; :mod:`pllzoo.checkpoint`) prints one line
 ending in the command that continues it (the same arguments plus ``--resume``) and exits
-75 at the time limit, 128 + the signal number after a signal.
+75 at the time limit, 128 + the signal number after a signal.  Failed runs do not stop the
+bench (:mod:`pllzoo.bench`): the table marks them, and after it one ``Error:`` line names
+them and the exit status is 1.
 """
 
 from __future__ import annotations
@@ -17,12 +19,13 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 from pllzoo import bench as bench_lib
 from pllzoo import checkpoint
-from pllzoo.cli import cli
+from pllzoo.cli import cli, warn_failed_plugins
 from pllzoo.data.base import DataOptions
 from pllzoo.errors import PLLZooError
+from pllzoo.jobs import RunsFailed
 from pllzoo.registry import get_registry
 from pllzoo import report as rep
-from pllzoo.results import load
+from pllzoo.results import load, setting_label
 
 
 def _csv(text: str) -> list[str]:
@@ -72,6 +75,9 @@ def _continue_command(ctx: click.Context) -> str:
 @click.option("--out", type=click.Path(path_type=Path), default=Path("results/bench"), show_default=True)
 @click.option("--resume", is_flag=True, help="Reuse finished runs in OUT and resume unfinished ones from checkpoints.")
 @click.option("--offline", is_flag=True, help="Never download data.")
+@click.option("--check", is_flag=True,
+              help="Check the components' outputs at every step, not only the first of each epoch (same results; "
+                   "on a GPU it reads device values every step).")
 @click.option("--jobs", type=click.IntRange(min=1), default=1, show_default=True,
               help="Train up to N runs at once, one process each, on the same device. Pays on a GPU that one run "
                    "leaves idle (small models or batches, e.g. ResNet-18 on 32x32 images); memory grows N-fold.")
@@ -84,17 +90,19 @@ def _continue_command(ctx: click.Context) -> str:
                    "Finished runs are kept; the same command with --resume continues.")
 @click.pass_context
 def bench(ctx, methods, dataset, seeds, epochs, batch_size, data_dir, split, phi, imb, imb_type, holdout, subset,
-          device, view_workers, hps, out, resume, offline, jobs, threads, time_limit) -> None:
+          device, view_workers, hps, out, resume, offline, check, jobs, threads, time_limit) -> None:
     """Run METHODS head-to-head on DATASET over SEEDS and print All/Many/Medium/Few."""
     reg = get_registry()
+    warn_failed_plugins(reg)  # one line each, to stderr: a method may be missing because of it
     options = DataOptions(data_dir=data_dir, split=split, phi=phi, imb=imb, imb_type=imb_type, download=not offline,
                           holdout=holdout, subset=subset)
     plans = bench_lib.plan(
         reg, _csv(methods), dataset, _seeds(seeds), options, epochs=epochs, batch_size=batch_size,
-        hp=bench_lib.parse_overrides(hps), device=device, view_workers=view_workers,
+        hp=bench_lib.parse_overrides(hps), device=device, view_workers=view_workers, check=check,
     )
     err = Console(stderr=True)
     stopped: BaseException | None = None
+    failure: RunsFailed | None = None
     columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
     with Progress(*columns, console=err, transient=False) as progress:
         tasks: dict[str, int] = {}
@@ -113,20 +121,29 @@ def bench(ctx, methods, dataset, seeds, epochs, batch_size, data_dir, split, phi
         try:
             rows = bench_lib.execute(reg, plans, out, resume=resume, on_epoch=on_epoch, on_run=on_run, jobs=jobs,
                                      threads=threads, time_limit=time_limit)
+        except RunsFailed as exc:  # the others finished: their table, then one line naming the failed runs
+            failure, rows = exc, exc.rows
         except (checkpoint.Stopped, KeyboardInterrupt) as exc:
             stopped = exc
     if stopped is not None:
         _stop(ctx, stopped, Path(out))
     records = load(out)
     records = records[records["run"].isin({p.run_id for p in plans})]
-    summary = rep.summary(records, "last", list(dict.fromkeys(p.method.name for p in plans)))
-    note = f": {len(set(rows['seed']))} seed(s), {int(rows['epoch'].iloc[0])} epochs"
+    order = list(dict.fromkeys(p.method.name for p in plans))
+    summary = rep.summary(records, "last", order)
+    if failure is not None:
+        failed = [(setting_label(p.config), p.method.name, p.config["data"]["train_counts"]) for p, _ in failure.failed]
+        summary = rep.with_failures(summary, failed, order)
+    ok = rows[rows["status"] == "ok"]
+    note = f": {len(set(rows['seed']))} seed(s)" + (f", {int(ok['epoch'].iloc[0])} epochs" if len(ok) else "")
     tables = rep.long_reports(summary, "last", note)
     (Path(out) / "summary.csv").write_text(rep.to_csv(summary))
     (Path(out) / "summary.md").write_text("\n".join(rep.to_markdown(t) for t in tables))
     for t in tables:
         Console().print(rep.to_rich(t))
     click.echo(f"results: {Path(out) / 'results.csv'}")
+    if failure is not None:
+        raise failure
 
 
 def _stop(ctx: click.Context, exc: BaseException, out: Path) -> None:

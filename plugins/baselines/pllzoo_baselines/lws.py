@@ -66,8 +66,8 @@ class Weights(Component):
 
 @dataclass(frozen=True)
 class LWSHParams(ProtocolHParams):
-    alpha: float = hp(1.0, "α (lw0): weight of the candidate term")
-    beta: float = hp(1.0, "β (lw): weight of the non-candidate term (README best for CIFAR-10: 1; grid 1, 2)")
+    alpha: float = hp(1.0, "α (lw0): weight of the candidate term", ge=0)
+    beta: float = hp(1.0, "β (lw): weight of the non-candidate term (README best for CIFAR-10: 1; grid 1, 2)", ge=0)
 
 
 class LWSLoss(ProtocolLoss):

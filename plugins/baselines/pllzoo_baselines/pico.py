@@ -47,15 +47,16 @@ from pllzoo_baselines.proden import Confidence
 
 @dataclass(frozen=True)
 class PiCOHParams:
-    loss_weight: float = hp(0.5, "λ: weight of the contrastive loss")
-    temperature: float = hp(0.07, "contrastive temperature")
-    queue: int = hp(8192, "embedding queue length (a multiple of the batch size)")
-    low_dim: int = hp(128, "projection dimension")
-    moco_m: float = hp(0.999, "momentum of the key encoder")
-    proto_m: float = hp(0.99, "momentum m_p of the prototypes")
-    conf_ema_start: float = hp(0.95, "m at epoch 0 (the constructor's 0.99 applies before the first update)")
-    conf_ema_end: float = hp(0.8, "m at the last epoch")
-    prot_start: int = hp(1, "epoch from which W follows the prototypes and SupCon replaces MoCo (run.sh: 1)")
+    loss_weight: float = hp(0.5, "λ: weight of the contrastive loss", ge=0)
+    temperature: float = hp(0.07, "contrastive temperature", gt=0)
+    queue: int = hp(8192, "embedding queue length (a multiple of the batch size)", ge=1)
+    low_dim: int = hp(128, "projection dimension", ge=1)
+    moco_m: float = hp(0.999, "momentum of the key encoder", ge=0, le=1)
+    proto_m: float = hp(0.99, "momentum m_p of the prototypes", ge=0, le=1)
+    conf_ema_start: float = hp(0.95, "m at epoch 0 (the constructor's 0.99 applies before the first update)",
+                                ge=0, le=1)
+    conf_ema_end: float = hp(0.8, "m at the last epoch", ge=0, le=1)
+    prot_start: int = hp(1, "epoch from which W follows the prototypes and SupCon replaces MoCo (run.sh: 1)", ge=0)
 
 
 def prototype_update(protos: torch.Tensor, q: torch.Tensor, labels: torch.Tensor, m: float) -> torch.Tensor:

@@ -28,7 +28,7 @@ from pllzoo.mixup import mixup_loss
 class ProtocolHParams:
     cr: bool = hp(True, "consistency: the same loss on the strong view (SoLar protocol; off on tabular)")
     mixup: bool = hp(True, "mixup: the loss on mixed inputs with permuted labels (SoLar protocol; off on tabular)")
-    mixup_alpha: float = hp(4.0, "Beta(α, α) of the mixup coefficient")
+    mixup_alpha: float = hp(4.0, "Beta(α, α) of the mixup coefficient", gt=0)
 
 
 class ProtocolLoss(Component):

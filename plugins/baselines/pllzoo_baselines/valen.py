@@ -121,7 +121,8 @@ def _warm(stage: Stage) -> bool:
 
 @dataclass(frozen=True)
 class TargetsHParams(ConfidenceHParams):
-    correct: float = hp(1.0, "d ← correct·d̃ + (1−correct)·o: 1 for random partial labels, 0.2 instance-dependent")
+    correct: float = hp(1.0, "d ← correct·d̃ + (1−correct)·o: 1 for random partial labels, 0.2 instance-dependent",
+                        ge=0, le=1)
 
 
 class Targets(Confidence):
@@ -157,17 +158,17 @@ class Targets(Confidence):
 
 @dataclass(frozen=True)
 class VALENHParams(ProtocolHParams):
-    warm_up: int = hp(10, "PRODEN warm-up epochs before the graph is built (args.py)")
-    knn: int = hp(3, "k of the kNN graph")
+    warm_up: int = hp(10, "PRODEN warm-up epochs before the graph is built (args.py)", ge=0)
+    knn: int = hp(3, "k of the kNN graph", ge=1)
     graph: str = hp("features", "kNN on the warmed net's features (benchmark) or the raw input (real-world)",
                     choices=("features", "input"))
     enc_init: str = hp("initial", "enc starts from the net's initial weights (random partial labels) or the warmed "
                        "net (the code's instance-dependent cifar10/kmnist path)", choices=("initial", "warmed"))
-    alpha: float = hp(1.0, "α: weight of L_rec")
-    beta: float = hp(0.1, "β: weight of L_KL (README; args.py default 1)")
-    gamma: float = hp(10.0, "γ: weight of L_d (README CIFAR-10; args.py default 1; real-world 20)")
-    theta: float = hp(1.0, "θ: weight of L_o")
-    rec_x: float = hp(0.01, "weight of the input reconstruction in L_rec (benchmark 0.01; real-world 1)")
+    alpha: float = hp(1.0, "α: weight of L_rec", ge=0)
+    beta: float = hp(0.1, "β: weight of L_KL (README; args.py default 1)", ge=0)
+    gamma: float = hp(10.0, "γ: weight of L_d (README CIFAR-10; args.py default 1; real-world 20)", ge=0)
+    theta: float = hp(1.0, "θ: weight of L_o", ge=0)
+    rec_x: float = hp(0.01, "weight of the input reconstruction in L_rec (benchmark 0.01; real-world 1)", ge=0)
 
 
 class VALENLoss(ProdenLoss):

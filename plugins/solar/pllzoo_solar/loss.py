@@ -30,16 +30,17 @@ import torch
 from pllzoo import Component, PLLState, Step, hookimpl, hp
 from pllzoo.losses import masked_mean, soft_cross_entropy
 from pllzoo.mixup import mixup_loss
+from pllzoo_solar import defaults
 from pllzoo_solar.ramps import linear_ramp
 
 
 @dataclass(frozen=True)
 class SolarLossHParams:
-    eta: float = hp(0.9, "final weight η of the reliable-sample terms")
-    warmup_epochs: int = hp(50, "epochs of the linear η ramp")
+    eta: float = hp(0.9, "final weight η of the reliable-sample terms", ge=0)
+    warmup_epochs: int = hp(50, "epochs of the linear η ramp", ge=0)
     cr: bool = hp(True, "consistency regularisation on the strong view of reliable samples")
     mixup: bool = hp(True, "mixup within the reliable samples (an extra forward pass)")
-    mixup_alpha: float = hp(4.0, "Beta(α, α) of the mixup coefficient")
+    mixup_alpha: float = hp(4.0, "Beta(α, α) of the mixup coefficient", gt=0)
     first_epoch_rn: bool = hp(True, "first epoch of a stage: re-normalised loss on all samples (code)")
 
 
@@ -55,10 +56,8 @@ class SolarLoss(Component):
 
     @classmethod
     def dataset_defaults(cls, dataset: str, kind: str) -> dict[str, Any]:
-        out: dict[str, Any] = {"cr": False, "mixup": False} if kind == "tabular" else {}
-        if dataset == "synthetic-lt":  # ours: a ramp that finishes inside its 30-epoch default run
-            out["warmup_epochs"] = 10
-        return out
+        no_views = {"cr": False, "mixup": False} if kind == "tabular" else {}  # "not applicable to tabular data"
+        return {**no_views, **defaults.for_dataset("loss", dataset)}
 
     @hookimpl
     def pllzoo_on_epoch_start(self, epoch: int) -> None:

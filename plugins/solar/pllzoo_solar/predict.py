@@ -15,7 +15,7 @@ from pllzoo import Component, PLLState, hookimpl, hp
 
 @dataclass(frozen=True)
 class LogitAdjustHParams:
-    zeta: float = hp(1.0, "ζ: strength of the adjustment g − ζ·log r")
+    zeta: float = hp(1.0, "ζ: strength of the adjustment g − ζ·log r", ge=0)
 
 
 class LogitAdjustment(Component):

@@ -38,13 +38,14 @@ import torch
 
 from pllzoo import Component, PLLState, Run, Stage, Step, hookimpl, hp
 from pllzoo.syncs import class_counts
+from pllzoo_solar import defaults
 
 
 @dataclass(frozen=True)
 class PriorHParams:
-    est_epochs: int = hp(20, "epochs of the pre-estimation stage (0: none); README: 100 on CIFAR-10, 20 else")
-    gamma1: float = hp(0.1, "moving-average weight of the new estimate in pre-estimation (CIFAR-100: 0.05)")
-    gamma2: float = hp(0.01, "moving-average weight of the new estimate in the final stage")
+    est_epochs: int = hp(20, "epochs of the pre-estimation stage (0: none); README: 100 on CIFAR-10, 20 else", ge=0)
+    gamma1: float = hp(0.1, "moving-average weight of the new estimate in pre-estimation (CIFAR-100: 0.05)", ge=0, le=1)
+    gamma2: float = hp(0.01, "moving-average weight of the new estimate in the final stage", ge=0, le=1)
     init: str = hp("uniform", "initial prior", choices=("uniform", "candidates", "cand-mle", "oracle"))
     mode: str = hp("offline", "offline: extra eval pass per epoch (code); online: count during the epoch (ours)",
                    choices=("offline", "online"))
@@ -106,13 +107,7 @@ class PriorEstimator(Component):
 
     @classmethod
     def dataset_defaults(cls, dataset: str, kind: str) -> dict[str, Any]:
-        if dataset == "cifar10lt":  # released CIFAR-10 command
-            return {"est_epochs": 100, "gamma1": 0.1}
-        if dataset.startswith("cifar100lt"):
-            return {"est_epochs": 20, "gamma1": 0.05}
-        if dataset == "synthetic-lt":  # ours: a 30-epoch default run
-            return {"est_epochs": 10}
-        return {}
+        return defaults.for_dataset("prior", dataset)
 
     @hookimpl
     def pllzoo_stages(self, run: Run) -> list[Stage]:

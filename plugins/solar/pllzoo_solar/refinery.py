@@ -41,13 +41,13 @@ from pllzoo_solar.sinkhorn import masked_log_softmax, sinkhorn
 
 @dataclass(frozen=True)
 class RefineryHParams:
-    lam: float = hp(3.0, "λ: power of the masked predictions in the transport kernel")
-    queue_length: int = hp(64, "queue rows as a multiple of the batch size (CUB: 8, SUN397: 16)")
-    max_iter: int = hp(50, "Sinkhorn iteration cap (the reference always runs 50)")
+    lam: float = hp(3.0, "λ: power of the masked predictions in the transport kernel", gt=0)
+    queue_length: int = hp(64, "queue rows as a multiple of the batch size (CUB: 8, SUN397: 16)", ge=1)
+    max_iter: int = hp(50, "Sinkhorn iteration cap (the reference always runs 50)", ge=1)
     stop: str = hp("tol", "tol: stop on the marginal error; fixed: exactly max_iter (reference)",
                    choices=("tol", "fixed"))
-    tol: float = hp(1e-3, "L1 error of the column marginal at which Sinkhorn stops")
-    eps: float = hp(1e-5, "weight of non-candidates in the relaxed problem (paper: 1e-5 added to M)")
+    tol: float = hp(1e-3, "L1 error of the column marginal at which Sinkhorn stops", ge=0)
+    eps: float = hp(1e-5, "weight of non-candidates in the relaxed problem (paper: 1e-5 added to M)", ge=0)
     warm_start: bool = hp(True, "start each solve from the previous step's class scalings (stop=tol only)")
 
 

@@ -33,15 +33,16 @@ from pllzoo import Component, PLLState, Run, Step, hookimpl, hp
 from pllzoo.losses import soft_cross_entropy
 from pllzoo.metrics import shot_groups
 from pllzoo.syncs import class_counts
+from pllzoo_solar import defaults
 from pllzoo_solar.ramps import linear_ramp
 
 
 @dataclass(frozen=True)
 class SelectionHParams:
-    rho_start: float = hp(0.2, "small-loss ratio ρ at epoch 0")
-    rho_end: float = hp(0.8, "ρ after the ramp (code default 0.8; README: 0.6 CIFAR-10, 0.5 CIFAR-100)")
-    warmup_epochs: int = hp(50, "epochs of the linear ρ ramp")
-    tau: float = hp(0.99, "high-confidence threshold τ")
+    rho_start: float = hp(0.2, "small-loss ratio ρ at epoch 0", ge=0, le=1)
+    rho_end: float = hp(0.8, "ρ after the ramp (code default 0.8; README: 0.6 CIFAR-10, 0.5 CIFAR-100)", ge=0, le=1)
+    warmup_epochs: int = hp(50, "epochs of the linear ρ ramp", ge=0)
+    tau: float = hp(0.99, "high-confidence threshold τ", ge=0, le=1)
     mode: str = hp("classwise", "classwise (SoLar) | global (w GS) | confidence (w/o S-SL)",
                    choices=("classwise", "global", "confidence"))
     confidence: str = hp("dot", "dot: Σ Q·p (code); cosine: normalised (paper text)", choices=("dot", "cosine"))
@@ -92,13 +93,7 @@ class ClasswiseSelection(Component):
 
     @classmethod
     def dataset_defaults(cls, dataset: str, kind: str) -> dict[str, Any]:
-        if dataset == "cifar10lt":
-            return {"rho_end": 0.6}
-        if dataset.startswith("cifar100lt"):
-            return {"rho_end": 0.5}
-        if dataset == "synthetic-lt":  # ours: ramps that finish inside its 30-epoch default run
-            return {"warmup_epochs": 10}
-        return {}
+        return defaults.for_dataset("selection", dataset)
 
     @hookimpl
     def pllzoo_setup_stage(self, run: Run) -> None:

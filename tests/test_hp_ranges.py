@@ -1,0 +1,175 @@
+"""Hyper-parameter ranges (``hp(..., ge=/gt=/le=/lt=)``): checked where overrides and dataset defaults are
+applied, one line naming the key, the value and the range; a value at a closed bound is accepted."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from dataclasses import dataclass
+
+import pytest
+from click.testing import CliRunner
+
+from pllzoo import bench
+from pllzoo.cli import cli
+from pllzoo.data.base import DataOptions
+from pllzoo.errors import PLLZooError
+from pllzoo.hparams import Range, check, describe, hp, override
+from pllzoo.run import TrainConfig
+from conftest import make_tiny_data
+
+
+@dataclass(frozen=True)
+class Bounded:
+    p: float = hp(0.5, "a probability", ge=0, le=1)
+    rate: float = hp(0.1, "a rate", gt=0)
+    m: float = hp(0.9, "a momentum", ge=0, lt=1)
+    n: int = hp(1, "a count", ge=1)
+    cap: float = hp(-1.0, "at most zero", le=0)
+    steps: tuple[int, ...] = hp((1, 2), "epochs", ge=0)
+    free: float = hp(3.0, "no range")
+
+
+@pytest.mark.parametrize("key, text, value, bound", [
+    ("p", "1.5", "1.5", "in [0, 1]"), ("p", "-0.1", "-0.1", "in [0, 1]"),
+    ("rate", "0", "0.0", "> 0"), ("rate", "-1e-3", "-0.001", "> 0"),
+    ("m", "1", "1.0", "in [0, 1)"), ("m", "-0.5", "-0.5", "in [0, 1)"),
+    ("n", "0", "0", "≥ 1"), ("cap", "0.5", "0.5", "≤ 0"),
+    ("p", "nan", "nan", "in [0, 1]"), ("rate", "nan", "nan", "> 0"),
+])
+def test_a_value_outside_its_range_is_one_line_naming_key_value_range(key, text, value, bound):
+    with pytest.raises(PLLZooError) as err:
+        override(Bounded(), {key: text}, where="slot")
+    assert str(err.value) == f"bad value for slot.{key}: {value}; must be {bound}"
+
+
+@pytest.mark.parametrize("key, text", [("p", "0"), ("p", "1"), ("m", "0"), ("n", "1"), ("cap", "0"),
+                                       ("rate", "1e-12"), ("free", "-1e9"), ("steps", "0,5")])
+def test_a_value_at_a_closed_bound_or_inside_is_accepted(key, text):
+    assert getattr(override(Bounded(), {key: text}, where="slot"), key) == \
+        (tuple(int(t) for t in text.split(",")) if key == "steps" else type(getattr(Bounded(), key))(text))
+
+
+def test_tuples_are_checked_element_by_element_and_flags_too():
+    with pytest.raises(PLLZooError, match=r"^bad value for slot\.steps: \(3, -1\); must be ≥ 0$"):
+        override(Bounded(), {"steps": "3,-1"}, where="slot")
+    with pytest.raises(PLLZooError, match=r"^bad value for slot\.n: 0; must be ≥ 1$"):
+        override(Bounded(), {"n": 0}, where="slot")  # an already parsed value (--epochs, --batch-size)
+
+
+def test_range_contains_and_prints():
+    assert 0 in Range(0, 1) and 1 in Range(0, 1) and 0 not in Range(0, 1, low_open=True)
+    assert 1 not in Range(0, 1, high_open=True) and math.inf in Range(0) and math.nan not in Range(0)
+    assert True not in Range(0, 1) and "0.5" not in Range(0, 1)  # a range is for numbers
+    assert [str(r) for r in (Range(0, 1), Range(0, 1, True, True), Range(0, low_open=True), Range(1), Range(None, 0))] \
+        == ["[0, 1]", "(0, 1)", "> 0", "≥ 1", "≤ 0"]
+
+
+def test_a_declaration_is_checked_itself():
+    with pytest.raises(TypeError, match="outside its range"):
+        hp(-0.1, "lr", gt=0)
+    with pytest.raises(TypeError, match="one lower bound"):
+        hp(0.5, "p", ge=0, gt=0)
+
+
+def test_ranges_are_metadata_only():
+    """No default changes and nothing enters a run's hashed config (the run-id tests check committed ids)."""
+    assert dataclasses.asdict(Bounded()) == {"p": 0.5, "rate": 0.1, "m": 0.9, "n": 1, "cap": -1.0, "steps": (1, 2),
+                                             "free": 3.0}
+    assert dataclasses.fields(TrainConfig)[2].metadata["range"] == Range(0, low_open=True)
+    assert TrainConfig().lr == 0.01 and TrainConfig().momentum == 0.9
+
+
+def _plan(registry, methods=("proden",), hp_=None, **kw):
+    return bench.plan(registry, list(methods), "synthetic-lt", [1], DataOptions(subset=100), device="cpu",
+                      hp=hp_ or {}, **kw)
+
+
+@pytest.mark.parametrize("key, value, shown", [
+    ("train.lr", "-0.1", "bad value for train.lr: -0.1; must be > 0"),
+    ("train.lr", "0", "bad value for train.lr: 0.0; must be > 0"),
+    ("train.momentum", "-0.9", "bad value for train.momentum: -0.9; must be in [0, 1)"),
+    ("train.momentum", "1", "bad value for train.momentum: 1.0; must be in [0, 1)"),
+    ("train.weight_decay", "-1e-4", "bad value for train.weight_decay: -0.0001; must be ≥ 0"),
+    ("train.eval_batch_size", "0", "bad value for train.eval_batch_size: 0; must be ≥ 1"),
+    ("train.batch_size", "0", "bad value for train.batch_size: 0; must be ≥ 1"),
+    ("train.epochs", "0", "bad value for train.epochs: 0; must be ≥ 1"),
+    ("train.checkpoint_minutes", "-1", "bad value for train.checkpoint_minutes: -1.0; must be ≥ 0"),
+    ("train.milestones", "10,-1", "bad value for train.milestones: (10.0, -1.0); must be ≥ 0"),
+    ("train.schedule", "linear", "bad value for train.schedule: 'linear'; valid: constant, step, cosine"),
+])
+def test_train_ranges_fail_at_plan_time(registry, key, value, shown):
+    with pytest.raises(PLLZooError) as err:
+        _plan(registry, hp_={key: value})
+    assert str(err.value) == shown
+
+
+def test_train_values_at_their_bounds_are_accepted(registry):
+    hp_ = {"train.momentum": "0", "train.weight_decay": "0", "train.eval_batch_size": "1", "train.epochs": "1",
+           "train.checkpoint_every": "0", "train.cosine_min_factor": "1"}
+    (p,) = _plan(registry, hp_=hp_)
+    assert (p.train.momentum, p.train.weight_decay, p.train.eval_batch_size, p.train.epochs) == (0, 0, 1, 1)
+
+
+def test_the_epochs_and_batch_size_flags_are_checked(registry):
+    with pytest.raises(PLLZooError, match=r"^bad value for train\.epochs: 0; must be ≥ 1$"):
+        _plan(registry, epochs=0)
+    with pytest.raises(PLLZooError, match=r"^bad value for train\.batch_size: -4; must be ≥ 1$"):
+        _plan(registry, batch_size=-4)
+
+
+def test_a_datasets_train_defaults_are_checked_too():
+    data = make_tiny_data()
+    assert bench.train_config(data, None, None, {}).lr == 0.1
+    bad = dataclasses.replace(data, defaults=dataclasses.replace(data.defaults, momentum=1.2))
+    with pytest.raises(PLLZooError, match=r"^bad value for train\.momentum: 1\.2; must be in \[0, 1\)$"):
+        bench.train_config(bad, None, None, {})
+
+
+@pytest.mark.parametrize("method, key, value, shown", [
+    ("solar", "selection.rho_end", "1.5", "bad value for selection.rho_end: 1.5; must be in [0, 1]"),
+    ("solar", "selection.tau", "-0.01", "bad value for selection.tau: -0.01; must be in [0, 1]"),
+    ("solar", "label_update.lam", "0", "bad value for label_update.lam: 0.0; must be > 0"),
+    ("solar", "label_update.queue_length", "0", "bad value for label_update.queue_length: 0; must be ≥ 1"),
+    ("solar", "estimator.est_epochs", "-1", "bad value for estimator.est_epochs: -1; must be ≥ 0"),
+    ("pico", "loss.temperature", "0", "bad value for loss.temperature: 0.0; must be > 0"),
+    ("pico", "loss.proto_m", "1.01", "bad value for loss.proto_m: 1.01; must be in [0, 1]"),
+    ("valen", "loss.knn", "0", "bad value for loss.knn: 0; must be ≥ 1"),
+    ("proden", "loss.mixup_alpha", "-4", "bad value for loss.mixup_alpha: -4.0; must be > 0"),
+])
+def test_builtin_component_ranges(registry, method, key, value, shown):
+    with pytest.raises(PLLZooError) as err:
+        _plan(registry, [method], {key: value})
+    assert str(err.value) == shown
+
+
+def test_builtin_values_at_their_bounds_are_accepted(registry):
+    (p,) = _plan(registry, ["solar"], {"selection.rho_end": "1", "selection.rho_start": "0",
+                                       "estimator.est_epochs": "0", "label_update.queue_length": "1"})
+    assert p.config["hparams"]["selection"]["rho_end"] == 1.0 and p.config["hparams"]["estimator"]["est_epochs"] == 0
+
+
+def test_every_registered_default_is_within_its_range(registry):
+    """Declared defaults (hp checks them) and the dataset defaults components add pass :func:`check`."""
+    for slot, comps in registry.components.items():
+        for name, (cls, _) in comps.items():
+            check(cls.HParams(), f"{slot}.{name}")
+            for dataset, kind in (("cifar10lt", "image"), ("cifar100lt", "image"), ("synthetic-lt", "tabular")):
+                override(cls.HParams(), cls.dataset_defaults(dataset, kind), where=f"{slot}.{name}")
+
+
+def test_cli_range_error_is_one_line(tmp_path):
+    args = ["bench", "--methods", "proden", "--subset", "100", "--hp", "train.lr=-0.5", "--out", str(tmp_path / "o")]
+    res = CliRunner().invoke(cli, args)
+    assert res.exit_code == 1 and "Traceback" not in res.output
+    assert res.output.strip().splitlines() == ["Error: bad value for train.lr: -0.5; must be > 0"]
+    assert not (tmp_path / "o").exists()
+
+
+def test_methods_hparams_shows_each_range(monkeypatch):
+    monkeypatch.setenv("COLUMNS", "400")  # rich wraps to the terminal's width
+    out = CliRunner().invoke(cli, ["methods", "--hparams"]).output
+    line = next(line for line in out.splitlines() if "rho_end" in line)
+    assert "(range: [0, 1])" in line
+    assert "(range: > 0)" in next(line for line in out.splitlines() if "temperature" in line)
+    assert ("lr", 0.01, "SGD learning rate (range: > 0)") in describe(TrainConfig)
