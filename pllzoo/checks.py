@@ -64,15 +64,21 @@ def _tensor(slot: str, comp: Component, hook: str, value: object, expected: str)
     return value
 
 
+def _float_of_shape(slot: str, comp: Component, hook: str, value: object, what: str, like: torch.Tensor) -> torch.Tensor:
+    """``value`` as a float tensor of ``like``'s shape, else one line saying what it is instead."""
+    t = _tensor(slot, comp, hook, value, f"float {what} {_shape(like)}")
+    if t.shape != like.shape:
+        raise _bad(slot, comp, hook, f"returned {what} of shape {_shape(t)}, expected {_shape(like)}")
+    if not t.is_floating_point():
+        raise _bad(slot, comp, hook, f"returned {what} of dtype {t.dtype}, expected a float dtype")
+    return t
+
+
 def check_targets(slot: str, comp: Component, targets: object, candidates: torch.Tensor, values: bool) -> None:
     """Targets of a batch: float ``[B, K]``; with ``values``: finite, ≥ 0, 0 outside ``candidates``
     (float ``[B, K]``), rows summing to 1."""
     hook = "pllzoo_label_update"
-    t = _tensor(slot, comp, hook, targets, f"float targets {_shape(candidates)}")
-    if t.shape != candidates.shape:
-        raise _bad(slot, comp, hook, f"returned targets of shape {_shape(t)}, expected {_shape(candidates)}")
-    if not t.is_floating_point():
-        raise _bad(slot, comp, hook, f"returned targets of dtype {t.dtype}, expected a float dtype")
+    t = _float_of_shape(slot, comp, hook, targets, "targets", candidates)
     if not values:
         return
     t = t.float()
@@ -120,10 +126,6 @@ def check_loss(slot: str, comp: Component, loss: object, values: bool) -> None:
 def check_logits(slot: str, comp: Component, adjusted: object, logits: torch.Tensor) -> None:
     """Adjusted test logits: float, the shape of ``logits`` (``[M, K]``), finite."""
     hook = "pllzoo_predict"
-    t = _tensor(slot, comp, hook, adjusted, f"logits {_shape(logits)}")
-    if t.shape != logits.shape:
-        raise _bad(slot, comp, hook, f"returned logits of shape {_shape(t)}, expected {_shape(logits)}")
-    if not t.is_floating_point():
-        raise _bad(slot, comp, hook, f"returned logits of dtype {t.dtype}, expected a float dtype")
+    t = _float_of_shape(slot, comp, hook, adjusted, "logits", logits)
     if not bool(torch.isfinite(t).all()):
         raise _bad(slot, comp, hook, "returned non-finite logits (NaN or inf)")

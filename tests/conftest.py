@@ -37,6 +37,15 @@ def shared_data() -> Path:
 
 
 @pytest.fixture
+def one_torch_thread():
+    """One torch thread for the test (bit-for-bit comparisons), the previous count restored after."""
+    previous = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(previous)
+
+
+@pytest.fixture
 def registry():
     from pllzoo.registry import get_registry, reset_registry
 

@@ -57,12 +57,6 @@ def test_predict_logits_of_the_wrong_shape(tiny_data):
     fails(tiny_data, "predict", DropsAClass(), "pllzoo_predict", f"shape [{m}, {k - 1}]", f"expected [{m}, {k}]")
 
 
-def test_predict_logits_not_finite(tiny_data):
-    fails(tiny_data, "predict", NaNLogits(), "non-finite logits")
-
-
-def test_predict_logits_not_float(tiny_data):
-    fails(tiny_data, "predict", IntLogits(), "dtype torch.int64")
 
 
 # ---------------------------------------------------------------------------- label update
@@ -107,29 +101,14 @@ class Nothing(Component):
         return None
 
 
-def test_targets_outside_the_candidate_set(tiny_data):
-    fails(tiny_data, "label_update", OutsideCandidates(), "pllzoo_label_update", "outside a sample's candidate set")
 
 
-def test_targets_summing_to_two(tiny_data):
-    fails(tiny_data, "label_update", SumsToTwo(), "rows do not sum to 1", ": 2)")
-
-
-def test_negative_targets(tiny_data):
-    fails(tiny_data, "label_update", Negative(), "negative targets")
-
-
-def test_non_finite_targets(tiny_data):
-    fails(tiny_data, "label_update", NaNTargets(), "non-finite targets")
 
 
 def test_targets_of_the_wrong_shape(tiny_data):
     k = tiny_data.num_classes
     fails(tiny_data, "label_update", WrongWidth(), f"shape [16, {k - 1}], expected [16, {k}]")
 
-
-def test_no_targets(tiny_data):
-    fails(tiny_data, "label_update", Nothing(), "returned NoneType")
 
 
 # ---------------------------------------------------------------------------- selection, loss
@@ -169,28 +148,10 @@ class DetachedLoss(SoftCrossEntropy):
         return super().pllzoo_loss(step, state).detach()
 
 
-def test_mask_of_the_wrong_length(tiny_data):
-    fails(tiny_data, "selection", ShortMask(), "pllzoo_select", "shape [15], expected [16]")
 
 
-def test_mask_of_the_wrong_dtype(tiny_data):
-    fails(tiny_data, "selection", IntMask(), "dtype torch.int64")
 
 
-def test_weights_outside_0_1(tiny_data):
-    fails(tiny_data, "selection", BigWeights(), "weights outside [0, 1]")
-
-
-def test_loss_not_a_scalar(tiny_data):
-    fails(tiny_data, "loss", VectorLoss(), "pllzoo_loss", "shape [2], expected a float scalar")
-
-
-def test_loss_not_finite(tiny_data):
-    fails(tiny_data, "loss", NaNLoss(), "non-finite loss")
-
-
-def test_loss_without_grad(tiny_data):
-    fails(tiny_data, "loss", DetachedLoss(), "without grad")
 
 
 # ---------------------------------------------------------------------------- when values are checked
@@ -299,3 +260,25 @@ def test_bench_check_flag_reaches_the_trainer_and_leaves_results_and_ids_alone(r
     (p1,) = bench.plan(registry, ["proden"], "synthetic-lt", [1], DataOptions(), epochs=1, device="cpu")
     (p2,) = bench.plan(registry, ["proden"], "synthetic-lt", [1], DataOptions(), epochs=1, device="cpu", check=True)
     assert p2.check and p1.run_id == p2.run_id
+
+
+BAD_OUTPUTS = [  # (case, slot, component class, substrings of the one-line error)
+    ('predict_logits_not_finite', "predict", NaNLogits, ("non-finite logits",)),
+    ('predict_logits_not_float', "predict", IntLogits, ("dtype torch.int64",)),
+    ('targets_outside_the_candidate_set', "label_update", OutsideCandidates, ("pllzoo_label_update", "outside a sample's candidate set",)),
+    ('targets_summing_to_two', "label_update", SumsToTwo, ("rows do not sum to 1", ": 2)",)),
+    ('negative_targets', "label_update", Negative, ("negative targets",)),
+    ('non_finite_targets', "label_update", NaNTargets, ("non-finite targets",)),
+    ('no_targets', "label_update", Nothing, ("returned NoneType",)),
+    ('mask_of_the_wrong_length', "selection", ShortMask, ("pllzoo_select", "shape [15], expected [16]",)),
+    ('mask_of_the_wrong_dtype', "selection", IntMask, ("dtype torch.int64",)),
+    ('weights_outside_0_1', "selection", BigWeights, ("weights outside [0, 1]",)),
+    ('loss_not_a_scalar', "loss", VectorLoss, ("pllzoo_loss", "shape [2], expected a float scalar",)),
+    ('loss_not_finite', "loss", NaNLoss, ("non-finite loss",)),
+    ('loss_without_grad', "loss", DetachedLoss, ("without grad",)),
+]
+
+
+@pytest.mark.parametrize("slot,component,expected", [c[1:] for c in BAD_OUTPUTS], ids=[c[0] for c in BAD_OUTPUTS])
+def test_bad_output_is_one_line_naming_the_component(tiny_data, slot, component, expected):
+    fails(tiny_data, slot, component(), *expected)

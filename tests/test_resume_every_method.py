@@ -32,11 +32,8 @@ EPOCHS = 3  # the main stage's length; first stages are shortened to 2 below
 
 
 @pytest.fixture(autouse=True)
-def _one_thread():
-    previous = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(previous)
+def _one_thread(one_torch_thread):
+    """Bit-for-bit comparisons: one torch thread (conftest.one_torch_thread)."""
 
 
 class _Interrupt(Exception):

@@ -21,11 +21,8 @@ CPU = torch.device("cpu")
 
 
 @pytest.fixture(autouse=True)
-def _one_thread():
-    previous = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(previous)
+def _one_thread(one_torch_thread):
+    """Bit-for-bit comparisons: one torch thread (conftest.one_torch_thread)."""
 
 
 def test_alpha_hat_and_kl_closed_form():
