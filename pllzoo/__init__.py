@@ -1,8 +1,20 @@
 """pllzoo: a plugin-based zoo of partial-label learning methods for long-tailed data.
 
-Public API for plugin authors: :data:`hookimpl`, :class:`Component`, :class:`Method`,
-:class:`PLLState`, :class:`Step`, :class:`Run`, :class:`Stage`, :func:`hp`,
-and the registry helpers :func:`get_registry`.
+Public API for plugin authors: everything an outside plugin needs is importable from
+``pllzoo`` itself (``from pllzoo import Component, Method, Step, hookimpl, hp``), and
+:data:`__all__` lists it; submodules (``pllzoo.run``, ``pllzoo.losses``, ...) are
+internal and may move.
+
+* Hooks and components: :data:`hookimpl`, :class:`Component`, :class:`Method`, :data:`SLOTS`.
+* What the hooks receive: :class:`Step`, :class:`Batch`, :class:`Run`, :class:`Stage`,
+  :class:`PLLState`, :class:`TrainConfig`.
+* Hyper-parameters: :func:`hp` (a field with default, help and range), :class:`NoHParams`,
+  :func:`describe`, :func:`as_dict`.
+* Losses: :func:`soft_cross_entropy`, :func:`masked_mean`, :func:`normalize_rows`,
+  :func:`mixup_loss`.
+* Errors: :class:`PLLZooError` (a one-line, user-fixable error; raise it for bad input),
+  :class:`UnknownNameError`.
+* The registry: :func:`get_registry`.
 """
 
 import pluggy
@@ -11,13 +23,20 @@ __version__ = "0.1.0"
 
 hookimpl = pluggy.HookimplMarker("pllzoo")
 
-from pllzoo.components import Component, Method  # noqa: E402
-from pllzoo.hparams import hp  # noqa: E402
+from pllzoo.components import SLOTS, Component, Method  # noqa: E402
+from pllzoo.errors import PLLZooError, UnknownNameError  # noqa: E402
+from pllzoo.hparams import NoHParams, as_dict, describe, hp  # noqa: E402
+from pllzoo.losses import masked_mean, normalize_rows, soft_cross_entropy  # noqa: E402
+from pllzoo.mixup import mixup_loss  # noqa: E402
 from pllzoo.registry import get_registry  # noqa: E402
 from pllzoo.run import Batch, Run, Stage, Step, TrainConfig  # noqa: E402
 from pllzoo.state import PLLState  # noqa: E402
 
 __all__ = [
-    "hookimpl", "Component", "Method", "PLLState", "Step", "Run", "Stage", "Batch", "TrainConfig",
-    "hp", "get_registry", "__version__",
+    "hookimpl", "Component", "Method", "SLOTS",
+    "Step", "Batch", "Run", "Stage", "PLLState", "TrainConfig",
+    "hp", "NoHParams", "describe", "as_dict",
+    "soft_cross_entropy", "masked_mean", "normalize_rows", "mixup_loss",
+    "PLLZooError", "UnknownNameError",
+    "get_registry", "__version__",
 ]

@@ -25,6 +25,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import json
+import re
 import shutil
 import warnings
 from dataclasses import dataclass, field
@@ -41,8 +42,8 @@ from pllzoo.errors import PLLZooError, UnknownNameError
 from pllzoo.hparams import as_dict, check, override
 from pllzoo.jobs import RunsFailed, failure_line, record_failure
 from pllzoo.registry import Registry
-from pllzoo.results import (RESULT_COLUMNS, env_info, final_rows, order_methods, read_jsonl, run_id, write_json,
-                            write_jsonl)
+from pllzoo.results import (RESULT_COLUMNS, env_info, final_rows, order_methods, plugins_env, read_jsonl, run_id,
+                            write_json, write_jsonl)
 from pllzoo.run import BOOKKEEPING_FIELDS, HASHED_UNLESS_DEFAULT, TrainConfig
 from pllzoo.threads import default_threads, set_threads
 from pllzoo.devices import resolve_device
@@ -59,34 +60,67 @@ class RunPlan:
     config: dict[str, Any] = field(default_factory=dict)
     view_workers: int = 0  # processes computing the strong view ahead (pllzoo.prefetch); 0: in the loop
     check: bool = False  # check the components' outputs at every step (pllzoo.checks); never in the run id
+    plugins: dict[str, Any] = field(default_factory=dict)  # env.json: plugins, and who supplied each component
 
     @property
     def run_id(self) -> str:
         return run_id(self.config)
 
 
+# A dotted key (``train.lr``, ``slot.field``) and its ``=``, at the start or right after a ``METHOD:`` scope.
+# Registered names hold no ``=`` (components.check_name), so in a mixed scope (``proden+selection=solar.classwise``)
+# every ``=`` follows a slot name after a ``+``: the first match is the key, whatever ``:`` or ``=`` the value holds.
+_KEY = re.compile(r"(?:^|:)\s*([A-Za-z_]\w*(?:\.[A-Za-z_]\w*)+)\s*=")
+
+
 def parse_overrides(pairs: tuple[str, ...] | list[str]) -> dict[str, str]:
-    """``["a.b=1", ...]`` → ``{"a.b": "1"}``; a missing ``=`` is an error."""
+    """``["a.b=1", "proden+selection=solar.classwise:selection.rho_end=0.5", ...]`` →
+    ``{"a.b": "1", "proden+selection=solar.classwise:selection.rho_end": "0.5"}``.
+
+    A pair is ``[METHOD:]key=value``: the key is the first dotted name followed by ``=`` at the
+    start or after a ``:`` (so a mixed method string may scope it, and the value may hold ``=`` or
+    ``:``); a pair with no dotted key splits at its first ``=`` (the key is then reported unknown by
+    :func:`_route`).  A missing ``=`` or an empty key is an error.
+    """
     out = {}
     for pair in pairs:
-        key, eq, value = pair.partition("=")
-        if not eq or not key.strip():
-            raise PLLZooError(f"bad --hp {pair!r}; write key=value, e.g. train.lr=0.05 or loss.eta=0.5")
+        found = _KEY.search(pair)
+        if found:
+            scope = re.sub(r"\s*([+=])\s*", r"\1", pair[:found.start()].strip())  # as Registry.method names it
+            key, value = f"{scope}:{found.group(1)}" if scope else found.group(1), pair[found.end():]
+        else:
+            key, _, value = pair.partition("=")
+        if "=" not in pair or not key.strip():
+            raise PLLZooError(f"bad --hp {pair!r}; write key=value, e.g. train.lr=0.05, loss.eta=0.5 or "
+                              f"proden:loss.eta=0.5")
         out[key.strip()] = value.strip()
     return out
+
+
+def _scope(key: str, methods: list[Method]) -> tuple[str | None, str]:
+    """Split ``METHOD:rest`` at the longest prefix that is a planned method's name (None: no scope).
+
+    :raises UnknownNameError: a ``:`` scope that names no planned method (one line, listing them).
+    """
+    names = sorted((m.name for m in methods if key.startswith(m.name + ":")), key=len, reverse=True)
+    if names:
+        return names[0], key[len(names[0]) + 1:]
+    if ":" not in key:
+        return None, key
+    scope = key.rpartition(":")[0]
+    raise UnknownNameError(f"--hp {key}: method {scope!r} is not in --methods; "
+                           f"scope one of: {', '.join(m.name for m in methods)}")
 
 
 def _route(overrides: dict[str, str], methods: list[Method], registry: Registry) -> tuple[dict, dict]:
     """Split overrides into trainer ones and per-method component ones; unknown keys are errors."""
     train, per_method = {}, {m.name: {} for m in methods}
     for key, value in overrides.items():
-        scope, colon, rest = key.rpartition(":") if ":" in key else ("", "", key)
+        scope, rest = _scope(key, methods)
         if rest.startswith("train."):
             train[rest[len("train."):]] = value
             continue
-        targets = [m for m in methods if not colon or m.name == scope]
-        if colon and not targets:
-            raise PLLZooError(f"--hp {key}: method {scope!r} is not in --methods")
+        targets = [m for m in methods if scope is None or m.name == scope]
         takers = [m for m in targets if rest in registry.hparam_keys(m)]
         if not takers:
             valid = sorted(set().union(*(registry.hparam_keys(m) for m in targets)))
@@ -154,6 +188,7 @@ def plan(
     resolved_device = str(resolve_device(device))
     workers = prefetch.resolve_workers(view_workers, resolved_device)
     plans = []
+    plugins = {recipe.name: plugins_env(registry, recipe) for recipe in recipes}
     for seed in seeds:
         data = carve(spec.load(dataclasses.replace(options, seed=seed)), options, seed)
         cfg = device_views(train_config(data, epochs, batch_size, train_hp), resolved_device, train_hp)
@@ -171,7 +206,8 @@ def plan(
                 config["view_stream"] = "pooled"
             if resolved_device != "cpu":  # views and permutations drawn on the device (Trainer.generators)
                 config["rng"] = "device"
-            plans.append(RunPlan(recipe, seed, data, cfg, per_method[recipe.name], config, pooled, check))
+            plans.append(RunPlan(recipe, seed, data, cfg, per_method[recipe.name], config, pooled, check,
+                                 plugins[recipe.name]))
     return plans
 
 
@@ -308,7 +344,9 @@ def _train(registry, p: RunPlan, run_dir: Path, resume: bool, on_epoch, on_run, 
     _warn_on_other_threads(run_dir, resume, device)
     write_json(run_dir / "config.json", p.config)
     bookkeeping = {f: getattr(p.train, f) for f in sorted(BOOKKEEPING_FIELDS)}
-    write_json(run_dir / "env.json", {**env_info(device), "view_workers": p.view_workers, "bookkeeping": bookkeeping})
+    plugins = p.plugins or plugins_env(registry, p.method)  # from plan(): a --jobs worker's registry lacks the infos
+    write_json(run_dir / "env.json", {**env_info(device), **plugins, "view_workers": p.view_workers,
+                                      "bookkeeping": bookkeeping})
     comps = registry.build_components(p.method, p.component_overrides, (p.data.name, p.data.kind))
     base = {"method": p.method.name, "dataset": p.data.name}
     log = run_dir / "log.jsonl"

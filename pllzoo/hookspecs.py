@@ -87,6 +87,12 @@ class DiscoverySpec:
         :returns: None.
         Raises: the registry raises ``PLLZooError`` naming both plugins when a name is taken.
 
+        Example::
+
+            @hookimpl
+            def pllzoo_register_label_updates(register):
+                register("records.targets", RecordsTargets)  # RecordsTargets(Component)
+
         .. versionadded:: 0.1
         """
 
@@ -100,6 +106,12 @@ class DiscoverySpec:
             :meth:`RunSpec.pllzoo_select`.
         :returns: None.
 
+        Example::
+
+            @hookimpl
+            def pllzoo_register_selections(register):
+                register("example.confident", Confident)
+
         .. versionadded:: 0.1
         """
 
@@ -112,6 +124,12 @@ class DiscoverySpec:
         :param register: call ``register(name, cls)``; ``cls`` implements
             :meth:`RunSpec.pllzoo_loss`.
         :returns: None.
+
+        Example::
+
+            @hookimpl
+            def pllzoo_register_losses(register):
+                register("example.ce", MaskedCE)
 
         .. versionadded:: 0.1
         """
@@ -129,6 +147,12 @@ class DiscoverySpec:
             :meth:`RunSpec.pllzoo_on_epoch_end`.
         :returns: None.
 
+        Example::
+
+            @hookimpl
+            def pllzoo_register_estimators(register):
+                register("example.prior", PriorEMA)
+
         .. versionadded:: 0.1
         """
 
@@ -141,6 +165,12 @@ class DiscoverySpec:
         :param register: call ``register(name, cls)``; ``cls`` implements
             :meth:`RunSpec.pllzoo_predict`.
         :returns: None.
+
+        Example::
+
+            @hookimpl
+            def pllzoo_register_predictors(register):
+                register("example.adjust", LogitAdjust)
 
         .. versionadded:: 0.1
         """
@@ -156,6 +186,13 @@ class DiscoverySpec:
             components may come from any plugin (they are resolved lazily).
         :returns: None.
 
+        Example::
+
+            @hookimpl
+            def pllzoo_register_methods(register):
+                register(Method(name="records", label_update="records.targets", loss="pllzoo.soft_ce",
+                                description="RECORDS: debiased confidences", citation="Hong et al., ICML 2023"))
+
         .. versionadded:: 0.1
         """
 
@@ -169,6 +206,13 @@ class DiscoverySpec:
             :class:`pllzoo.data.base.DatasetSpec`; its ``load(options)`` returns a
             :class:`pllzoo.data.base.PLLData` or raises ``PLLZooError``.
         :returns: None.
+
+        Example::
+
+            @hookimpl
+            def pllzoo_register_datasets(register):
+                register(DatasetSpec(name="example.blobs", load=load_blobs,  # load(options) -> PLLData
+                                     description="Gaussian blobs with random candidate sets"))
 
         .. versionadded:: 0.1
         """
@@ -196,6 +240,14 @@ class RunSpec:
             optimizer and state except the keys in ``stage.carry`` — or ``None``
             for the default single stage of ``run.config.epochs`` epochs.
 
+        Example::
+
+            class WarmUpLoss(Component):
+                @hookimpl
+                def pllzoo_stages(self, run):
+                    return [Stage("warm-up", epochs=5, params={"warmup": True}),
+                            Stage("train", carry=("confidence",), reinit_model=False)]
+
         .. versionadded:: 0.1
         """
 
@@ -217,6 +269,16 @@ class RunSpec:
             only (e.g. ``state.confidence = ...  # [N, K] float32``).
         :returns: None.
 
+        Example::
+
+            class Confidence(Component):
+                provides = frozenset({"confidence"})
+
+                @hookimpl
+                def pllzoo_setup_stage(self, run, state):
+                    c = run.candidates.float()  # [N, K] on run.device
+                    state.confidence = c / c.sum(1, keepdim=True)
+
         .. versionadded:: 0.1
         """
 
@@ -235,6 +297,16 @@ class RunSpec:
 
         :returns: ``{name: module}`` (names unique within the component) or ``None``.
 
+        Example::
+
+            class ProjectionLoss(Component):
+                views = frozenset({"features"})
+
+                @hookimpl
+                def pllzoo_modules(self, run):
+                    self.proj = torch.nn.Linear(run.model.feature_dim, 128)
+                    return {"proj": self.proj}  # trained, checkpointed, restored
+
         .. versionadded:: 0.1
         """
 
@@ -247,6 +319,14 @@ class RunSpec:
         Answered by: every component that implements it, last registered first.
 
         :returns: None.
+
+        Example::
+
+            class RampedLoss(Component):
+                @hookimpl
+                def pllzoo_on_epoch_start(self, run, epoch):
+                    # derived from the epoch, so it is right again after a resume
+                    self.weight = min(1.0, (epoch + 1) / run.config.epochs)
 
         .. versionadded:: 0.1
         """
@@ -271,6 +351,15 @@ class RunSpec:
         :returns: targets float32 ``[B, K]``: each row sums to 1 and is 0 outside
             the candidate set.
 
+        Example::
+
+            class ConfidenceTargets(Component):
+                needs = frozenset({"confidence"})
+
+                @hookimpl
+                def pllzoo_label_update(self, step, state):
+                    return state.confidence[step.batch.index]  # [B, K]
+
         .. versionadded:: 0.1
         """
 
@@ -286,6 +375,14 @@ class RunSpec:
         step of each epoch, and every step under ``check``.
 
         :returns: ``bool [B]`` (True = reliable) or float weights ``[B]`` in [0, 1].
+
+        Example::
+
+            class Confident(Component):
+                @hookimpl
+                def pllzoo_select(self, step):
+                    top = (step.probs * step.batch.candidates).amax(1)  # [B]
+                    return top >= 0.5  # bool [B]
 
         .. versionadded:: 0.1
         """
@@ -304,6 +401,16 @@ class RunSpec:
 
         :returns: a scalar tensor to minimise.
 
+        Example::
+
+            class MaskedCE(Component):
+                @hookimpl
+                def pllzoo_loss(self, step):
+                    ce = -(step.targets * step.logits.log_softmax(1)).sum(1)  # [B]
+                    step.logs["ce_all"] = ce.detach().mean()
+                    w = step.mask.float()
+                    return (ce * w).sum() / w.sum().clamp_min(1.0)
+
         .. versionadded:: 0.1
         """
 
@@ -319,6 +426,16 @@ class RunSpec:
         Answered by: every component that implements it, last registered first.
 
         :returns: None.
+
+        Example::
+
+            class ProdenUpdate(Component):
+                needs = frozenset({"confidence"})
+
+                @hookimpl
+                def pllzoo_post_step(self, step, state):
+                    p = step.probs * step.batch.candidates  # pre-step predictions
+                    state.confidence[step.batch.index] = p / p.sum(1, keepdim=True)
 
         .. versionadded:: 0.1
         """
@@ -337,6 +454,21 @@ class RunSpec:
 
         :returns: optional scalars to log for this epoch.
 
+        Example::
+
+            class PriorEMA(Component):
+                provides = frozenset({"prior"})
+
+                @hookimpl
+                def pllzoo_setup_stage(self, run, state):
+                    state.prior = torch.full((run.num_classes,), 1.0 / run.num_classes, device=run.device)
+
+                @hookimpl
+                def pllzoo_on_epoch_end(self, run, state):
+                    votes = (run.predict_train() * run.candidates).sum(0)  # [K]
+                    state.prior = 0.9 * state.prior + 0.1 * votes / votes.sum()
+                    return {"prior_max": float(state.prior.max())}
+
         .. versionadded:: 0.1
         """
 
@@ -351,6 +483,15 @@ class RunSpec:
         Checked at every evaluation: float, ``[M, K]``, finite.
 
         :returns: adjusted logits ``[M, K]`` (argmax is the prediction), or ``None``.
+
+        Example::
+
+            class LogitAdjust(Component):
+                needs = frozenset({"prior"})
+
+                @hookimpl
+                def pllzoo_predict(self, logits, state):
+                    return logits - state.prior.clamp_min(1e-12).log()  # [M, K]
 
         .. versionadded:: 0.1
         """

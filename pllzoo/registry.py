@@ -151,6 +151,11 @@ class Registry:
             valid = ", ".join(sorted(self.components[slot])) or "(none)"
             raise UnknownNameError(f"unknown {slot} component {name!r}; valid: {valid}{self._failed_note()}") from None
 
+    def component_plugin(self, slot: str, name: str) -> PluginInfo:
+        """The plugin that registered component ``name`` in ``slot`` (its distribution and version: env.json)."""
+        self.component_class(slot, name)  # an unknown name: the usual one-line error
+        return self._info(self.components[slot][name][1])
+
     def list_methods(self, pattern: str = "*") -> list[str]:
         return sorted(n for n in self.methods if fnmatch.fnmatch(n, pattern))
 

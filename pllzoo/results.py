@@ -5,7 +5,7 @@ Layout of a bench output folder ``OUT``::
     OUT/results.csv              one row per method × seed (final epoch); ``status``, ``error`` last
     OUT/summary.csv              mean, sample std (ddof=1) and n over seeds
     OUT/runs/<run-id>/config.json    resolved recipe, hyper-parameters, data options
-    OUT/runs/<run-id>/env.json       package versions, device, git commit
+    OUT/runs/<run-id>/env.json       package versions, device, git commit, plugins (:func:`plugins_env`)
     OUT/runs/<run-id>/log.jsonl      one record per epoch
     OUT/runs/<run-id>/checkpoint.pt  resume point (pllzoo.checkpoint: cadence, clean stops)
     OUT/runs/<run-id>/done           written when the run finished
@@ -81,6 +81,23 @@ def env_info(device: str) -> dict[str, Any]:
         "gpu": torch.cuda.get_device_name(0) if device.startswith("cuda") else None,
         "torch_threads": torch.get_num_threads(), "git_commit": _git_commit(),
     }
+
+
+def plugins_env(registry: Any, method: Any) -> dict[str, Any]:
+    """env.json's plugin part: every plugin with its distribution and version (a failed one with its
+    one-line error), and which plugin and distribution supplied each component of ``method``.
+
+    ``{"plugins": [{"name", "dist", "version", "builtin", "error"}, ...],
+    "components": {slot: {"component", "plugin", "dist", "version"}}}`` (slots left empty are absent).
+    """
+    plugins = [{"name": p.name, "dist": p.dist, "version": p.version, "builtin": p.builtin, "error": p.error}
+               for p in registry.plugins]
+    components = {}
+    for slot, name in method.slots().items():
+        if name is not None:
+            info = registry.component_plugin(slot, name)
+            components[slot] = {"component": name, "plugin": info.name, "dist": info.dist, "version": info.version}
+    return {"plugins": plugins, "components": components}
 
 
 def setting_label(config: dict[str, Any]) -> str:

@@ -52,48 +52,59 @@ other than their default, so the recorded runs keep their ids (:func:`pllzoo.ben
 
 @dataclass(frozen=True)
 class Stage:
-    """One training stage; each re-initialises model, optimizer and state except ``carry``."""
+    """One training stage; each re-initialises model, optimizer and state except ``carry``.
 
-    name: str = "train"
+    A component plans stages with ``pllzoo_stages``; without a plan a run has one stage, ``train``.
+    """
+
+    name: str = "train"  # shown in records and logs
     epochs: int | None = None  # None: run.config.epochs
     carry: tuple[str, ...] = ()  # state keys kept from the previous stage
     params: dict[str, Any] = field(default_factory=dict)  # per-stage method parameters
-    reinit_model: bool = True
+    reinit_model: bool = True  # False: the network keeps the previous stage's weights
     index: int = 0  # set by the trainer
 
 
 @dataclass
 class Batch:
-    """One training batch.  ``y_true`` is for logging only; learning must not read it."""
+    """One training batch (``step.batch``).  ``y_true`` is for logging only; learning must not read it."""
 
     index: torch.Tensor  # long [B] positions in the training set
     x: torch.Tensor  # float [B, ...] weak view, normalised
     candidates: torch.Tensor  # float32 [B, K] 0/1
-    y_true: torch.Tensor  # long [B]
+    y_true: torch.Tensor  # long [B] true labels, for logging only: learning must not read them
     x_strong: torch.Tensor | None = None  # float [B, ...] strong view when asked for
 
     @property
     def size(self) -> int:
+        """B, the number of samples in the batch."""
         return int(self.index.shape[0])
 
 
 @dataclass
 class Step:
-    """Everything one training step shares between the components of a run."""
+    """Everything one training step shares between the components of a run (the ``step`` argument).
 
-    batch: Batch
+    The trainer fills it before ``pllzoo_label_update`` and adds ``targets`` and ``mask`` as the roles
+    answer.  Views beyond the weak one cost a forward pass, so they are computed only when a component
+    of the run asks for them: ``views = frozenset({"strong", "features"})`` on the class (or on the
+    instance, e.g. from ``self.hp``) gives ``batch.x_strong``, ``logits_strong`` and ``features``.
+    """
+
+    batch: Batch  # the batch (below)
     logits: torch.Tensor  # [B, K] weak view, with grad (float32)
     probs: torch.Tensor  # float32 [B, K] softmax(logits), detached
-    forward: Callable[[torch.Tensor], torch.Tensor]  # extra forward pass in train mode
+    forward: Callable[[torch.Tensor], torch.Tensor]  # logits [B, K] of another input (train mode, with grad)
     generator: torch.Generator  # the run's host RNG stream for in-step randomness (mixup, ...)
-    epoch: int
-    stage: Stage
-    nominal_batch_size: int
+    epoch: int  # epoch within the stage, from 0
+    stage: Stage  # the current stage (as run.stage)
+    nominal_batch_size: int  # train.batch_size (the last batch may be smaller without drop_last)
     logits_strong: torch.Tensor | None = None  # [B, K] when a component declared views={"strong"}
     features: torch.Tensor | None = None  # [B, F] encoder output of the weak view (views={"features"})
     targets: torch.Tensor | None = None  # set after pllzoo_label_update
     mask: torch.Tensor | None = None  # set after pllzoo_select
-    scratch: dict[str, torch.Tensor] = field(default_factory=dict)  # values shared between hooks
+    scratch: dict[str, torch.Tensor] = field(default_factory=dict)  # this step's values shared between hooks;
+    # a key one component writes and another reads is declared in provides/needs like a state key
     device_generator: torch.Generator | None = None  # on-device stream (draws that stay on the device);
     # the same object as ``generator`` on CPU, a CUDA generator on CUDA
     logs: dict[str, torch.Tensor | float] = field(default_factory=dict)  # scalars: epoch mean ("*_count": sum)
@@ -101,27 +112,33 @@ class Step:
 
 @dataclass
 class Run:
-    """The run as components see it: data, config, device, current stage and helpers."""
+    """The run as components see it (the ``run`` argument): data, config, device, current stage and helpers."""
 
-    data: PLLData
+    data: PLLData  # the dataset: x_train, candidates, train_counts, num_classes, kind (y_train: evaluation only)
     candidates: torch.Tensor  # bool [N, K] on device
-    config: TrainConfig
-    device: torch.device
-    seed: int
-    stage: Stage = field(default_factory=Stage)
-    model: torch.nn.Module | None = None  # the current stage's network (pllzoo.models.PLLNet)
-    predict_train: Callable[[], torch.Tensor] = lambda: torch.empty(0)  # eval softmax [N, K]
-    embed_train: Callable[..., torch.Tensor] = lambda train_mode=False: torch.empty(0)  # features [N, F]
+    config: TrainConfig  # the resolved trainer hyper-parameters (``--hp train.<field>=value``)
+    device: torch.device  # where the model, the state and every batch live
+    seed: int  # the run's seed; derive any component randomness from it (pllzoo.seeding.derive_seed)
+    stage: Stage = field(default_factory=Stage)  # the current stage (its index set)
+    model: torch.nn.Module | None = None  # the current stage's network, a pllzoo.models.PLLNet: .encoder,
+    # .head (Linear F -> K), .feature_dim (F), .features(x) [B, F], .forward_with_features(x) (logits, features)
+    predict_train: Callable[[], torch.Tensor] = lambda: torch.empty(0)  # () -> eval-mode softmax [N, K] over the
+    # training set (test transform), float32
+    embed_train: Callable[..., torch.Tensor] = lambda train_mode=False: torch.empty(0)  # (train_mode=False) ->
+    # encoder features [N, F] of the training set (test transform), float32
     logs: dict[str, Any] = field(default_factory=dict)  # per-epoch values (e.g. a prior vector)
 
     @property
     def num_classes(self) -> int:
+        """K, the number of classes."""
         return self.data.num_classes
 
     @property
     def num_train(self) -> int:
+        """N, the number of training samples (the rows of per-sample state tables)."""
         return self.data.num_train
 
     @property
     def kind(self) -> Literal["image", "tabular"]:
+        """``"image"`` or ``"tabular"`` (tabular data has no strong view)."""
         return self.data.kind

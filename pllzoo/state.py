@@ -4,6 +4,21 @@ Components keep per-sample tables (confidences ``[N, K]``) and global buffers
 (a class prior ``[K]``, queues, counters as 0-dim tensors) here, never in module
 globals or Python scalars, so that the trainer can checkpoint the state and,
 under DDP, all-reduce it.
+
+When it is saved: every checkpoint (every ``train.checkpoint_every`` epochs,
+once ``train.checkpoint_minutes`` have passed, at the end of each stage and of
+the run, and on a clean stop) holds the whole state, always at an epoch
+boundary, together with the network, the optimizer, the extra modules of
+``pllzoo_modules`` and the RNG states.  On resume the trainer calls
+``pllzoo_setup_stage`` and then loads the checkpointed state over what it wrote.
+So anything a component keeps on ``self`` that changes during training is lost
+on resume unless it is derived again from the epoch (``pllzoo_on_epoch_start``)
+or the run; tests/test_resume_every_method.py checks, for every registered
+method, that a resumed run equals an uninterrupted one bit for bit.
+
+Stages: a new stage starts from an empty state except the keys in
+``stage.carry``.  Declare the keys a component writes (``provides``) and the
+keys of other components it reads (``needs``) on the component class.
 """
 
 from __future__ import annotations

@@ -30,7 +30,7 @@ def test_spec_is_typed_and_documented(name, fn):
         assert p.annotation is not inspect.Parameter.empty, f"{name}: argument {p.name} has no type"
     assert sig.return_annotation is not inspect.Signature.empty, f"{name}: no return type"
     doc = inspect.getdoc(fn) or ""
-    for part in ("Called:", ":returns:", "versionadded"):
+    for part in ("Called:", ":returns:", "Example::", "versionadded"):
         assert part in doc, f"{name}: docstring lacks {part!r}"
 
 

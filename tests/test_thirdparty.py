@@ -67,3 +67,11 @@ def test_installed_plugin_runs_in_bench_and_mixes(site, tmp_path):
     assert list(df["method"]) == ["example-smallloss", "proden+selection=example.smallloss", "proden"]
     cfg = json.loads(next((out / "runs").glob("proden+selection*/config.json")).read_text())
     assert cfg["recipe"]["selection"] == "example.smallloss" and cfg["hparams"]["selection"] == {"keep": 0.25}
+    env = json.loads(next((out / "runs").glob("proden+selection*/env.json")).read_text())  # who supplied what
+    assert env["components"]["selection"] == {"component": "example.smallloss", "plugin": "example",
+                                              "dist": "pllzoo-example", "version": "0.3.0"}
+    assert env["components"]["label_update"]["dist"] == "pllzoo-baselines"
+    plugins = {p["name"]: p for p in env["plugins"]}
+    assert (plugins["example"]["dist"], plugins["example"]["version"], plugins["example"]["error"]) == \
+        ("pllzoo-example", "0.3.0", None)
+    assert plugins["broken"]["dist"] == "pllzoo-broken" and "ModuleNotFoundError" in plugins["broken"]["error"]

@@ -10,6 +10,7 @@ from rich.table import Table
 
 from pllzoo.cli import cli
 from pllzoo.components import SLOTS
+from pllzoo.docgen import describe_component
 from pllzoo.hparams import describe
 from pllzoo.cli import failure_lines
 from pllzoo.plugins import DEBUG_ENV, debug_enabled, plugin_hooks
@@ -22,7 +23,11 @@ def _plugin_rows(reg, debug: bool = False) -> list[dict]:
         comps = {s: sorted(n for n, (_, p) in reg.components[s].items() if p == info.name) for s in SLOTS}
         rows.append({
             "name": info.name, "version": info.version, "dist": info.dist, "module": info.module,
-            "builtin": info.builtin, "error": info.error, **({"traceback": info.traceback} if debug else {}), "components": {s: c for s, c in comps.items() if c},
+            "builtin": info.builtin, "error": info.error, **({"traceback": info.traceback} if debug else {}),
+            "components": {s: c for s, c in comps.items() if c},
+            # per component: the state keys it reads (needs) and writes (provides), views, run hooks
+            "component_info": {n: {"slot": s, **describe_component(reg.components[s][n][0])}
+                               for s, names in comps.items() for n in names},
             "methods": sorted(n for n, (_, p) in reg.methods.items() if p == info.name),
             "datasets": sorted(n for n, (_, p) in reg.datasets.items() if p == info.name),
             "hooks": plugin_hooks(reg.pm, info.name),
@@ -75,6 +80,14 @@ def methods(show_hp: bool) -> None:
                 for field, default, help_ in describe(cls.HParams):
                     h.add_row(f"{s} {name}", field, repr(default), help_)
         Console().print(h)
+        io = Table(title="state each component reads (needs) and writes (provides); views it asks for")
+        for col in ("Component", "reads (needs)", "writes (provides)", "views"):
+            io.add_column(col)
+        for s in SLOTS:
+            for name, (cls, _) in sorted(reg.components[s].items()):
+                d = describe_component(cls)
+                io.add_row(f"{s} {name}", *(", ".join(d[k]) or "–" for k in ("needs", "provides", "views")))
+        Console().print(io)
 
 
 @cli.command()

@@ -89,7 +89,8 @@ class PiCOLoss(Component):
     """Classification on W plus prototype-based contrastive learning; updates W and the prototypes."""
 
     HParams = PiCOHParams
-    needs = frozenset({"confidence"})
+    needs = frozenset({"confidence"})  # W, updated in place from the prototypes (l.5)
+    provides = frozenset({"pico_prototypes", "pico_queue", "pico_queue_labels", "pico_queue_ptr"})
     views = frozenset({"strong", "features"})
 
     @hookimpl

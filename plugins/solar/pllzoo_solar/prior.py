@@ -103,7 +103,7 @@ class PriorEstimator(Component):
     """Estimates the class prior r between epochs and plans SoLar's two stages."""
 
     HParams = PriorHParams
-    provides = frozenset({"prior"})
+    provides = frozenset({"prior", "prior_votes"})
 
     @classmethod
     def dataset_defaults(cls, dataset: str, kind: str) -> dict[str, Any]:

@@ -56,7 +56,7 @@ class SinkhornRefinery(Component):
 
     HParams = RefineryHParams
     needs = frozenset({"prior"})
-    provides = frozenset({"confidence"})
+    provides = frozenset({"confidence", "queue", "queue_ptr", "queue_filled", "sinkhorn_log_beta"})
 
     def __init__(self, hp=None) -> None:
         super().__init__(hp)

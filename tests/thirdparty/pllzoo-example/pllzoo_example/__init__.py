@@ -10,8 +10,7 @@ from dataclasses import dataclass
 
 import torch
 
-from pllzoo import Component, Method, Step, hookimpl, hp
-from pllzoo.losses import soft_cross_entropy
+from pllzoo import Component, Method, Step, hookimpl, hp, soft_cross_entropy
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,205 @@
+"""The plugin author's surface: ``pllzoo.__all__``, imports from ``pllzoo`` only, env.json provenance, scoped --hp.
+
+* Every name in ``pllzoo.__all__`` imports, and the outside plugin in ``tests/thirdparty`` and the
+  README's plugin example import nothing but ``pllzoo`` itself (no ``pllzoo.<submodule>``); the
+  README example runs as written.
+* ``env.json`` records every plugin with its distribution and version (a failed one with its error)
+  and which plugin and distribution supplied each component of the run.
+* ``--hp METHOD:key=value`` takes any ``--methods`` string as METHOD, a mixed one included.
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import re
+import sys
+import types
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+import pllzoo
+from pllzoo import bench
+from pllzoo.cli import cli
+from pllzoo.data.base import DataOptions
+from pllzoo.errors import PLLZooError, UnknownNameError
+from pllzoo.plugins import make_plugin_manager
+from pllzoo.registry import Registry
+
+ROOT = Path(__file__).resolve().parents[1]
+THIRDPARTY = ROOT / "tests" / "thirdparty" / "pllzoo-example" / "pllzoo_example"
+TINY = ["--dataset", "synthetic-lt", "--seeds", "1", "--epochs", "1", "--subset", "200", "--batch-size", "64",
+        "--threads", "1"]
+
+
+# ---------------------------------------------------------------------------------------------- public API
+def test_every_name_in_all_imports():
+    assert len(set(pllzoo.__all__)) == len(pllzoo.__all__)
+    namespace: dict = {}
+    exec("from pllzoo import *", namespace)
+    assert set(pllzoo.__all__) - {"__version__"} <= set(namespace)
+    for name in ("PLLZooError", "hp", "NoHParams", "Component", "Method", "hookimpl", "Batch", "Step", "Run",
+                 "Stage", "PLLState", "soft_cross_entropy", "masked_mean", "normalize_rows", "mixup_loss"):
+        assert name in pllzoo.__all__, name
+    assert pllzoo.PLLZooError is PLLZooError and issubclass(pllzoo.UnknownNameError, PLLZooError)
+
+
+def _pllzoo_imports(source: str) -> list[str]:
+    """The modules a piece of Python imports from the ``pllzoo`` package."""
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.ImportFrom) and node.module and node.module.split(".")[0] == "pllzoo":
+            found.append(node.module)
+        elif isinstance(node, ast.Import):
+            found += [a.name for a in node.names if a.name.split(".")[0] == "pllzoo"]
+    return found
+
+
+def _readme_plugin_example() -> str:
+    readme = (ROOT / "README.md").read_text()
+    section = readme[readme.index("## Writing a plugin"):]
+    section = section[:section.index("\n## ", 1)]
+    blocks = re.findall(r"```python\n(.*?)```", section, re.S)
+    assert blocks, "the README's plugin section has no python example"
+    return "\n".join(blocks)
+
+
+@pytest.mark.parametrize("where", ["thirdparty", "readme"])
+def test_plugins_import_only_from_pllzoo(where):
+    source = (THIRDPARTY / "__init__.py").read_text() if where == "thirdparty" else _readme_plugin_example()
+    modules = _pllzoo_imports(source)
+    assert modules and set(modules) == {"pllzoo"}, modules
+
+
+def test_readme_plugin_example_runs(registry, tmp_path, monkeypatch):
+    example = types.ModuleType("readme_example")
+    monkeypatch.setitem(sys.modules, "readme_example", example)  # as an imported module (dataclasses look it up)
+    exec(compile(_readme_plugin_example(), "README.md", "exec"), example.__dict__)
+    pm, infos = make_plugin_manager()
+    pm.register(example, name="readme_example")
+    reg = Registry.build(pm, infos)
+    assert not reg.failures(), [p.error for p in reg.failures()]
+    added = [m for m, (_, plugin) in reg.methods.items() if plugin == "readme_example"]
+    assert added
+    plans = bench.plan(reg, added, "synthetic-lt", [1], DataOptions(subset=200), epochs=1, batch_size=64,
+                       device="cpu")
+    rows = bench.execute(reg, plans, tmp_path, threads=1)
+    assert list(rows["status"]) == ["ok"] * len(added) and rows["acc_all"].notna().all()
+
+
+# ---------------------------------------------------------------------------------------------- env.json
+def _env(out: Path, method_prefix: str) -> dict:
+    (run,) = [r for r in (out / "runs").iterdir() if json.loads((r / "config.json").read_text())["method"]
+              == method_prefix]
+    return json.loads((run / "env.json").read_text())
+
+
+def test_env_json_names_every_plugin_and_the_supplier_of_each_component(registry, tmp_path):
+    out = tmp_path / "out"
+    mixed = "proden+selection=solar.classwise+estimator=solar.prior"
+    res = CliRunner().invoke(cli, ["bench", "--methods", f"proden,{mixed}", *TINY, "--out", str(out)])
+    assert res.exit_code == 0, res.output
+    plain, mix = _env(out, "proden"), _env(out, mixed)
+    plugins = {p["name"]: p for p in plain["plugins"]}
+    assert plugins["baselines"] == {"name": "baselines", "dist": "pllzoo-baselines", "version": "0.1.0",
+                                    "builtin": False, "error": None}
+    assert plugins["solar"]["dist"] == "pllzoo-solar" and plugins["solar"]["error"] is None
+    assert plugins["pllzoo.builtin"]["dist"] == "pllzoo" and plugins["pllzoo.builtin"]["version"] == pllzoo.__version__
+    assert plain["components"] == {
+        "label_update": {"component": "proden.confidence", "plugin": "baselines", "dist": "pllzoo-baselines",
+                         "version": "0.1.0"},
+        "selection": {"component": "pllzoo.all", "plugin": "pllzoo.builtin", "dist": "pllzoo",
+                      "version": pllzoo.__version__},
+        "loss": {"component": "proden.loss", "plugin": "baselines", "dist": "pllzoo-baselines",
+                 "version": "0.1.0"},
+    }
+    supplied = {slot: (c["component"], c["plugin"], c["dist"]) for slot, c in mix["components"].items()}
+    assert supplied == {
+        "label_update": ("proden.confidence", "baselines", "pllzoo-baselines"),
+        "selection": ("solar.classwise", "solar", "pllzoo-solar"),
+        "loss": ("proden.loss", "baselines", "pllzoo-baselines"),
+        "estimator": ("solar.prior", "solar", "pllzoo-solar"),
+    }
+    assert mix["plugins"] == plain["plugins"]
+
+
+def test_env_json_lists_a_failed_plugin_with_its_error_also_from_jobs(tmp_path):
+    class Broken:
+        @pllzoo.hookimpl
+        def pllzoo_register_methods(self, register):
+            raise ValueError("cannot register\nsecond line")
+
+    pm, infos = make_plugin_manager()
+    pm.register(Broken(), name="broken")
+    reg = Registry.build(pm, infos)
+    plans = bench.plan(reg, ["cc"], "synthetic-lt", [1, 2], DataOptions(subset=200), epochs=1, batch_size=64,
+                       device="cpu")
+    bench.execute(reg, plans, tmp_path, jobs=2, threads=1)  # a worker's registry has no infos: the plan carries them
+    env = json.loads((tmp_path / "runs" / plans[0].run_id / "env.json").read_text())
+    (broken,) = [p for p in env["plugins"] if p["name"] == "broken"]
+    assert broken["dist"] == "in-process" and broken["error"].endswith("ValueError: cannot register")
+    assert env["components"]["loss"] == {"component": "cc.loss", "plugin": "baselines", "dist": "pllzoo-baselines",
+                                         "version": "0.1.0"}
+
+
+# ---------------------------------------------------------------------------------------------- --hp scope
+@pytest.mark.parametrize("pair, parsed", [
+    ("train.lr=0.05", {"train.lr": "0.05"}),
+    ("selection.rho_end = 0.5", {"selection.rho_end": "0.5"}),
+    ("proden:loss.eta=0.5", {"proden:loss.eta": "0.5"}),
+    ("proden+selection=solar.classwise:selection.rho_end=0.5",
+     {"proden+selection=solar.classwise:selection.rho_end": "0.5"}),
+    ("proden + selection = solar.classwise : selection.rho_end=0.5",
+     {"proden+selection=solar.classwise:selection.rho_end": "0.5"}),
+    ("train.strong_view=a=b:c.d=e", {"train.strong_view": "a=b:c.d=e"}),
+    ("proden+selection=solar.classwise:train.weak_view=x:y=z", {"proden+selection=solar.classwise:train.weak_view":
+                                                                "x:y=z"}),
+    ("lr=3", {"lr": "3"}),  # no dotted key: reported unknown by the routing
+])
+def test_parse_overrides(pair, parsed):
+    assert bench.parse_overrides([pair]) == parsed
+
+
+@pytest.mark.parametrize("pair", ["train.lr", "=5", " = 5"])
+def test_parse_overrides_rejects_pairs_without_key_or_value(pair):
+    with pytest.raises(PLLZooError, match=r"^bad --hp .*; write key=value") as err:
+        bench.parse_overrides([pair])
+    assert "\n" not in str(err.value)
+
+
+def test_a_mixed_method_scope_reaches_only_that_method(registry):
+    mixed, other = ("proden+selection=solar.classwise+estimator=solar.prior",
+                    "cc+selection=solar.classwise+estimator=solar.prior")
+    hp = bench.parse_overrides([f"{mixed}:selection.rho_end=0.5", "solar:selection.rho_end=0.7",
+                                "selection.rho_start=0.1"])
+    plans = bench.plan(registry, ["solar", mixed, other], "synthetic-lt", [1], DataOptions(subset=200), epochs=1,
+                       device="cpu", hp=hp)
+    rho = {p.method.name: p.config["hparams"]["selection"] for p in plans}
+    assert rho["solar"]["rho_end"] == 0.7 and rho[mixed]["rho_end"] == 0.5
+    assert rho[other]["rho_end"] == 0.8  # its default: untouched
+    assert {r["rho_start"] for r in rho.values()} == {0.1}  # unscoped: every method that has the key
+
+
+@pytest.mark.parametrize("pair, pattern", [
+    ("cc+selection=solar.classwise:selection.rho_end=0.5",
+     r"--hp cc\+selection=solar.classwise:selection.rho_end: method 'cc\+selection=solar.classwise' is not in "
+     r"--methods; scope one of: proden, proden\+selection=solar.classwise$"),
+    ("proden+selection=solar.classwise:loss.nope=1",
+     r"unknown hyper-parameter 'proden\+selection=solar.classwise:loss.nope'; valid: .*selection.rho_end"),
+])
+def test_a_bad_scope_or_key_is_a_one_line_error(registry, pair, pattern):
+    methods = [registry.method(m) for m in ("proden", "proden+selection=solar.classwise")]
+    with pytest.raises(UnknownNameError, match=pattern) as err:
+        bench._route(bench.parse_overrides([pair]), methods, registry)
+    assert "\n" not in str(err.value)
+
+
+def test_cli_unknown_scope_exits_2_with_one_line(registry, tmp_path):
+    out = tmp_path / "out"
+    res = CliRunner().invoke(cli, ["bench", "--methods", "proden", *TINY, "--out", str(out),
+                                   "--hp", "proden+selection=solar.classwise:selection.rho_end=0.5"])
+    assert res.exit_code == 2 and "Traceback" not in res.output and not out.exists()
+    lines = [line for line in res.output.splitlines() if line.strip()]
+    assert len(lines) == 1 and "is not in --methods" in lines[0], res.output
