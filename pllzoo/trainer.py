@@ -27,98 +27,23 @@ import time
 from pathlib import Path
 from typing import Any, Callable
 
-import pluggy
 import torch
 
-from pllzoo import augment, hookspecs, prefetch
-from pllzoo.checks import ComponentError, check_logits, check_loss, check_selection, check_targets, describe, hook_failed
+from pllzoo import augment, prefetch
+from pllzoo.checks import check_logits, check_loss, check_selection, check_targets, describe
 from pllzoo.checkpoint import (Bookkeeper, load_checkpoint, save_checkpoint, save_guess_s, signal_stop, stop_requested,
                                stop_signals, time_stop)
 from pllzoo.components import Component, stage_planner, views_of
 from pllzoo.data.base import PLLData
 from pllzoo.devices import compile_model
 from pllzoo.errors import PLLZooError
+from pllzoo.hookcalls import RunHooks, make_run_manager
 from pllzoo.metrics import covering_rate, evaluate, shot_groups
 from pllzoo.models import build_model
 from pllzoo.run import Batch, Run, Stage, Step, TrainConfig
 from pllzoo.schedule import lr_at
 from pllzoo.seeding import derive_seed
 from pllzoo.state import PLLState
-
-
-#: the role hooks: each is answered by the component in its slot, and by no other
-ROLE_HOOKS: dict[str, str] = {slot: hook for slot, hook in hookspecs.SLOT_HOOKS.items() if slot != "estimator"}
-
-
-def make_run_manager(components: dict[str, Component]) -> pluggy.PluginManager:
-    """A fresh plugin manager holding exactly this run's components, each under its slot's name.
-
-    Hook wrappers are refused: the trainer calls the implementations one by one (to name the one
-    that fails), which a wrapper would not survive.
-    """
-    pm = pluggy.PluginManager(hookspecs.PROJECT)
-    pm.add_hookspecs(hookspecs.RunSpec)
-    for slot, comp in components.items():
-        pm.register(comp, name=slot)
-    pm.check_pending()
-    for slot, comp in components.items():
-        for caller in pm.get_hookcallers(comp) or ():
-            if any(i.plugin is comp and (i.wrapper or i.hookwrapper) for i in caller.get_hookimpls()):
-                raise PLLZooError(f"{describe(slot, comp)}: {caller.name} is a hook wrapper; run hooks take plain "
-                                  "implementations")
-    return pm
-
-
-class _Hooks:
-    """The run's hook calls with pllzoo's semantics (``docs/hooks.md``, "Who answers").
-
-    ``role(slot, **kw)`` calls the slot component's implementation of the slot's role hook (``None`` when the
-    slot is empty; ``role("stages")``: the one stage planner's); ``all(hook, **kw)`` calls every
-    implementation in pluggy's order (last registered first: predict, estimator, loss, selection,
-    label_update; ``registration_order=True`` reverses it) and returns ``[(slot, answer)]`` for the
-    answers that are not None.  Either way an exception inside an implementation becomes a
-    :class:`~pllzoo.checks.ComponentError` naming the component, chained to the cause.
-    """
-
-    def __init__(self, pm: pluggy.PluginManager, components: dict[str, Component], planner: str | None) -> None:
-        self.components = components
-        self.impls = {spec: list(reversed(getattr(pm.hook, spec).get_hookimpls()))
-                      for spec in vars(hookspecs.RunSpec) if spec.startswith("pllzoo_")}
-        self.roles = {slot: self._own(slot, hook) for slot, hook in ROLE_HOOKS.items() if slot in components}
-        if planner is not None:
-            self.roles["stages"] = self._own(planner, "pllzoo_stages")
-
-    def _own(self, slot: str, hook: str) -> tuple[str, str, pluggy.HookImpl]:
-        comp = self.components[slot]
-        own = [i for i in self.impls[hook] if i.plugin is comp]
-        if not own:
-            raise PLLZooError(f"{describe(slot, comp)} does not implement {hook}, the role hook of its slot")
-        return slot, hook, own[0]
-
-    def role(self, role: str, **kwargs: Any) -> Any:
-        entry = self.roles.get(role)
-        if entry is None:
-            return None
-        slot, hook, impl = entry
-        try:
-            return impl.function(*[kwargs[a] for a in impl.argnames])
-        except ComponentError:
-            raise
-        except Exception as exc:
-            raise hook_failed(slot, impl.plugin, hook, exc) from exc
-
-    def all(self, hook: str, registration_order: bool = False, **kwargs: Any) -> list[tuple[str, Any]]:
-        out = []
-        for impl in (reversed(self.impls[hook]) if registration_order else self.impls[hook]):
-            try:
-                answer = impl.function(*[kwargs[a] for a in impl.argnames])
-            except ComponentError:
-                raise
-            except Exception as exc:
-                raise hook_failed(impl.plugin_name, impl.plugin, hook, exc) from exc
-            if answer is not None:
-                out.append((impl.plugin_name, answer))
-        return out
 
 
 class Trainer:
@@ -147,7 +72,7 @@ class Trainer:
         self.hooks = self.pm.hook  # pluggy's callers (broadcast to every implementation)
         # who answers what (one stage planner, role hooks by their slot's component); refused before training
         method = str((record_base or {}).get("method", "(unnamed)"))
-        self.calls = _Hooks(self.pm, components, stage_planner(method, components))
+        self.calls = RunHooks(self.pm, components, stage_planner(method, components))
         # check every step's answers on their values (the first step of each epoch is always checked):
         # result-neutral, but it reads device values on the host each step
         self.check = check
