@@ -222,11 +222,17 @@ class Registry:
                     raise PLLZooError(f"method {method.name!r} has no {slot} component for {sorted(per_slot[slot])}")
                 continue
             cls = self.component_class(slot, comp_name)
-            base = cls.HParams()
-            if dataset is not None:
-                base = override(base, cls.dataset_defaults(*dataset), where=f"{slot}")
-            hp = override(base, per_slot.get(slot, {}), where=f"{slot}")
-            built[slot] = cls(hp)
+            try:
+                base = cls.HParams()
+                if dataset is not None:
+                    base = override(base, cls.dataset_defaults(*dataset), where=f"{slot}")
+                hp = override(base, per_slot.get(slot, {}), where=f"{slot}")
+                built[slot] = cls(hp)
+            except PLLZooError:
+                raise
+            except Exception as exc:  # the plugin's own check of its values (or a bug in it): one line
+                raise PLLZooError(f"{slot} component {comp_name!r} (plugin {self.component_plugin(slot, comp_name).origin})"
+                                  f" refused its hyper-parameters: {one_line(exc)}") from exc
         check_compatible(method.name, built)
         return built
 

@@ -1,12 +1,14 @@
 """The ``pllzoo`` command group; one file per command group, each thin.
 
 User errors (:class:`pllzoo.errors.PLLZooError`) end in one ``Error: ...`` line
-and a non-zero exit (2 for unknown names, 1 otherwise), never a traceback.
+and a non-zero exit (2 for unknown names, 1 otherwise), never a traceback — unless
+``PLLZOO_DEBUG=1``, which prints the full traceback (and its cause) first.
 """
 
 from __future__ import annotations
 
 import sys
+import traceback
 import warnings
 
 import click
@@ -20,9 +22,19 @@ class _Group(click.Group):
         try:
             return super().invoke(ctx)
         except UnknownNameError as exc:
+            _debug_traceback(exc)
             raise click.UsageError(str(exc)) from None
         except PLLZooError as exc:
+            _debug_traceback(exc)
             raise click.ClickException(str(exc)) from None
+
+
+def _debug_traceback(exc: BaseException) -> None:
+    """With ``PLLZOO_DEBUG=1``: the full traceback (with the chained cause, e.g. a plugin's own error) to stderr."""
+    from pllzoo.plugins import debug_enabled
+
+    if debug_enabled():
+        click.echo("".join(traceback.format_exception(exc)).rstrip(), err=True)
 
 
 def failure_lines(reg, debug: bool = False) -> list[str]:

@@ -1,0 +1,65 @@
+"""A plugin's own exception while its component is built (e.g. its check of a hyper-parameter value)
+is one ``Error:`` line naming the component and its plugin; ``PLLZOO_DEBUG=1`` prints the traceback."""
+
+from __future__ import annotations
+
+import sys
+import types
+from dataclasses import dataclass
+
+import pytest
+from click.testing import CliRunner
+
+from pllzoo import Component, Method, hookimpl, hp
+from pllzoo.cli import cli
+from pllzoo.plugins import make_plugin_manager
+from pllzoo.registry import Registry
+
+
+@dataclass(frozen=True)
+class PickyHParams:
+    level: int = hp(1, "must be odd (this plugin's own rule)")
+
+
+class Picky(Component):
+    HParams = PickyHParams
+
+    def __init__(self, hp=None):
+        super().__init__(hp)
+        if self.hp.level % 2 == 0:
+            raise ValueError(f"level must be odd, got {self.hp.level}")
+
+    @hookimpl
+    def pllzoo_loss(self, step, state):
+        raise AssertionError("never reached")
+
+
+@pytest.fixture
+def picky_registry(monkeypatch):
+    plugin = types.ModuleType("picky_plugin")
+    plugin.pllzoo_register_losses = hookimpl(lambda register: register("picky.loss", Picky))
+    plugin.pllzoo_register_methods = hookimpl(lambda register: register(Method("picky", loss="picky.loss")))
+    monkeypatch.setitem(sys.modules, "picky_plugin", plugin)
+    pm, infos = make_plugin_manager()
+    pm.register(plugin, name="picky")
+    reg = Registry.build(pm, infos)
+    monkeypatch.setattr("pllzoo.cli.bench.get_registry", lambda: reg)
+    return reg
+
+
+ARGS = ["bench", "--methods", "picky", "--hp", "loss.level=2", "--epochs", "1"]
+
+
+def test_a_plugins_own_error_is_one_line_naming_it(picky_registry, tmp_path, monkeypatch):
+    monkeypatch.delenv("PLLZOO_DEBUG", raising=False)
+    res = CliRunner().invoke(cli, [*ARGS, "--out", str(tmp_path)])
+    assert res.exit_code == 1 and "Traceback" not in res.output
+    (line,) = [x for x in res.output.splitlines() if x.startswith("Error:")]
+    assert "loss component 'picky.loss' (plugin 'picky'" in line and "ValueError: level must be odd, got 2" in line
+
+
+def test_debug_shows_the_traceback_and_its_cause(picky_registry, tmp_path, monkeypatch):
+    monkeypatch.setenv("PLLZOO_DEBUG", "1")
+    res = CliRunner().invoke(cli, [*ARGS, "--out", str(tmp_path)])
+    assert res.exit_code == 1 and "Traceback" in res.output and "raise ValueError" in res.output
+    assert res.output.rstrip().splitlines()[-1].startswith("Error:")
