@@ -5,6 +5,12 @@ epoch, model and optimizer state, the method state (PLLState tensors), the
 records so far, and the RNG states (the trainer also derives each epoch's
 streams from the seed, so the RNG states are a second line of defence).
 
+Safe loading: the file holds tensors and plain data only (the records are made plain when
+saved) and is read with ``torch.load(weights_only=True)``, so a crafted file runs no code.
+It is marked ``format``/``version`` (:data:`FORMAT`, :data:`VERSION`); :func:`read_checkpoint`
+refuses, with one line (:class:`CheckpointError`), a file that is empty, truncated, not a
+pllzoo checkpoint, of another version, or missing a part.
+
 When (:class:`Bookkeeper`): every ``train.checkpoint_every`` epochs (0: off) or once
 ``train.checkpoint_minutes`` have passed since the last one (0: off), whichever comes
 first, and always at the end of each stage and of the run.  The defaults (0 and 10
@@ -23,10 +29,13 @@ from __future__ import annotations
 
 import contextlib
 import os
+import pickle
 import signal
 import sys
 import threading
 import time
+import warnings
+import zipfile
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
@@ -52,11 +61,42 @@ class Stopped(PLLZooError):
         self.exit_code = exit_code
 
 
+FORMAT = "pllzoo-checkpoint"  # the marker key ``format`` of every checkpoint
+VERSION = 1  # the layout below; a file of another version is refused (retrain the run)
+KEYS = ("format", "version", "stage", "epoch", "model", "optimizer", "state", "records", "rng", "modules")
+
+
+class CheckpointError(PLLZooError):
+    """A checkpoint that cannot be used: empty, truncated, not a pllzoo checkpoint, another version."""
+
+
 def _rng_states() -> dict[str, Any]:
     states: dict[str, Any] = {"torch": torch.get_rng_state()}
     if torch.cuda.is_available():
         states["cuda"] = torch.cuda.get_rng_state_all()
     return states
+
+
+_PLAIN = (str, int, float, bool, type(None))
+
+
+def _plain(obj: Any) -> Any:
+    """``obj`` with every value the safe loader refuses made plain: numpy scalars → Python numbers,
+    anything else unknown → its ``str`` (as the log writes it)."""
+    if isinstance(obj, dict):
+        return {k if type(k) in (str, int) else str(k): _plain(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        values = [_plain(v) for v in obj]
+        return values if isinstance(obj, list) else tuple(values)
+    if type(obj) in _PLAIN or isinstance(obj, torch.Tensor):  # exact types: np.float64 subclasses float
+        return obj
+    item = getattr(obj, "item", None)  # numpy scalars
+    if callable(item):
+        with contextlib.suppress(Exception):
+            value = item()
+            if isinstance(value, (str, int, float, bool)):
+                return value
+    return str(obj)
 
 
 def save_checkpoint(
@@ -67,8 +107,9 @@ def save_checkpoint(
     tmp = path.with_suffix(".tmp")
     torch.save(
         {
+            "format": FORMAT, "version": VERSION,
             "stage": stage, "epoch": epoch, "model": model.state_dict(), "optimizer": optimizer.state_dict(),
-            "state": state.state_dict(), "records": records, "rng": _rng_states(),
+            "state": state.state_dict(), "records": _plain(records), "rng": _rng_states(),
             "modules": {name: m.state_dict() for name, m in (modules or {}).items()},
         },
         tmp,
@@ -77,12 +118,79 @@ def save_checkpoint(
     return path
 
 
+def read_checkpoint(path: Path) -> dict[str, Any]:
+    """The checkpoint at ``path``, read safely (tensors and plain data only; nothing in it runs).
+
+    :raises CheckpointError: one line saying what is wrong with the file.
+    """
+    path = Path(path)
+    try:
+        size = path.stat().st_size
+    except OSError as exc:
+        raise CheckpointError(f"{path}: cannot read it ({exc.strerror or exc})") from None
+    if size == 0:
+        raise CheckpointError(f"{path}: damaged checkpoint (empty, 0 bytes)")
+    try:
+        with warnings.catch_warnings():  # torch's notes on foreign files: the refusal below says it in one line
+            warnings.simplefilter("ignore")
+            ckpt = torch.load(path, map_location="cpu", weights_only=True)
+    except pickle.UnpicklingError:
+        raise CheckpointError(f"{path}: not a pllzoo checkpoint (it holds objects other than tensors and plain "
+                              f"data; refused without running them)") from None
+    except Exception as exc:  # torch's reader: truncated zip, garbage bytes, ...
+        first = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:120]
+        raise CheckpointError(f"{path}: damaged checkpoint (truncated or corrupt: {first})") from None
+    _check_layout(path, ckpt)
+    return ckpt
+
+
+def quick_check(path: Path) -> None:
+    """A cheap look at the file without reading it: empty, or not a whole archive (truncated, garbage).
+
+    :raises CheckpointError: one line saying what is wrong.
+    """
+    path = Path(path)
+    try:
+        if path.stat().st_size == 0:
+            raise CheckpointError(f"{path}: damaged checkpoint (empty, 0 bytes)")
+        with zipfile.ZipFile(path):  # reads the archive's directory, at its end: gone when truncated
+            pass
+    except (OSError, zipfile.BadZipFile, ValueError) as exc:
+        raise CheckpointError(f"{path}: damaged checkpoint (truncated or corrupt: "
+                              f"{type(exc).__name__})") from None
+
+
+def _check_layout(path: Path, ckpt: Any) -> None:
+    if not isinstance(ckpt, dict) or ckpt.get("format") != FORMAT:
+        old = isinstance(ckpt, dict) and {"model", "rng", "records"} <= set(ckpt)
+        raise CheckpointError(f"{path}: " + ("written by an older pllzoo (no format marker)"
+                                             if old else "not a pllzoo checkpoint (no format marker)"))
+    if ckpt.get("version") != VERSION:
+        raise CheckpointError(f"{path}: checkpoint format version {ckpt.get('version')!r}, this pllzoo reads "
+                              f"version {VERSION}")
+    missing = [k for k in KEYS if k not in ckpt]
+    if missing:
+        raise CheckpointError(f"{path}: damaged checkpoint (missing {', '.join(missing)})")
+    wrong = [k for k, kind in (("stage", int), ("epoch", int), ("model", dict), ("optimizer", dict),
+                               ("state", dict), ("records", list), ("rng", dict), ("modules", dict))
+             if not isinstance(ckpt[k], kind) or isinstance(ckpt[k], bool)]
+    rng = ckpt["rng"].get("torch") if isinstance(ckpt["rng"], dict) else None
+    if not (isinstance(rng, torch.Tensor) and rng.dtype == torch.uint8):
+        wrong.append("rng.torch")
+    if isinstance(ckpt["records"], list) and not all(isinstance(r, dict) for r in ckpt["records"]):
+        wrong.append("records")
+    if not wrong and (ckpt["stage"] < 0 or ckpt["epoch"] < 0):
+        wrong.append("stage/epoch")
+    if wrong:
+        raise CheckpointError(f"{path}: damaged checkpoint (bad {', '.join(dict.fromkeys(wrong))})")
+
+
 def load_checkpoint(run_dir: Path) -> dict[str, Any] | None:
-    """The run's checkpoint, or None when there is none; restores the RNG states."""
+    """The run's checkpoint (:func:`read_checkpoint`), or None when there is none; restores the RNG states."""
     path = Path(run_dir) / NAME
     if not path.exists():
         return None
-    ckpt = torch.load(path, map_location="cpu", weights_only=False)
+    ckpt = read_checkpoint(path)
     torch.set_rng_state(ckpt["rng"]["torch"])
     if "cuda" in ckpt["rng"] and torch.cuda.is_available():
         torch.cuda.set_rng_state_all(ckpt["rng"]["cuda"])

@@ -17,10 +17,11 @@ from pathlib import Path
 from typing import Any
 
 from pllzoo.bench import carve
-from pllzoo.checkpoint import load_checkpoint
+from pllzoo.checkpoint import NAME, CheckpointError, load_checkpoint
 from pllzoo.data.base import DataOptions
 from pllzoo.errors import PLLZooError
 from pllzoo.registry import Registry
+from pllzoo.results import DamagedRun, read_log
 from pllzoo.run import TrainConfig
 from pllzoo.devices import resolve_device
 from pllzoo.trainer import Trainer
@@ -33,6 +34,17 @@ def _options(recorded: dict[str, Any], data_dir: Path | None) -> DataOptions:
     return dataclasses.replace(opts, data_dir=root, download=False)
 
 
+def _config(run_dir: Path) -> dict[str, Any]:
+    try:
+        config = json.loads((run_dir / "config.json").read_text())
+    except (OSError, ValueError):
+        config = None
+    keys = ("method", "dataset", "seed", "hparams", "data", "train")
+    if not isinstance(config, dict) or not all(k in config for k in keys):
+        raise DamagedRun(f"{run_dir}: damaged run (config.json is missing or not a pllzoo run config)")
+    return config
+
+
 def rescore(registry: Registry, run_dir: Path, overrides: dict[str, str], predict: str | None = None,
             data_dir: Path | None = None, device: str = "auto") -> dict[str, Any]:
     """Test metrics of the finished run in ``run_dir`` with ``predict`` as its predict component (if
@@ -40,10 +52,18 @@ def rescore(registry: Registry, run_dir: Path, overrides: dict[str, str], predic
     run_dir = Path(run_dir)
     if not (run_dir / "done").exists():
         raise PLLZooError(f"{run_dir}: not a finished run (no 'done' marker)")
-    ckpt = load_checkpoint(run_dir)
-    if ckpt is None:
+    if not (run_dir / NAME).exists():
         raise PLLZooError(f"{run_dir}: no checkpoint.pt (checkpoints are not kept in git; re-run the training)")
-    config = json.loads((run_dir / "config.json").read_text())
+    records = read_log(run_dir)  # DamagedRun: one line
+    config = _config(run_dir)
+    try:
+        ckpt = load_checkpoint(run_dir)
+    except CheckpointError as exc:
+        raise PLLZooError(f"{exc}; re-run the training") from None
+    last = ckpt["records"][-1] if ckpt["records"] else {}
+    if (last.get("stage_index"), last.get("epoch")) != (records[-1].get("stage_index"), records[-1]["epoch"]):
+        raise PLLZooError(f"{run_dir / 'checkpoint.pt'}: not the run's final checkpoint (it ends at epoch "
+                          f"{last.get('epoch')}, the log at {records[-1]['epoch']}); re-run the training")
     method = registry.method(config["method"] + (f"+predict={predict}" if predict else ""))
     valid = registry.hparam_keys(method)
     unknown = sorted(set(overrides) - valid)
@@ -57,6 +77,9 @@ def rescore(registry: Registry, run_dir: Path, overrides: dict[str, str], predic
     comps = registry.build_components(method, {**recorded, **overrides}, (data.name, data.kind))
     train = TrainConfig(**{k: tuple(v) if isinstance(v, list) else v for k, v in config["train"].items()})
     trainer = Trainer(data, comps, train, config["seed"], resolve_device(device))
-    trainer.load_final(ckpt)
+    try:
+        trainer.load_final(ckpt)
+    except PLLZooError as exc:
+        raise PLLZooError(f"{run_dir / NAME}: {exc}") from None
     return {"run": run_dir.name, "method": method.name, "seed": config["seed"],
             "overrides": dict(overrides), **trainer.test_metrics()}

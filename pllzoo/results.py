@@ -10,6 +10,11 @@ Layout of a bench output folder ``OUT``::
     OUT/runs/<run-id>/checkpoint.pt  resume point (pllzoo.checkpoint: cadence, clean stops)
     OUT/runs/<run-id>/done           written when the run finished
     OUT/runs/<run-id>/error.txt      a failed run's traceback (pllzoo.jobs.record_failure)
+
+A finished run's log is checked whole before it is used (:func:`read_log`): every line a
+record, the epochs of each stage consecutive from 1, the last one the final epoch of the final
+stage.  A run that fails the check is *damaged*: ``report`` leaves it out with one line,
+``bench --resume`` resumes it from its checkpoint or retrains it, ``evaluate`` refuses it.
 """
 
 from __future__ import annotations
@@ -19,12 +24,14 @@ import json
 import os
 import platform
 import subprocess
+import warnings
 from importlib import metadata as md
 from pathlib import Path
 from typing import Any, Iterable
 
 import pandas as pd
 
+from pllzoo.errors import PLLZooError
 from pllzoo.model_selection import select_epochs
 
 ACC_COLUMNS = ("acc_all", "acc_many", "acc_medium", "acc_few")
@@ -52,6 +59,61 @@ def write_jsonl(path: Path, records: Iterable[dict[str, Any]]) -> None:
 
 def read_jsonl(path: Path) -> list[dict[str, Any]]:
     return [json.loads(line) for line in Path(path).read_text().splitlines() if line.strip()]
+
+
+class DamagedRun(PLLZooError):
+    """A run folder whose files cannot be trusted (see :func:`read_log`); the message is one line."""
+
+
+def _records(run_dir: Path) -> list[dict[str, Any]]:
+    """Every line of ``run_dir/log.jsonl`` as a record with integer ``epoch`` and ``epochs``."""
+    log = Path(run_dir) / "log.jsonl"
+    if not log.exists():
+        raise DamagedRun(f"{run_dir}: damaged run (no log.jsonl)")
+    try:
+        lines = log.read_text().splitlines()
+    except (OSError, UnicodeDecodeError) as exc:
+        raise DamagedRun(f"{run_dir}: damaged run (log.jsonl unreadable: {type(exc).__name__})") from None
+    records = []
+    for i, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        try:
+            rec = json.loads(line)
+        except ValueError:
+            rec = None
+        if not isinstance(rec, dict):
+            raise DamagedRun(f"{run_dir}: damaged run (log.jsonl line {i} is not a JSON record: truncated or garbage)")
+        if not all(isinstance(rec.get(k), int) and not isinstance(rec.get(k), bool) for k in ("epoch", "epochs")):
+            raise DamagedRun(f"{run_dir}: damaged run (log.jsonl line {i} has no epoch/epochs)")
+        records.append(rec)
+    if not records:
+        raise DamagedRun(f"{run_dir}: damaged run (log.jsonl is empty)")
+    return records
+
+
+def read_log(run_dir: Path) -> list[dict[str, Any]]:
+    """The records of the finished run in ``run_dir``, checked whole: each stage's epochs consecutive
+    from 1, ending at the final epoch of the final stage.
+
+    :raises DamagedRun: one line naming the run and what is wrong.
+    """
+    records = _records(run_dir)
+    prev = None
+    for rec in records:
+        here = (rec.get("stage_index", 0), rec["epoch"])
+        follows = (here[1] == 1 if prev is None or here[0] != prev[0] else here[1] == prev[1] + 1)
+        if not follows or (prev is not None and here[0] < prev[0]):
+            gap = f"starts at epoch {here[1]}" if prev is None else f"jumps from epoch {prev[1]} to {here[1]}"
+            raise DamagedRun(f"{run_dir}: damaged run (log.jsonl {gap}: epochs are missing)")
+        prev = here
+    last = records[-1]
+    if last["epoch"] != last["epochs"] or last.get("final_stage", True) is not True:
+        stage = f" of stage {last['stage']!r}" if "stage" in last else ""
+        raise DamagedRun(f"{run_dir}: damaged run (log.jsonl ends at epoch {last['epoch']} of {last['epochs']}"
+                         f"{stage}{'' if last.get('final_stage', True) else ', not the final stage'}: "
+                         f"its last epochs are missing)")
+    return records
 
 
 def _git_commit() -> str | None:
@@ -122,27 +184,65 @@ def unfinished(*out_dirs: Path) -> list[Path]:
             if not (log.parent / "done").exists()]
 
 
-def load(*out_dirs: Path, finished_only: bool = True) -> pd.DataFrame:
+def load(*out_dirs: Path, finished_only: bool = True,
+         damaged: list[tuple[Path, str]] | None = None) -> pd.DataFrame:
     """All per-epoch records under ``out_dir/runs`` as one tidy frame (one row per run × epoch).
 
     Each record also gets its run's ``setting`` (:func:`setting_label`) and ``train_counts``.
-    Runs without a ``done`` marker are left out unless ``finished_only`` is False.
+    Runs without a ``done`` marker are left out unless ``finished_only`` is False.  Damaged runs
+    (:func:`read_log`, a finished run's damaged checkpoint; for an unfinished run only unreadable log lines
+    count) are left out too, each as
+    ``(run folder, one-line reason)`` appended to ``damaged``, or as a warning when it is None.
     """
     frames = []
     for out_dir in out_dirs:
-        for log in sorted(Path(out_dir).glob("runs/*/log.jsonl")):
-            if finished_only and not (log.parent / "done").exists():
+        run_dirs = sorted({f.parent for name in ("log.jsonl", "done") for f in Path(out_dir).glob(f"runs/*/{name}")})
+        for run_dir in run_dirs:
+            done = (run_dir / "done").exists()
+            if finished_only and not done:
                 continue
-            recs = read_jsonl(log)
-            if not recs:
+            try:
+                recs = read_log(run_dir) if done else _records(run_dir)
+                config = _config(run_dir, recs[0])
+                if done:
+                    _check_checkpoint(run_dir)
+            except DamagedRun as exc:
+                if damaged is None:
+                    warnings.warn(f"left out {exc}")
+                else:
+                    damaged.append((run_dir, str(exc)))
                 continue
-            cfg_path = log.parent / "config.json"
-            config = json.loads(cfg_path.read_text()) if cfg_path.exists() else {"dataset": recs[0]["dataset"]}
             counts = tuple(config.get("data", {}).get("train_counts", ()))
-            frame = pd.DataFrame(recs).assign(run=log.parent.name, setting=setting_label(config))
+            frame = pd.DataFrame(recs).assign(run=run_dir.name, setting=setting_label(config))
             frame["train_counts"] = [counts] * len(frame)
             frames.append(frame)
     return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=[*RESULT_COLUMNS, "run"])
+
+
+def _check_checkpoint(run_dir: Path) -> None:
+    """A finished run's checkpoint, when it has one, is a whole file (``bench --resume`` retrains the run
+    otherwise); absent is fine: checkpoints are not kept in git."""
+    from pllzoo.checkpoint import NAME, CheckpointError, quick_check
+
+    if (run_dir / NAME).exists():
+        try:
+            quick_check(run_dir / NAME)
+        except CheckpointError as exc:
+            why = str(exc).rpartition("damaged checkpoint (")[2].removesuffix(")")
+            raise DamagedRun(f"{run_dir}: damaged run ({NAME}: {why})") from None
+
+
+def _config(run_dir: Path, first: dict[str, Any]) -> dict[str, Any]:
+    path = run_dir / "config.json"
+    if not path.exists():
+        return {"dataset": first.get("dataset", "?")}
+    try:
+        config = json.loads(path.read_text())
+    except (OSError, ValueError):
+        config = None
+    if not isinstance(config, dict) or "dataset" not in config:
+        raise DamagedRun(f"{run_dir}: damaged run (config.json is not a pllzoo run config)")
+    return config
 
 
 def final_rows(df: pd.DataFrame) -> pd.DataFrame:

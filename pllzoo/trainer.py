@@ -150,7 +150,11 @@ class Trainer:
 
     def load_final(self, ckpt: dict[str, Any]) -> None:
         """Put the checkpointed model and method state of stage ``ckpt["stage"]`` in place (no training)."""
-        self._enter_stage(self.stages()[ckpt["stage"]])
+        stages = self.stages()
+        if ckpt["stage"] >= len(stages):
+            raise PLLZooError(f"checkpoint of stage {ckpt['stage']}, but this recipe has {len(stages)} stage(s): "
+                              "it belongs to another run")
+        self._enter_stage(stages[ckpt["stage"]])
         self._restore(ckpt)
 
     def predict_train(self) -> torch.Tensor:
@@ -220,12 +224,24 @@ class Trainer:
         self._collect_modules_and_optimizer()
 
     def _restore(self, ckpt: dict[str, Any]) -> None:
-        """Model, optimizer, method state and extra modules from a checkpoint of the current stage."""
-        self.model.load_state_dict(ckpt["model"])
-        self.optimizer.load_state_dict(ckpt["optimizer"])
-        self.state.load_state_dict(ckpt["state"], self.device)
-        for name, sd in ckpt.get("modules", {}).items():
-            self.modules[name].load_state_dict(sd)
+        """Model, optimizer, method state and extra modules from a checkpoint of the current stage.
+
+        :raises PLLZooError: one line, when the checkpoint does not fit this run (another model, recipe, ...).
+        """
+        unknown = sorted(set(ckpt.get("modules", {})) - set(self.modules))
+        try:
+            if unknown:
+                raise KeyError(f"extra module(s) {', '.join(unknown)}")
+            self.model.load_state_dict(ckpt["model"])
+            self.optimizer.load_state_dict(ckpt["optimizer"])
+            self.state.load_state_dict(ckpt["state"], self.device)
+            for name, sd in ckpt.get("modules", {}).items():
+                self.modules[name].load_state_dict(sd)
+        except (RuntimeError, KeyError, ValueError, TypeError, AttributeError) as exc:
+            why = " ".join(line.strip() for line in str(exc).strip("'\"").splitlines() if line.strip())
+            where = f"{self.run_dir / 'checkpoint.pt'}: " if self.run_dir is not None else ""
+            raise PLLZooError(f"{where}checkpoint does not match this run ({why[:200] or type(exc).__name__}); "
+                              "retrain the run") from None
 
     def _fit(self, resume: bool) -> list[dict[str, Any]]:
         ckpt = load_checkpoint(self.run_dir) if (resume and self.run_dir is not None) else None
@@ -235,6 +251,9 @@ class Trainer:
         keeper = Bookkeeper(self.config.checkpoint_every, self.config.checkpoint_minutes, self.deadline,
                             [r.get("wall_s", 0.0) for r in records])
         plan = self.stages()
+        if ckpt and ckpt["stage"] >= len(plan):
+            raise PLLZooError(f"checkpoint of stage {ckpt['stage']}, but this recipe has {len(plan)} stage(s): "
+                              "it belongs to another run")
         for stage in plan:
             if ckpt and stage.index < ckpt["stage"]:
                 continue

@@ -94,9 +94,10 @@ def test_table_reads_whatever_results_exist(tmp_path):
         run = tmp_path / "c10-phi0.5-g100-solar" / "runs" / f"solar__cifar10lt__s{seed}"
         run.mkdir(parents=True)
         (run / "config.json").write_text(json.dumps({"dataset": "cifar10lt", "data": {"phi": 0.5, "imb": 100}}))
-        record = {"method": "solar", "dataset": "cifar10lt", "seed": seed, "epoch": 1000, "final_stage": True,
-                  "acc_all": acc, "acc_many": 90.0, "acc_medium": 70.0, "acc_few": 50.0}
-        (run / "log.jsonl").write_text(json.dumps(record) + "\n")
+        records = [{"method": "solar", "dataset": "cifar10lt", "seed": seed, "stage": "train", "stage_index": 0,
+                    "epoch": e, "epochs": 1000, "final_stage": True, "acc_all": acc, "acc_many": 90.0,
+                    "acc_medium": 70.0, "acc_few": 50.0} for e in range(1, 1001)]  # a whole log: a cut one is damaged
+        (run / "log.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
         (run / "done").write_text("ok\n")
     text = paper.markdown_tables(CELLS, tmp_path)
     assert "| `t1-c10-phi0.5-g100-solar` | SoLar (ours) | CIFAR10-LT φ=0.5 γ=100 | all | 74.16 ± 3.03 | 71.00 ± 1.41 (n=2) |" in text

@@ -39,7 +39,10 @@ def _paper(path: Path | None) -> pd.DataFrame | None:
 @click.option("--csv", "csv_path", type=click.Path(path_type=Path), default=None, help="Write the summary CSV here.")
 def report(results, rule, methods, wide, metric, paper, title, md, csv_path) -> None:
     """Tables of mean ± std over seeds from RESULTS folders written by `pllzoo bench`."""
-    records = load(*results)
+    damaged: list[tuple[Path, str]] = []
+    records = load(*results, damaged=damaged)
+    for _, why in damaged:  # one line each: the run and what is wrong (pllzoo.results.read_log)
+        click.echo(f"Warning: left out {why}", err=True)
     skipped = unfinished(*results)
     if skipped:
         click.echo(f"Warning: left out {len(skipped)} unfinished run(s), e.g. {skipped[0]}", err=True)

@@ -1,0 +1,192 @@
+"""Damaged run folders are found, said in one line naming the run, and treated as unfinished (issue 13.3):
+a truncated, empty or garbage ``log.jsonl``, a log missing its last epochs, a truncated or empty checkpoint.
+
+``report`` leaves such a run out with one warning, ``evaluate`` refuses it with one error, and
+``bench --resume`` resumes it from its checkpoint (which holds every record) or retrains it, with one note.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pandas as pd
+import pytest
+import torch
+from click.testing import CliRunner
+
+from pllzoo.cli import cli
+
+BENCH = ["bench", "--methods", "proden", "--dataset", "synthetic-lt", "--subset", "200", "--batch-size", "64",
+         "--epochs", "2", "--seeds", "1,2", "--device", "cpu", "--threads", "1"]  # one thread: --jobs runs match
+DATA_NOTE = "Warning: synthetic-lt:"  # the data check's note on the tiny subset, not about the run folder
+
+
+@pytest.fixture(scope="module")
+def finished(tmp_path_factory) -> Path:
+    """A finished bench folder with two runs (seeds 1 and 2); tests damage copies of the first."""
+    out = tmp_path_factory.mktemp("damaged") / "out"
+    res = CliRunner().invoke(cli, [*BENCH, "--out", str(out)])
+    assert res.exit_code == 0, res.output
+    return out
+
+
+@pytest.fixture
+def out(finished, tmp_path) -> Path:
+    copy = tmp_path / "out"
+    shutil.copytree(finished, copy)
+    return copy
+
+
+def _first(out: Path) -> Path:
+    return sorted((out / "runs").iterdir())[0]
+
+
+def _lines(run: Path) -> list[str]:
+    return (run / "log.jsonl").read_text().splitlines()
+
+
+def _cut_log(run: Path) -> None:
+    text = (run / "log.jsonl").read_bytes()
+    (run / "log.jsonl").write_bytes(text[: len(text) - 40])  # the last record cut mid-way
+
+
+def _drop_last_epoch(run: Path) -> None:
+    (run / "log.jsonl").write_text("\n".join(_lines(run)[:-1]) + "\n")
+
+
+def _cut_checkpoint(run: Path) -> None:
+    data = (run / "checkpoint.pt").read_bytes()
+    (run / "checkpoint.pt").write_bytes(data[: len(data) // 2])
+
+
+# name → (damage, what the one line says, what bench --resume then does)
+DAMAGE = {
+    "truncated log": (_cut_log, "log.jsonl line 2 is not a JSON record", "resuming it from its checkpoint"),
+    "empty log": (lambda r: (r / "log.jsonl").write_bytes(b""), "log.jsonl is empty",
+                  "resuming it from its checkpoint"),
+    "garbage log": (lambda r: (r / "log.jsonl").write_bytes(b"\x00\xff garbage \x13\n{]"),
+                    "log.jsonl unreadable", "resuming it from its checkpoint"),
+    "text garbage log": (lambda r: (r / "log.jsonl").write_text("hello\nworld\n"),
+                         "log.jsonl line 1 is not a JSON record", "resuming it from its checkpoint"),
+    "last epoch missing": (_drop_last_epoch, "log.jsonl ends at epoch 1 of 2", "resuming it from its checkpoint"),
+    "no log": (lambda r: (r / "log.jsonl").unlink(), "no log.jsonl", "resuming it from its checkpoint"),
+    "truncated checkpoint": (_cut_checkpoint, "truncated or corrupt", "retraining the run from the start"),
+    "empty checkpoint": (lambda r: (r / "checkpoint.pt").write_bytes(b""), "empty, 0 bytes",
+                         "retraining the run from the start"),
+}
+
+
+def _one_line(output: str, prefix: str, run: Path) -> str:
+    """The one ``Error:``/``Warning:`` line of ``output`` (synthetic-lt's data note aside); it names ``run``."""
+    assert "Traceback" not in output, output
+    lines = [line for line in output.splitlines() if line.startswith(prefix) and not line.startswith(DATA_NOTE)]
+    assert len(lines) == 1, output
+    assert run.name in lines[0], lines[0]
+    return lines[0]
+
+
+def _records(run: Path) -> list[dict]:
+    return [{k: v for k, v in json.loads(line).items() if k != "wall_s"} for line in _lines(run)]
+
+
+@pytest.mark.parametrize("case", DAMAGE)
+def test_report_leaves_a_damaged_run_out_with_one_line(out, tmp_path, case):
+    damage, says, _ = DAMAGE[case]
+    run = _first(out)
+    damage(run)
+    res = CliRunner().invoke(cli, ["report", str(out), "--csv", str(tmp_path / "s.csv")])
+    assert res.exit_code == 0, res.output
+    line = _one_line(res.output, "Warning:", run)
+    assert "left out" in line and "damaged run" in line and says in line
+    assert list(pd.read_csv(tmp_path / "s.csv")["n"]) == [1]  # the other seed only
+
+
+@pytest.mark.parametrize("case", DAMAGE)
+def test_evaluate_refuses_a_damaged_run_with_one_line(out, case):
+    damage, says, _ = DAMAGE[case]
+    run = _first(out)
+    damage(run)
+    res = CliRunner().invoke(cli, ["evaluate", str(run), "--device", "cpu"])
+    assert res.exit_code == 1
+    assert says in _one_line(res.output, "Error:", run)
+
+
+@pytest.mark.parametrize("case", DAMAGE)
+def test_resume_redoes_a_damaged_finished_run_with_one_note(out, case):
+    damage, says, then = DAMAGE[case]
+    run = _first(out)
+    before, rows = _records(run), pd.read_csv(out / "results.csv")
+    ckpt_before = (run / "checkpoint.pt").read_bytes()
+    damage(run)
+    res = CliRunner().invoke(cli, [*BENCH, "--out", str(out), "--resume"])
+    assert res.exit_code == 0, res.output
+    line = _one_line(res.output, "Warning:", run)
+    assert says in line and then in line
+    assert (run / "done").exists() and _records(run) == before
+    acc = ["method", "seed", "epoch", "acc_all", "acc_many", "acc_medium", "acc_few"]
+    pd.testing.assert_frame_equal(pd.read_csv(out / "results.csv")[acc], rows[acc])
+    if then.startswith("resuming"):  # the records come from the checkpoint, timings and all
+        assert (run / "checkpoint.pt").read_bytes() == ckpt_before
+    else:
+        assert (run / "checkpoint.pt.damaged").exists()
+    again = CliRunner().invoke(cli, [*BENCH, "--out", str(out), "--resume"])  # whole again: reused, no note
+    notes = [line for line in again.output.splitlines()
+             if line.startswith("Warning:") and not line.startswith(DATA_NOTE)]
+    assert again.exit_code == 0 and not notes and "reused" in again.output
+
+
+def test_resume_of_a_finished_run_with_its_log_and_checkpoint_damaged_retrains(out):
+    run = _first(out)
+    before = _records(run)
+    _cut_log(run)
+    _cut_checkpoint(run)
+    res = CliRunner().invoke(cli, [*BENCH, "--out", str(out), "--resume"])
+    assert res.exit_code == 0, res.output
+    line = _one_line(res.output, "Warning:", run)
+    assert "is not a JSON record" in line and "checkpoint is unusable too: retraining it" in line
+    assert (run / "done").exists() and _records(run) == before
+
+
+@pytest.mark.parametrize("case", ["truncated checkpoint", "empty checkpoint"])
+def test_resume_of_an_unfinished_run_with_a_damaged_checkpoint_retrains(out, case):
+    damage, says, _ = DAMAGE[case]
+    run = _first(out)
+    before = _records(run)
+    (run / "done").unlink()
+    damage(run)
+    res = CliRunner().invoke(cli, [*BENCH, "--out", str(out), "--resume"])
+    assert res.exit_code == 0, res.output
+    assert says in _one_line(res.output, "Warning:", run)
+    assert (run / "done").exists() and _records(run) == before
+
+
+def test_evaluate_refuses_a_checkpoint_that_is_not_the_final_one(out):
+    run = _first(out)
+    ckpt = torch.load(run / "checkpoint.pt", weights_only=True)
+    ckpt["records"], ckpt["epoch"] = ckpt["records"][:1], 0
+    torch.save(ckpt, run / "checkpoint.pt")
+    res = CliRunner().invoke(cli, ["evaluate", str(run), "--device", "cpu"])
+    assert res.exit_code == 1
+    assert "not the run's final checkpoint" in _one_line(res.output, "Error:", run)
+
+
+@pytest.mark.parametrize("command", ["report", "evaluate"])
+def test_a_garbage_config_is_a_damaged_run(out, command):
+    run = _first(out)
+    (run / "config.json").write_text("{not json")
+    res = CliRunner().invoke(cli, [command, str(out if command == "report" else run)])
+    assert res.exit_code == (0 if command == "report" else 1), res.output
+    line = _one_line(res.output, "Warning:" if command == "report" else "Error:", run)
+    assert "config.json" in line and "damaged run" in line
+
+
+def test_with_jobs_the_damage_is_found_before_the_workers_start(out):
+    run = _first(out)
+    before = _records(run)
+    _drop_last_epoch(run)
+    res = CliRunner().invoke(cli, [*BENCH, "--out", str(out), "--resume", "--jobs", "2"])
+    assert res.exit_code == 0, res.output
+    assert "ends at epoch 1 of 2" in _one_line(res.output, "Warning:", run)
+    assert (run / "done").exists() and _records(run) == before

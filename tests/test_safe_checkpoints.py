@@ -1,0 +1,204 @@
+"""Checkpoints load with ``weights_only=True``: a crafted pickle runs nothing, and a file that is not a
+pllzoo checkpoint of this format (or does not fit the run) is refused by ``evaluate`` and ``bench --resume``
+with one line, never a traceback (issue 13.1)."""
+
+from __future__ import annotations
+
+import json
+import os
+import pickle
+import shutil
+from pathlib import Path
+
+import pytest
+import torch
+from click.testing import CliRunner
+
+from pllzoo import checkpoint
+from pllzoo.cli import cli
+
+BENCH = ["bench", "--methods", "proden", "--dataset", "synthetic-lt", "--subset", "200", "--batch-size", "64",
+         "--epochs", "2", "--seeds", "1", "--device", "cpu"]
+DATA_NOTE = "Warning: synthetic-lt:"  # the data check's note on the tiny subset, not about the run folder
+
+
+@pytest.fixture(scope="module")
+def finished(tmp_path_factory) -> Path:
+    """A finished bench folder (one run); tests tamper with copies of it."""
+    out = tmp_path_factory.mktemp("safe") / "out"
+    res = CliRunner().invoke(cli, [*BENCH, "--out", str(out)])
+    assert res.exit_code == 0, res.output
+    return out
+
+
+@pytest.fixture
+def out(finished, tmp_path) -> Path:
+    copy = tmp_path / "out"
+    shutil.copytree(finished, copy)
+    return copy
+
+
+def _run(out: Path) -> Path:
+    (run,) = (out / "runs").iterdir()
+    return run
+
+
+class _Opens:
+    """Unpickling it calls ``open(path, "w")``: the file appears if the loader runs code."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = str(path)
+
+    def __reduce__(self):
+        return open, (self.path, "w")
+
+
+class _Shell:
+    """Unpickling it runs a shell command that creates ``path``."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = str(path)
+
+    def __reduce__(self):
+        return os.system, (f"touch '{self.path}'",)
+
+
+def _craft(how: str, target: Path, marker: Path) -> None:
+    payload = {"format": checkpoint.FORMAT, "version": checkpoint.VERSION,
+               "model": _Opens(marker) if how != "pickle-system" else _Shell(marker)}
+    if how == "torch-open":
+        torch.save(payload, target)  # a zip archive like a real checkpoint, its data.pkl poisoned
+    else:
+        target.write_bytes(pickle.dumps(payload))  # a bare pickle
+
+
+def _records(run: Path) -> list[dict]:
+    """The run's records without their timings."""
+    return [{k: v for k, v in json.loads(line).items() if k != "wall_s"}
+            for line in (run / "log.jsonl").read_text().splitlines()]
+
+
+def _one_line(output: str, prefix: str, run: Path) -> str:
+    """The one ``Error:``/``Warning:`` line about ``run`` (synthetic-lt's own data warnings aside)."""
+    assert "Traceback" not in output, output
+    lines = [line for line in output.splitlines() if line.startswith(prefix) and not line.startswith(DATA_NOTE)]
+    assert len(lines) == 1, output
+    assert run.name in lines[0], lines[0]
+    return lines[0]
+
+
+@pytest.mark.parametrize("how", ["torch-open", "pickle-open", "pickle-system"])
+def test_the_crafted_payload_really_runs_under_plain_pickle(how, tmp_path):
+    """The payloads below are live: plain unpickling creates the file (so the tests that follow can fail)."""
+    target, marker = tmp_path / "c.pt", tmp_path / "made-by-pickle"
+    _craft(how, target, marker)
+    if how == "torch-open":
+        torch.load(target, weights_only=False)
+    else:
+        pickle.loads(target.read_bytes())
+    assert marker.exists()
+
+
+@pytest.mark.parametrize("how", ["torch-open", "pickle-open", "pickle-system"])
+def test_evaluate_refuses_a_crafted_pickle_and_runs_nothing(out, tmp_path, how):
+    run, marker = _run(out), tmp_path / "pwned"
+    _craft(how, run / "checkpoint.pt", marker)
+    res = CliRunner().invoke(cli, ["evaluate", str(run), "--device", "cpu"])
+    assert res.exit_code == 1
+    line = _one_line(res.output, "Error:", run)
+    assert "not a pllzoo checkpoint" in line and "refused without running" in line
+    assert not marker.exists()
+
+
+@pytest.mark.parametrize("how", ["torch-open", "pickle-system"])
+def test_resume_refuses_a_crafted_pickle_runs_nothing_and_retrains(out, tmp_path, how):
+    run, marker = _run(out), tmp_path / "pwned"
+    expected = _records(run)
+    (run / "done").unlink()  # an unfinished run: --resume would load its checkpoint
+    _craft(how, run / "checkpoint.pt", marker)
+    res = CliRunner().invoke(cli, [*BENCH, "--out", str(out), "--resume"])
+    assert res.exit_code == 0, res.output
+    line = _one_line(res.output, "Warning:", run)
+    assert ("not a pllzoo checkpoint" in line or "damaged checkpoint" in line) and "retraining" in line
+    assert not marker.exists()
+    assert (run / "done").exists() and (run / "checkpoint.pt.damaged").exists()
+    assert _records(run) == expected  # retrained from the start: the same records
+
+
+def test_a_checkpoint_loads_with_weights_only_and_carries_its_format(finished):
+    ckpt = torch.load(_run(finished) / "checkpoint.pt", map_location="cpu", weights_only=True)
+    assert (ckpt["format"], ckpt["version"]) == (checkpoint.FORMAT, checkpoint.VERSION)
+    assert set(checkpoint.KEYS) <= set(ckpt) and ckpt["records"][-1]["epoch"] == 2
+
+
+def test_records_are_made_plain_for_the_safe_loader(tmp_path):
+    import numpy as np
+
+    model = torch.nn.Linear(2, 2)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    from pllzoo.state import PLLState
+
+    records = [{"acc": np.float64(1.5), "n": np.int64(3), "path": Path("x"), "pair": (1, 2), "none": None}]
+    checkpoint.save_checkpoint(tmp_path, 0, 0, model, opt, PLLState(), records)
+    got = checkpoint.read_checkpoint(tmp_path / "checkpoint.pt")["records"]
+    assert got == [{"acc": 1.5, "n": 3, "path": "x", "pair": (1, 2), "none": None}]
+    assert type(got[0]["acc"]) is float and type(got[0]["n"]) is int
+
+
+def _rewrite(path: Path, change) -> None:
+    ckpt = torch.load(path, map_location="cpu", weights_only=True)
+    change(ckpt)
+    torch.save(ckpt, path)
+
+
+def _drop_marker(ckpt):
+    del ckpt["format"], ckpt["version"]
+
+
+def _other_model(ckpt):
+    key = next(iter(ckpt["model"]))
+    ckpt["model"][key] = torch.zeros(3, 1)
+
+
+CASES = {
+    "older pllzoo": (_drop_marker, "written by an older pllzoo (no format marker)"),
+    "version": (lambda c: c.update(version=99), "checkpoint format version 99"),
+    "missing keys": (lambda c: c.pop("optimizer"), "damaged checkpoint (missing optimizer)"),
+    "not a dict": (lambda c: c.clear(), "not a pllzoo checkpoint (no format marker)"),
+    "bad rng": (lambda c: c["rng"].update(torch=[1, 2]), "damaged checkpoint (bad rng.torch)"),
+    "another run": (_other_model, "checkpoint does not match this run"),
+    "another recipe's stage": (lambda c: c.update(stage=5), "this recipe has 1 stage(s)"),
+}
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_evaluate_refuses_a_checkpoint_that_does_not_fit(out, case):
+    change, expected = CASES[case]
+    run = _run(out)
+    _rewrite(run / "checkpoint.pt", change)
+    res = CliRunner().invoke(cli, ["evaluate", str(run), "--device", "cpu"])
+    assert res.exit_code == 1
+    assert expected in _one_line(res.output, "Error:", run)
+
+
+@pytest.mark.parametrize("case", ["older pllzoo", "version", "missing keys"])
+def test_resume_retrains_a_run_whose_checkpoint_is_refused(out, case):
+    change, expected = CASES[case]
+    run = _run(out)
+    records = _records(run)
+    (run / "done").unlink()
+    _rewrite(run / "checkpoint.pt", change)
+    res = CliRunner().invoke(cli, [*BENCH, "--out", str(out), "--resume"])
+    assert res.exit_code == 0, res.output
+    line = _one_line(res.output, "Warning:", run)
+    assert expected in line and "retraining the run from the start" in line
+    assert _records(run) == records
+
+
+def test_resume_with_a_checkpoint_of_another_run_is_one_failed_run(out):
+    run = _run(out)
+    (run / "done").unlink()
+    _rewrite(run / "checkpoint.pt", _other_model)
+    res = CliRunner().invoke(cli, [*BENCH, "--out", str(out), "--resume"])
+    assert res.exit_code == 1 and "Traceback" not in res.output
+    assert "checkpoint does not match this run" in _one_line(res.output, "Error:", run)
