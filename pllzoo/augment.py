@@ -43,7 +43,7 @@ import torch.nn.functional as F
 from PIL import Image
 from torchvision.transforms import v2
 
-from pllzoo.errors import PLLZooError
+from pllzoo.errors import PLLZooError, UnknownNameError
 
 View = Callable[[torch.Tensor, torch.Generator], torch.Tensor]
 NUM_BINS = 32  # magnitude bins per op; divisible by 4 so Posterize bits 4..7 are equally likely
@@ -226,12 +226,16 @@ def simaugment(x: torch.Tensor, gen: torch.Generator) -> torch.Tensor:
 VIEWS: dict[str, View] = {"none": identity, "weak": weak, "strong": strong, "simaugment": simaugment}
 
 
-def make_view(name: str) -> View:
-    """Return the view called ``name``; an unknown name raises :class:`PLLZooError` listing the valid ones."""
+def make_view(name: str, where: str = "") -> View:
+    """Return the view called ``name``; an unknown name raises :class:`UnknownNameError` listing the valid ones.
+
+    :param where: what named it (e.g. ``train.strong_view``), put before the message.
+    """
     try:
         return VIEWS[name]
     except KeyError:
-        raise PLLZooError(f"unknown view {name!r}; valid: {', '.join(sorted(VIEWS))}") from None
+        raise UnknownNameError(f"{where + ': ' if where else ''}unknown view {name!r}; "
+                               f"valid: {', '.join(sorted(VIEWS))}") from None
 
 
 # the batched tensor views use weak and cutout above; the module adds "strong-batched" and

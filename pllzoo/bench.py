@@ -37,13 +37,15 @@ import pandas as pd
 from pllzoo import checkpoint, prefetch
 from pllzoo.components import Method, views_of
 from pllzoo.data.base import DataOptions, PLLData
+from pllzoo.augment import make_view
 from pllzoo.data.holdout import hold_out, subsample
+from pllzoo.data.validate import check_training_set
 from pllzoo.errors import PLLZooError, UnknownNameError
 from pllzoo.hparams import as_dict, check, override
 from pllzoo.jobs import RunsFailed, failure_line, record_failure
 from pllzoo.registry import Registry
-from pllzoo.results import (RESULT_COLUMNS, env_info, final_rows, order_methods, plugins_env, read_jsonl, run_id,
-                            write_json, write_jsonl)
+from pllzoo.results import (RESULT_COLUMNS, DamagedRun, env_info, final_rows, order_methods, plugins_env, read_log,
+                            run_id, write_json, write_jsonl)
 from pllzoo.run import BOOKKEEPING_FIELDS, HASHED_UNLESS_DEFAULT, TrainConfig
 from pllzoo.threads import default_threads, set_threads
 from pllzoo.devices import resolve_device
@@ -171,6 +173,38 @@ def carve(data: PLLData, options: DataOptions, seed: int) -> PLLData:
     return data
 
 
+SEED_LIMIT = 2**32  # numpy's RandomState (the data splits and candidates) takes seeds below it
+
+
+def check_seeds(seeds: list[int]) -> list[int]:
+    """``seeds`` once each, in order (a repeat is dropped with a one-line warning).
+
+    :raises PLLZooError: a seed outside ``0 .. 2**32 - 1`` (one line).
+    """
+    bad = [s for s in seeds if not 0 <= s < SEED_LIMIT]
+    if bad:
+        raise PLLZooError(f"--seeds {bad[0]} is out of range; seeds are integers from 0 to {SEED_LIMIT - 1}")
+    return _once(seeds, lambda s: s, "--seeds", "seed")
+
+
+def _once(items: list, key: Callable[[Any], Any], flag: str, what: str) -> list:
+    """``items`` without repeats (by ``key``), first occurrence kept; one warning names the repeats.
+
+    A repeat would train the same run id twice into the same folder, so it runs once.
+    """
+    kept, seen, repeated = [], set(), []
+    for i in items:
+        if key(i) not in seen:
+            kept.append(i)
+        elif key(i) not in repeated:
+            repeated.append(key(i))
+        seen.add(key(i))
+    if repeated:
+        warnings.warn(f"{flag} lists {what} {', '.join(map(str, repeated))} more than once; each runs once",
+                      stacklevel=3)
+    return kept
+
+
 def plan(
     registry: Registry, methods: list[str], dataset: str, seeds: list[int], options: DataOptions,
     epochs: int | None = None, batch_size: int | None = None, hp: dict[str, str] | None = None,
@@ -180,7 +214,8 @@ def plan(
         raise PLLZooError("no method given; try --methods proden")
     if not seeds:
         raise PLLZooError("no seed given; try --seeds 1,2,3")
-    recipes = [registry.method(m) for m in methods]
+    seeds = check_seeds(seeds)
+    recipes = _once([registry.method(m) for m in methods], lambda r: r.name, "--methods", "method")
     spec = registry.dataset(dataset)
     train_hp, per_method = _route(hp or {}, recipes, registry)
     for recipe in recipes:  # instantiate once now: bad values and incompatible mixes fail here
@@ -192,6 +227,9 @@ def plan(
     for seed in seeds:
         data = carve(spec.load(dataclasses.replace(options, seed=seed)), options, seed)
         cfg = device_views(train_config(data, epochs, batch_size, train_hp), resolved_device, train_hp)
+        for f in ("weak_view", "strong_view"):  # on tabular data too, where the trainer never builds them
+            make_view(getattr(cfg, f), f"train.{f}")
+        check_training_set(data)  # after the checks of the flags: a warning here would precede their error
         for recipe in recipes:
             comps = registry.build_components(recipe, per_method[recipe.name], (data.name, data.kind))
             config = {
@@ -244,8 +282,8 @@ def execute(
             run_dir = runs_dir / p.run_id
             if run_dir.exists() and not resume:
                 shutil.rmtree(run_dir)
-            if resume and (run_dir / "done").exists():
-                records = read_jsonl(run_dir / "log.jsonl")
+            records = _reusable(run_dir) if resume and run_dir.exists() else None
+            if records is not None:
                 if on_run:
                     on_run(p, "reused")
                 finals.append(records[-1])
@@ -288,6 +326,43 @@ def execute(
         raise RunsFailed(failure_line(named, attempted, runs_dir), rows,
                          [(plans[i], why) for i, why in sorted(failed.items())])
     return rows
+
+
+def _reusable(run_dir: Path) -> list[dict[str, Any]] | None:
+    """With ``resume``: the records of a finished, undamaged run; otherwise None, and the run resumes from its
+    checkpoint or retrains.
+
+    Damage is one warning line naming the run and what is wrong: a finished run's log that is not whole
+    (:func:`pllzoo.results.read_log`; the run resumes from its checkpoint, which holds every record, or
+    retrains), or a checkpoint that cannot be used (:func:`pllzoo.checkpoint.read_checkpoint`; a finished
+    run's only gets :func:`~pllzoo.checkpoint.quick_check`): it is kept as ``checkpoint.pt.damaged`` and the
+    run retrains from the start.
+    """
+    path, done = run_dir / checkpoint.NAME, (run_dir / "done").exists()
+    log_problem = ckpt_problem = None
+    if done:
+        try:
+            records = read_log(run_dir)
+        except DamagedRun as exc:
+            log_problem = str(exc)
+    if path.exists():
+        try:
+            (checkpoint.quick_check if done and log_problem is None else checkpoint.read_checkpoint)(path)
+        except checkpoint.CheckpointError as exc:
+            ckpt_problem = str(exc)
+    if done and log_problem is None and ckpt_problem is None:
+        return records
+    if ckpt_problem is not None:
+        path.replace(run_dir / f"{checkpoint.NAME}.damaged")
+    (run_dir / "done").unlink(missing_ok=True)
+    if log_problem is not None:
+        then = ("resuming it from its checkpoint" if path.exists() else
+                "its checkpoint is unusable too: retraining it" if ckpt_problem else "no checkpoint: retraining it")
+        warnings.warn(f"{log_problem}; {then}")
+    elif ckpt_problem is not None:
+        warnings.warn(f"{ckpt_problem}; retraining the run from the start (the file is kept as "
+                      f"{checkpoint.NAME}.damaged)")
+    return None
 
 
 def _name(p: RunPlan) -> str:

@@ -2,17 +2,34 @@
 
 from __future__ import annotations
 
+import re
+
 import torch
 
 from pllzoo.errors import PLLZooError
 
 
+_DEVICE = re.compile(r"cuda(?::(\d+))?")
+
+
 def resolve_device(name: str) -> torch.device:
-    """``auto`` → CUDA when present, else CPU; ``cuda`` without a GPU is an error."""
+    """``auto`` → CUDA when present, else CPU; ``cpu``; ``cuda`` or ``cuda:i``, which must exist.
+
+    :raises PLLZooError: any other name (``tpu``, ``""``), or a CUDA device torch does not see (one line).
+    """
+    name = name.strip()
     if name == "auto":
         return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    if name.startswith("cuda") and not torch.cuda.is_available():
+    if name == "cpu":
+        return torch.device("cpu")
+    cuda = _DEVICE.fullmatch(name)
+    if cuda is None:
+        raise PLLZooError(f"unknown --device {name!r}; use auto, cpu, cuda or cuda:i")
+    if not torch.cuda.is_available():
         raise PLLZooError("--device cuda asked for, but torch sees no CUDA device; use --device auto or cpu")
+    if cuda.group(1) is not None and int(cuda.group(1)) >= torch.cuda.device_count():
+        raise PLLZooError(f"--device {name}: torch sees {torch.cuda.device_count()} CUDA device(s), "
+                          f"numbered from 0")
     return torch.device(name)
 
 

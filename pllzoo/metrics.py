@@ -7,6 +7,10 @@ Many = counts > many_thr, Few = counts < few_thr, Medium = the rest, with
 the reference's values).  A group's accuracy is the mean of its classes'
 accuracies; classes without test samples are left out; an empty group gives None
 (the reference prints 0, which reads as a real accuracy).
+
+One departure: when more than F classes have no training rows (a ``--subset`` smoke run, more
+classes than rows), the reference's ``few_thr`` is 0, Few is empty ("Few: < 0 (0)") and the
+untrained classes fall into Medium; here ``few_thr`` is at least 1, so Few holds them.
 """
 
 from __future__ import annotations
@@ -44,6 +48,7 @@ def shot_groups(train_counts: torch.Tensor, m: int | None = None, f: int | None 
     s = torch.sort(counts).values
     many_thr = int(s[k - m - 1]) if k - m - 1 >= 0 else int(s.max())
     few_thr = int(s[f]) if f < k else int(s.min())
+    few_thr = max(few_thr, 1)  # > F classes without training rows: they are Few (see the module doc)
     many = counts > many_thr
     few = counts < few_thr
     return ShotGroups(many, ~(many | few), few, many_thr, few_thr, m, f)

@@ -5,10 +5,18 @@ ending in the command that continues it (the same arguments plus ``--resume``) a
 75 at the time limit, 128 + the signal number after a signal.  Failed runs do not stop the
 bench (:mod:`pllzoo.bench`): the table marks them, and after it one ``Error:`` line names
 them and the exit status is 1.
+
+Bad input is refused before anything is written, with one ``Error:`` line: an ``--out`` that is a
+file, lies under a file or is not writable (:func:`check_out`), and everything
+:func:`pllzoo.bench.plan` checks (names, values, seeds, devices, data).  A repeated seed or method
+runs once, with one ``Warning:`` line.  A write that fails later (a full or read-only file system)
+is one ``Error:`` line too, leaving no half-written ``*.tmp`` file; finished runs stay for ``--resume``.
 """
 
 from __future__ import annotations
 
+import contextlib
+import os
 import shlex
 from pathlib import Path
 
@@ -55,7 +63,7 @@ def _continue_command(ctx: click.Context) -> str:
 @cli.command(cls=_KeepsArgs)
 @click.option("--methods", required=True, help="Comma-separated method strings, e.g. proden,cc or proden+selection=X.")
 @click.option("--dataset", default="synthetic-lt", show_default=True, help="Dataset name (pllzoo datasets) or .mat path.")
-@click.option("--seeds", default="1", show_default=True, help="Comma-separated seeds (data and training).")
+@click.option("--seeds", default="1", show_default=True, help="Comma-separated seeds (data and training), 0 to 2**32-1; a repeat runs once.")
 @click.option("--epochs", type=int, default=None, help="Epochs of the final stage (default: the dataset's).")
 @click.option("--batch-size", type=int, default=None, help="Training batch size (default: the dataset's).")
 @click.option("--data-dir", type=click.Path(path_type=Path), default=None, help="Offline data folder.")
@@ -94,6 +102,7 @@ def bench(ctx, methods, dataset, seeds, epochs, batch_size, data_dir, split, phi
     """Run METHODS head-to-head on DATASET over SEEDS and print All/Many/Medium/Few."""
     reg = get_registry()
     warn_failed_plugins(reg)  # one line each, to stderr: a method may be missing because of it
+    check_out(Path(out))
     options = DataOptions(data_dir=data_dir, split=split, phi=phi, imb=imb, imb_type=imb_type, download=not offline,
                           holdout=holdout, subset=subset)
     plans = bench_lib.plan(
@@ -125,6 +134,8 @@ def bench(ctx, methods, dataset, seeds, epochs, batch_size, data_dir, split, phi
             failure, rows = exc, exc.rows
         except (checkpoint.Stopped, KeyboardInterrupt) as exc:
             stopped = exc
+        except OSError as exc:  # a full or read-only file system, a folder removed under us
+            raise _write_error(exc, Path(out), plans) from None
     if stopped is not None:
         _stop(ctx, stopped, Path(out))
     records = load(out)
@@ -137,13 +148,55 @@ def bench(ctx, methods, dataset, seeds, epochs, batch_size, data_dir, split, phi
     ok = rows[rows["status"] == "ok"]
     note = f": {len(set(rows['seed']))} seed(s)" + (f", {int(ok['epoch'].iloc[0])} epochs" if len(ok) else "")
     tables = rep.long_reports(summary, "last", note)
-    (Path(out) / "summary.csv").write_text(rep.to_csv(summary))
-    (Path(out) / "summary.md").write_text("\n".join(rep.to_markdown(t) for t in tables))
+    try:
+        _write_atomic(Path(out) / "summary.csv", rep.to_csv(summary))
+        _write_atomic(Path(out) / "summary.md", "\n".join(rep.to_markdown(t) for t in tables))
+    except OSError as exc:
+        raise _write_error(exc, Path(out), plans) from None
     for t in tables:
         Console().print(rep.to_rich(t))
     click.echo(f"results: {Path(out) / 'results.csv'}")
     if failure is not None:
         raise failure
+
+
+def check_out(out: Path) -> None:
+    """Refuse, before anything is written, an ``--out`` that is a file, lies under a file, or cannot be written.
+
+    :raises PLLZooError: one line naming the problem.
+    """
+    if out.exists() and not out.is_dir():
+        raise PLLZooError(f"--out {out} is a file; pass a folder (it is created if missing)")
+    existing = next((p for p in (out, *out.parents) if p.exists()), Path("."))
+    if not existing.is_dir():
+        raise PLLZooError(f"--out {out}: {existing} is a file, not a folder")
+    if not os.access(existing, os.W_OK | os.X_OK):
+        raise PLLZooError(f"--out {out}: {existing} is not writable (read-only file system or no permission)")
+
+
+def _write_atomic(path: Path, text: str) -> None:
+    """Write ``text`` to ``path`` through ``path.tmp``; on failure no ``.tmp`` stays."""
+    tmp = path.with_name(path.name + ".tmp")
+    try:
+        tmp.write_text(text)
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
+
+
+def _write_error(exc: OSError, out: Path, plans) -> PLLZooError:
+    """One line for a write that failed under ``out``; removes the ``*.tmp`` files this bench left half-written
+    (``results.csv.tmp``, ``summary.*.tmp`` and those in its own run folders), so nothing half-written stays."""
+    leftovers = [out / "results.csv.tmp", out / "summary.csv.tmp", out / "summary.md.tmp"]
+    for p in plans:
+        leftovers += (out / "runs" / p.run_id).glob("*.tmp")
+    for tmp in leftovers:
+        with contextlib.suppress(OSError):
+            tmp.unlink(missing_ok=True)
+    where = f" ({exc.filename})" if exc.filename else ""
+    why = exc.strerror or str(exc) or type(exc).__name__
+    return PLLZooError(f"cannot write the results under --out {out}: {why}{where}; "
+                       f"finished runs are kept, free space or pick another --out, then rerun with --resume")
 
 
 def _stop(ctx: click.Context, exc: BaseException, out: Path) -> None:

@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from pllzoo.data.base import PLLData
 from pllzoo.errors import PLLZooError
 
 
@@ -93,6 +94,8 @@ def labels_from_target(
     v = t.reshape(-1)
     _bad_rows(~(np.isfinite(v) & (v == np.round(v))), where, "non-integer label indices",
               "labels must be class indices")
+    _bad_rows(v < 0, where, "negative label indices", f"labels must be class indices 0..{num_classes - 1} "
+              f"or 1..{num_classes}")  # before guessing the base: a -1 would make a 1-based vector look 0-based
     idx = v.astype(np.int64)
     base = _index_base(idx, num_classes, candidates) if one_based is None else int(one_based)
     idx = idx - base
@@ -113,13 +116,14 @@ def check_pll(
     """Validate one PLL split and return its true labels as 0-based int64 ``[n]``.
 
     Raises :class:`PLLZooError` (one line) for mismatched row counts, a candidate matrix
-    that is not ``[n, num_classes]``, empty candidate rows, true labels out of range or
+    that is not ``[n, num_classes]``, fewer than 2 classes, candidate entries other than
+    0/1 (or False/True), empty candidate rows, negative or out-of-range true labels,
     malformed one-hot rows, and NaN/inf features.  Warns (:class:`PLLDataWarning`) with a
     count when true labels fall outside their candidate sets.
 
     :param x: features ``[n, ...]`` (tensor or array).
     :param y: true labels, index vector or one-hot ``[n, K]``.
-    :param candidates: ``[n, K]``, any nonzero entry is a candidate.
+    :param candidates: ``[n, K]``, 1 (or True) marks a candidate, 0 (or False) the others.
     :param where: the file or dataset name used in messages.
     :param one_based: index base of ``y`` when it is a vector; ``None`` guesses.
     """
@@ -130,6 +134,11 @@ def check_pll(
             f"{where}: candidate matrix has shape {tuple(ca.shape)} but features have {n} rows "
             f"and there are {num_classes} classes (expected [{n}, {num_classes}])"
         )
+    if num_classes < 2:
+        raise PLLZooError(f"{where}: {num_classes} class; partial-label learning needs at least 2 classes")
+    if ca.dtype != np.bool_:
+        _bad_rows(~((ca == 0) | (ca == 1)).all(axis=1), where, "candidate entries other than 0/1",
+                  "mark each candidate label with 1 and every other label with 0")
     cand = ca != 0
     labels = labels_from_target(y, num_classes, where, cand, one_based)
     if labels.shape[0] != n:
@@ -149,3 +158,26 @@ def check_pll(
             stacklevel=2,
         )
     return labels
+
+
+def check_training_set(data: PLLData) -> None:
+    """Check the training split a run will see (after ``--subset``/``--holdout``), before anything is written.
+
+    Raises :class:`PLLZooError` (one line) for fewer training rows than classes.  Warns
+    (:class:`PLLDataWarning`, one line each) when classes have no training rows (they cannot be
+    learnt; :func:`pllzoo.metrics.shot_groups` counts them in Few) and when every label is a
+    candidate on every row (the partial labels carry nothing to learn from).
+    """
+    n, k = data.num_train, data.num_classes
+    if k < 2:
+        raise PLLZooError(f"{data.name}: {k} class; partial-label learning needs at least 2 classes")
+    if n < k:
+        raise PLLZooError(f"{data.name}: {n} training rows for {k} classes; every class needs training rows"
+                          + (f" (raise --subset {data.info['subset']})" if data.info.get("subset") else ""))
+    empty = np.flatnonzero(as_numpy(data.train_counts) == 0)
+    if empty.size:
+        warnings.warn(f"{data.name}: {empty.size} of {k} classes have no training rows (first: class {empty[0]}); "
+                      f"they cannot be learnt and count in Few", PLLDataWarning, stacklevel=2)
+    if n and bool(data.candidates.all()):
+        warnings.warn(f"{data.name}: every label is a candidate on every training row: the partial labels carry "
+                      f"nothing to learn from", PLLDataWarning, stacklevel=2)

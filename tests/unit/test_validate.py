@@ -84,3 +84,37 @@ def test_true_label_outside_candidates_warns_with_count() -> None:
 
 def test_exception_line_is_one_line() -> None:
     assert exception_line(ValueError("a\nb")) == "ValueError: a"
+
+
+def test_negative_label_indices_are_counted_alone() -> None:
+    x, y, cand = _ok()
+    idx = y + 1  # 1-based
+    idx[[1, 4]] = -1  # two bad rows: the others must not be counted as out of range under a 0-based guess
+    msg = _raises("negative label indices", x, idx, cand, 3, "t")
+    assert "2 of 6 rows" in msg and "row 1" in msg
+
+
+def test_candidate_entries_other_than_0_1_and_one_class() -> None:
+    x, y, cand = _ok()
+    c = cand.astype(float)
+    c[2, 0] = -1
+    c[5, 1] = 0.5
+    msg = _raises("candidate entries other than 0/1", x, y, c, 3, "t")
+    assert "2 of 6 rows" in msg and "row 2" in msg
+    check_pll(x, y, cand.astype(float), 3, "t")  # 0.0/1.0 is fine
+    _raises("1 class; partial-label learning needs at least 2", x, np.zeros(6), np.ones((6, 1)), 1, "t")
+
+
+def test_check_training_set(tiny_data) -> None:
+    from pllzoo.data.validate import check_training_set
+
+    check_training_set(tiny_data)  # nothing to say
+    few = tiny_data.replace(y_train=tiny_data.y_train[:3], candidates=tiny_data.candidates[:3],
+                            x_train=tiny_data.x_train[:3])
+    with pytest.raises(PLLZooError, match="3 training rows for 4 classes"):
+        check_training_set(few)
+    no_class_3 = tiny_data.replace(y_train=tiny_data.y_train % 3)
+    with pytest.warns(PLLDataWarning, match="1 of 4 classes have no training rows \\(first: class 3\\)"):
+        check_training_set(no_class_3)
+    with pytest.warns(PLLDataWarning, match="every label is a candidate on every training row"):
+        check_training_set(tiny_data.replace(candidates=torch.ones_like(tiny_data.candidates)))

@@ -1,0 +1,289 @@
+"""The catalogue of bad input to ``pllzoo bench``: each ends in one line naming the problem, never a traceback.
+
+Every case runs against an ``--out`` that already holds a finished tiny run, and checks: the exit
+status, exactly one ``Error:`` line (``Warning:`` where training is still meaningful), no
+traceback, and the earlier contents of ``--out`` byte-identical afterwards.  A case is a
+:class:`Case`; its ``setup`` may write a bad ``.mat`` file or monkeypatch a fault (a read-only or
+full file system, Ctrl-C), so adding one is one line in :data:`CASES`.
+"""
+
+from __future__ import annotations
+
+import builtins
+import errno
+import io
+import os
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+import numpy as np
+import pytest
+import scipy.io
+from click.testing import CliRunner
+
+from pllzoo.cli import cli
+
+N, K = 60, 3
+TINY = ["--epochs", "1", "--batch-size", "16", "--threads", "1"]
+
+
+def _write_mat(path: Path, n: int = N, k: int = K, labels=None, cand=None, target=None) -> Path:
+    """A tiny PALM-layout set: ``data`` n x 4, one-hot ``target`` and ``partial_target`` labels x examples."""
+    rng = np.random.RandomState(0)
+    y = np.arange(n) % k if labels is None else labels
+    if cand is None:
+        cand = (rng.rand(k, n) < 0.3).astype(float)
+        cand[y, np.arange(n)] = 1
+    target = np.eye(k)[y].T if target is None else target
+    scipy.io.savemat(path, {"data": rng.randn(n, 4) + y[:, None], "target": target, "partial_target": cand})
+    return path
+
+
+@pytest.fixture(scope="module")
+def finished(tmp_path_factory) -> tuple[Path, Path]:
+    """(a tiny .mat set, a folder holding one finished 1-epoch run of proden on it), made once."""
+    root = tmp_path_factory.mktemp("finished")
+    good = _write_mat(root / "good.mat")
+    out = root / "out"
+    res = CliRunner().invoke(cli, ["bench", "--methods", "proden", "--dataset", str(good), *TINY, "--out", str(out)])
+    assert res.exit_code == 0, res.output
+    return good, out
+
+
+def _snapshot(folder: Path) -> dict[str, bytes]:
+    if folder.is_file():
+        return {"": folder.read_bytes()}
+    return {str(p.relative_to(folder)): p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()}
+
+
+@dataclass
+class Ctx:
+    tmp: Path
+    good: Path  # the tiny .mat set of the finished run
+    out: Path  # --out: a copy of the finished run's folder
+    monkeypatch: pytest.MonkeyPatch
+
+    def mat(self, name: str, **kw) -> str:
+        return str(_write_mat(self.tmp / f"{name}.mat", **kw))
+
+
+@dataclass
+class Case:
+    name: str
+    args: Callable[[Ctx], list[str]]  # bench arguments; --out OUT is added unless they hold --out
+    code: int  # expected exit status
+    pattern: str  # in the one Error:/Warning: line
+    level: str = "Error"  # "Warning": training goes on; "Stop": the clean-stop line (no Error:, no Warning:)
+    keep: str = "all"  # what of the earlier --out stays byte-identical: "all" | "earlier" (its files; new ones may
+    # appear) | "runs" (the earlier run folders; results.csv and summary.* are the new bench's)
+
+
+def _good(c: Ctx, *more: str) -> list[str]:
+    return ["--methods", "proden", "--dataset", str(c.good), *TINY, *more]
+
+
+def _labels(n: int, k: int) -> np.ndarray:
+    return np.arange(n) % k
+
+
+def _minus_one(c: Ctx) -> list[str]:
+    cand = np.ones((K, N))
+    cand[1, :5] = -1
+    return ["--methods", "proden", "--dataset", c.mat("minus1", cand=cand), *TINY]
+
+
+def _negative_label(c: Ctx) -> list[str]:
+    y = _labels(N, K)
+    idx = (y + 1).astype(float)
+    idx[[3, 7]] = -2
+    return ["--methods", "proden", "--dataset", c.mat("neglabel", labels=y, target=idx.reshape(1, -1)), *TINY]
+
+
+def _one_class(c: Ctx) -> list[str]:
+    return ["--methods", "proden", "--dataset",
+            c.mat("oneclass", k=1, labels=np.zeros(N, int), cand=np.ones((1, N))), *TINY]
+
+
+def _more_classes_than_rows(c: Ctx) -> list[str]:
+    n, k = 20, 30
+    return ["--methods", "proden", "--dataset", c.mat("manyclasses", n=n, k=k, labels=_labels(n, k)), *TINY]
+
+
+def _class_without_rows(c: Ctx) -> list[str]:
+    y = _labels(N, K)  # class 3 of 4 has no example: no training rows
+    return ["--methods", "proden", "--dataset", c.mat("unseen", k=4, labels=y), *TINY]
+
+
+def _all_candidates(c: Ctx) -> list[str]:
+    return ["--methods", "proden", "--dataset", c.mat("allcand", cand=np.ones((K, N))), *TINY]
+
+
+def _out_is_file(c: Ctx) -> list[str]:
+    return _good(c, "--out", str(c.out / "results.csv"))
+
+
+def _out_under_file(c: Ctx) -> list[str]:
+    return _good(c, "--out", str(c.out / "results.csv" / "sub"))
+
+
+def _not_writable(c: Ctx) -> list[str]:
+    """A read-only --out, as the permission check sees it (root ignores a chmod'ed folder, so os.access is faked)."""
+    real = os.access
+    c.monkeypatch.setattr(os, "access", lambda p, mode, **kw: (
+        False if Path(p) == c.out and mode & os.W_OK else real(p, mode, **kw)))
+    return _good(c, "--seeds", "2")
+
+
+def _read_only_fs(c: Ctx) -> list[str]:
+    """The permission check passes, then the first folder made under --out fails with EROFS."""
+    real = Path.mkdir
+
+    def mkdir(self, *args, **kwargs):
+        if self == c.out or c.out in self.parents:
+            raise OSError(errno.EROFS, "Read-only file system", str(self))
+        return real(self, *args, **kwargs)
+
+    c.monkeypatch.setattr(Path, "mkdir", mkdir)
+    return _good(c, "--seeds", "2")
+
+
+def _disk_full(c: Ctx) -> list[str]:
+    """ENOSPC half-way through writing results.csv (after the new run trained): one line, no *.tmp left."""
+    real = builtins.open
+
+    def full(file, mode="r", *args, **kwargs):
+        if isinstance(file, (str, os.PathLike)) and Path(file).name == "results.csv.tmp" and "w" in mode:
+            with real(file, mode, *args, **kwargs) as fh:
+                fh.write("method,dat")
+            raise OSError(errno.ENOSPC, "No space left on device", str(file))
+        return real(file, mode, *args, **kwargs)
+
+    c.monkeypatch.setattr(builtins, "open", full)
+    c.monkeypatch.setattr(io, "open", full)
+    return _good(c, "--seeds", "2")
+
+
+def _interrupted(c: Ctx) -> list[str]:
+    from pllzoo import bench as bench_lib
+
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    c.monkeypatch.setattr(bench_lib, "execute", interrupted)
+    return _good(c, "--seeds", "2")
+
+
+CASES = [
+    # the host's checks: names, --hp syntax and values, recipes, options
+    Case("unknown method", lambda c: _good(c, "--methods", "nope"), 2, "unknown method 'nope'; valid: "),
+    Case("unknown component", lambda c: _good(c, "--methods", "proden+selection=x.y"), 2,
+         "unknown selection component 'x.y'"),
+    Case("unknown dataset", lambda c: ["--methods", "proden", "--dataset", "nope"], 2, "unknown dataset 'nope'"),
+    Case("missing .mat", lambda c: ["--methods", "proden", "--dataset", str(c.tmp / "nowhere.mat")], 1,
+         "no such file"),
+    Case("not a .mat", lambda c: ["--methods", "proden", "--dataset", str(c.out / "results.csv")], 1,
+         "not a readable .mat"),
+    Case("unknown hp key", lambda c: _good(c, "--hp", "loss.nope=1"), 2, "unknown hyper-parameter 'loss.nope'"),
+    Case("unknown hp scope", lambda c: _good(c, "--hp", "cc:loss.eta=1"), 2, "method 'cc' is not in --methods"),
+    Case("bad hp syntax", lambda c: _good(c, "--hp", "train.lr"), 1, "bad --hp 'train.lr'"),
+    Case("hp out of range", lambda c: _good(c, "--hp", "train.lr=-0.5"), 1, "bad value for train.lr: -0.5"),
+    Case("hp not a number", lambda c: _good(c, "--hp", "train.lr=fast"), 1, "train.lr"),
+    Case("epochs 0", lambda c: _good(c, "--epochs", "0"), 1, "train.epochs"),
+    Case("incompatible recipe", lambda c: _good(c, "--methods", "valen+estimator=solar.prior"), 1, "solar.prior"),
+    Case("time limit 0", lambda c: _good(c, "--time-limit", "0"), 2, "--time-limit"),
+    Case("jobs 0", lambda c: _good(c, "--jobs", "0"), 2, "--jobs"),
+    Case("bad seeds", lambda c: _good(c, "--seeds", "1,x"), 1, "bad --seeds '1,x'"),
+    Case("no method", lambda c: _good(c, "--methods", ","), 1, "no method given"),
+    Case("subset 0", lambda c: _good(c, "--subset", "0"), 1, "--subset must be at least 1"),
+    Case("holdout 1", lambda c: _good(c, "--holdout", "1"), 1, "--holdout must be in (0, 1)"),
+    # issue 13.4: --out, devices, seeds
+    Case("out is a file", _out_is_file, 1, "is a file; pass a folder"),
+    Case("out under a file", _out_under_file, 1, "results.csv is a file, not a folder"),
+    Case("out not writable", _not_writable, 1, "is not writable"),
+    Case("read-only file system", _read_only_fs, 1, "Read-only file system"),
+    Case("disk full", _disk_full, 1, "No space left on device", keep="earlier"),
+    Case("device tpu", lambda c: _good(c, "--device", "tpu"), 1, "unknown --device 'tpu'"),
+    Case("device empty", lambda c: _good(c, "--device", ""), 1, "unknown --device ''"),
+    Case("seed -1", lambda c: _good(c, "--seeds", "-1"), 1, "--seeds -1 is out of range"),
+    Case("seed 2**32", lambda c: _good(c, "--seeds", str(2**32)), 1, f"--seeds {2**32} is out of range"),
+    Case("duplicate seeds", lambda c: _good(c, "--seeds", "2,3,2"), 0, "--seeds lists seed 2 more than once",
+         "Warning", keep="runs"),
+    Case("duplicate methods", lambda c: _good(c, "--methods", "cc,cc", "--seeds", "2"), 0,
+         "--methods lists method cc more than once", "Warning", keep="runs"),
+    # issue 13.4: data
+    Case("one class", _one_class, 1, "1 class; partial-label learning needs at least 2 classes"),
+    Case("more classes than rows", _more_classes_than_rows, 1, "16 training rows for 30 classes"),
+    Case("class without training rows", _class_without_rows, 0, "1 of 4 classes have no training rows", "Warning",
+         keep="runs"),
+    Case("every label a candidate", _all_candidates, 0, "every label is a candidate on every training row",
+         "Warning", keep="runs"),
+    Case("candidate entry -1", _minus_one, 1, "candidate entries other than 0/1 in 5 of 60 rows (first: row 0"),
+    Case("negative label index", _negative_label, 1, "negative label indices in 2 of 60 rows (first: row 3"),
+    Case("unknown view, tabular", lambda c: _good(c, "--hp", "train.strong_view=nope"), 2,
+         "train.strong_view: unknown view 'nope'"),
+    Case("unknown weak view, tabular", lambda c: _good(c, "--hp", "train.weak_view=nope"), 2,
+         "train.weak_view: unknown view 'nope'"),
+    # issue 13.4: Ctrl-C
+    Case("interrupted", _interrupted, 130, "continue with: pllzoo bench", "Stop", keep="runs"),
+]
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])
+def test_bad_input_is_one_line(case: Case, finished, registry, tmp_path, monkeypatch):
+    good, template = finished
+    out = tmp_path / "out"
+    shutil.copytree(template, out)
+    before = _snapshot(out)
+    args = case.args(Ctx(tmp_path, good, out, monkeypatch))
+    if "--out" not in args:
+        args += ["--out", str(out)]
+    res = CliRunner().invoke(cli, ["bench", *args])
+    monkeypatch.undo()  # the faults end with the command
+    text = res.output
+    assert "Traceback" not in text and not isinstance(res.exception, (AssertionError, TypeError)), text
+    assert res.exception is None or isinstance(res.exception, SystemExit), repr(res.exception)
+    assert res.exit_code == case.code, text
+    errors = [ln for ln in text.splitlines() if ln.startswith("Error:")]
+    warns = [ln for ln in text.splitlines() if ln.startswith("Warning:")]
+    if case.level == "Error":
+        assert len(errors) == 1 and case.pattern in errors[0], text
+    elif case.level == "Warning":
+        assert not errors and len(warns) == 1 and case.pattern in warns[0], text
+    else:  # the clean-stop line, the last one, says how to continue
+        last = text.strip().splitlines()[-1]
+        assert not errors and case.pattern in last and last.endswith(" --resume"), text
+    after = _snapshot(out)
+    if case.keep == "all":
+        assert after == before
+    else:
+        earlier = {k: v for k, v in before.items() if case.keep == "earlier" or k.startswith("runs")}
+        assert {k: after.get(k) for k in earlier} == earlier
+        assert not [k for k in after if k.endswith(".tmp")]
+    assert "Few: < 0" not in text
+
+
+def test_the_new_run_of_a_full_disk_is_kept_and_resumable(finished, registry, tmp_path, monkeypatch):
+    """After ENOSPC while writing results.csv, the same command with --resume reuses the run that trained."""
+    good, template = finished
+    out = tmp_path / "out"
+    shutil.copytree(template, out)
+    ctx = Ctx(tmp_path, good, out, monkeypatch)
+    args = ["bench", *_disk_full(ctx), "--out", str(out)]
+    assert CliRunner().invoke(cli, args).exit_code == 1
+    monkeypatch.undo()
+    res = CliRunner().invoke(cli, [*args, "--resume"])
+    assert res.exit_code == 0 and "reused" in res.output, res.output
+    assert (out / "results.csv").read_text().count("\n") >= 2
+
+
+def test_classes_without_training_rows_are_few(registry, tmp_path):
+    """Many classes without training rows: they form Few (the reference's threshold 0 left Few empty)."""
+    n, k = 24, 12
+    y = np.arange(n) % 4  # classes 4..11 have no examples
+    path = _write_mat(tmp_path / "sparse.mat", n=n, k=k, labels=y)
+    res = CliRunner().invoke(cli, ["bench", "--methods", "proden", "--dataset", str(path), *TINY,
+                                   "--out", str(tmp_path / "o")])
+    assert res.exit_code == 0, res.output
+    assert "Few: < 1 (8)" in (tmp_path / "o" / "summary.md").read_text()
