@@ -25,6 +25,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import json
+import os
 import re
 import shutil
 import warnings
@@ -44,8 +45,8 @@ from pllzoo.errors import PLLZooError, UnknownNameError
 from pllzoo.hparams import as_dict, check, override
 from pllzoo.jobs import RunsFailed, failure_line, record_failure
 from pllzoo.registry import Registry
-from pllzoo.results import (RESULT_COLUMNS, DamagedRun, env_info, final_rows, order_methods, plugins_env, read_log,
-                            run_id, write_json, write_jsonl)
+from pllzoo.results import (RESULT_COLUMNS, DamagedRun, env_info, final_rows, load, order_methods, plugins_env,
+                            read_log, run_id, write_json, write_jsonl)
 from pllzoo.run import BOOKKEEPING_FIELDS, HASHED_UNLESS_DEFAULT, TrainConfig
 from pllzoo.threads import default_threads, set_threads
 from pllzoo.devices import resolve_device
@@ -253,9 +254,9 @@ def execute(
     registry: Registry, plans: list[RunPlan], out: Path, resume: bool = False,
     on_epoch: Callable[[RunPlan, dict[str, Any]], None] | None = None,
     on_run: Callable[[RunPlan, str], None] | None = None,
-    jobs: int = 1, threads: int | None = None, time_limit: float | None = None,
+    jobs: int = 1, threads: int | None = None, time_limit: float | None = None, overwrite: bool = False,
 ) -> pd.DataFrame:
-    """Train every planned run (skipping finished ones when ``resume``); return the final rows.
+    """Train every planned run (skipping finished ones when ``resume``); return the rows of ``results.csv``.
 
     ``jobs`` > 1 trains up to that many runs at once in worker processes (:mod:`pllzoo.jobs`, with
     ``threads`` torch threads each); the records, run folders and rows are those of ``jobs=1``.
@@ -263,11 +264,21 @@ def execute(
     for the whole bench; on a clean stop (time limit, SIGINT/SIGTERM) ``results.csv`` lists the finished
     (and failed) runs only and :class:`~pllzoo.checkpoint.Stopped` is raised.
 
+    Finished runs are never lost: without ``resume`` a finished run is reused with a one-line warning,
+    or with ``overwrite`` retrained into ``runs/.<run-id>.tmp-<pid>`` and swapped in only when it finished
+    (a failure or a stop keeps the old run); an unfinished run folder is retrained the same way.  Each run
+    folder is locked (``runs/<run-id>.lock``) while this bench works on it: a run locked by another live
+    bench is skipped with one warning.  ``results.csv`` is rebuilt, under ``OUT/results.lock``, from every
+    finished run under ``OUT`` (:func:`pllzoo.results.load`), plus this bench's failed runs.
+
     :raises RunsFailed: after every other run finished and ``results.csv`` is written, when some runs
         failed (see the module doc); it carries the rows.
     """
     if time_limit is not None and time_limit <= 0:
         raise PLLZooError(f"--time-limit must be > 0 minutes, got {time_limit:g}")
+    if overwrite and resume:
+        raise PLLZooError("--overwrite and --resume exclude each other; --overwrite retrains finished runs, "
+                          "--resume keeps them")
     deadline = checkpoint.clock() + 60 * time_limit if time_limit is not None else None
     threads = threads or default_threads(jobs)
     runs_dir = Path(out) / "runs"
@@ -276,56 +287,196 @@ def execute(
     failed: dict[int, str] = {}  # index → one-line reason (pllzoo.jobs.record_failure)
     attempted = 0  # runs trained this time, not reused
     todo = []  # indices of the runs left to the --jobs workers
+    dirs: dict[int, Path] = {}  # index → the folder it trains into (a temporary one, swapped in, see _settle)
+    swaps: dict[int, tuple[Path, Path, bool]] = {}  # index → (temporary folder, run folder, old one finished)
+    locks: list[Path] = []
     signals = checkpoint.stop_signals() if jobs == 1 else contextlib.nullcontext()  # --jobs: see pllzoo.jobs
-    with signals:
-        for p in plans:
-            run_dir = runs_dir / p.run_id
-            if run_dir.exists() and not resume:
-                shutil.rmtree(run_dir)
-            records = _reusable(run_dir) if resume and run_dir.exists() else None
-            if records is not None:
-                if on_run:
-                    on_run(p, "reused")
-                finals.append(records[-1])
-                continue
-            attempted += 1
-            if jobs > 1:
-                todo.append(len(finals))
-                finals.append(None)  # filled in below, from the worker
-                continue
-            try:
-                _stop_before(p, deadline)
-                finals.append(_train(registry, p, run_dir, resume, on_epoch, on_run, deadline, threads)[-1])
-            except checkpoint.Stopped as exc:
-                _write_rows(out, plans, finals, failed)
-                raise checkpoint.Stopped(f"{_name(p)}: {exc}; {_finished(finals, failed, len(plans))}",
-                                         exc.exit_code) from None
-            except Exception as exc:  # the others go on; the same record as a --jobs worker's (pllzoo.jobs)
-                failed[len(finals)] = record_failure(run_dir, exc)
-                finals.append(None)
-                if on_run:
-                    on_run(p, f"failed: {failed[len(finals) - 1]}")
-    if todo:
-        from pllzoo.jobs import RunsStopped, run_parallel
+    try:
+        with signals:
+            for p in plans:
+                run_dir = runs_dir / p.run_id
+                lock = runs_dir / f"{p.run_id}.lock"
+                holder = _take_lock(lock)
+                if holder is not None:
+                    warnings.warn(f"{_name(p)}: run {p.run_id} is in use by another bench (pid {holder}, {lock}); "
+                                  f"skipped")
+                    finals.append(None)
+                    continue
+                locks.append(lock)
+                target = run_dir
+                if run_dir.exists() and not resume:
+                    records = _finished_records(run_dir)
+                    if records is not None and not overwrite:
+                        warnings.warn(f"reusing finished run {p.run_id}; --overwrite retrains it")
+                        if on_run:
+                            on_run(p, "reused")
+                        finals.append(records[-1])
+                        continue
+                    target = runs_dir / f".{p.run_id}.tmp-{os.getpid()}"
+                    shutil.rmtree(target, ignore_errors=True)
+                    swaps[len(finals)] = (target, run_dir, records is not None)
+                records = _reusable(run_dir) if resume and run_dir.exists() else None
+                if records is not None:
+                    if on_run:
+                        on_run(p, "reused")
+                    finals.append(records[-1])
+                    continue
+                attempted += 1
+                if jobs > 1:
+                    todo.append(len(finals))
+                    dirs[len(finals)] = target
+                    finals.append(None)  # filled in below, from the worker
+                    continue
+                i = len(finals)
+                try:
+                    _stop_before(p, deadline)
+                    finals.append(_train(registry, p, target, resume, on_epoch, on_run, deadline, threads)[-1])
+                    _settle(swaps, i, ok=True)
+                except checkpoint.Stopped as exc:
+                    _settle(swaps, i, ok=False)
+                    _write_rows(out, plans, finals, failed)
+                    raise checkpoint.Stopped(f"{_name(p)}: {exc}; {_finished(finals, failed, len(plans))}",
+                                             exc.exit_code) from None
+                except Exception as exc:  # the others go on; the same record as a --jobs worker's (pllzoo.jobs)
+                    failed[i] = record_failure(target, exc)
+                    finals.append(None)
+                    if _settle(swaps, i, ok=False):
+                        failed[i] += "; the earlier finished run is kept"
+                    if on_run:
+                        on_run(p, f"failed: {failed[i]}")
+        if todo:
+            from pllzoo.jobs import RunsStopped, run_parallel
 
-        try:
-            done, worker_failed = run_parallel(registry, plans, runs_dir, resume, todo, jobs, on_epoch, on_run,
-                                               threads, deadline)
-        except RunsStopped as exc:
-            for i, record in exc.finals.items():
+            try:
+                done, worker_failed = run_parallel(registry, plans, runs_dir, resume, todo, jobs, on_epoch, on_run,
+                                                   threads, deadline, dirs)
+            except RunsStopped as exc:
+                for i, record in exc.finals.items():
+                    finals[i] = record
+                failed.update(exc.failed)
+                _settle_all(swaps, finals, failed)
+                _write_rows(out, plans, finals, failed)
+                raise checkpoint.Stopped(f"{exc}; {_finished(finals, failed, len(plans))}", exc.exit_code) from None
+            for i, record in done.items():
                 finals[i] = record
-            failed.update(exc.failed)
-            _write_rows(out, plans, finals, failed)
-            raise checkpoint.Stopped(f"{exc}; {_finished(finals, failed, len(plans))}", exc.exit_code) from None
-        for i, record in done.items():
-            finals[i] = record
-        failed.update(worker_failed)
+            failed.update(worker_failed)
+            _settle_all(swaps, finals, failed)
+    finally:
+        for i in list(swaps):  # an interruption: the temporary folders go, the old run folders stay
+            _settle(swaps, i, ok=False, discard=True)
+        for lock in locks:
+            lock.unlink(missing_ok=True)
     rows = _write_rows(out, plans, finals, failed)
     if failed:
         named = [(_name(plans[i]), why) for i, why in sorted(failed.items())]
         raise RunsFailed(failure_line(named, attempted, runs_dir), rows,
                          [(plans[i], why) for i, why in sorted(failed.items())])
     return rows
+
+
+def _settle_all(swaps: dict[int, tuple[Path, Path, bool]], finals: list, failed: dict[int, str]) -> None:
+    """Swap in the temporary folders of the --jobs runs that finished; settle the others (:func:`_settle`)."""
+    for i in list(swaps):
+        if _settle(swaps, i, ok=finals[i] is not None) and i in failed:
+            failed[i] += "; the earlier finished run is kept"
+
+
+def _settle(swaps: dict[int, tuple[Path, Path, bool]], i: int, ok: bool, discard: bool = False) -> bool:
+    """Put run ``i``'s temporary folder in place of its run folder when it finished (``ok``) or the old folder
+    held no finished run (a failed or stopped retraining of an unfinished run replaces it, for its error.txt or
+    ``--resume``); otherwise, or with ``discard`` (an interruption), remove the temporary folder.  True when
+    an old finished run was kept."""
+    if i not in swaps:
+        return False
+    tmp, run_dir, old_finished = swaps.pop(i)
+    if not tmp.exists():
+        return old_finished
+    if discard or (old_finished and not ok):
+        shutil.rmtree(tmp, ignore_errors=True)
+        return old_finished
+    aside = tmp.with_name(tmp.name.replace(".tmp-", ".old-", 1))
+    shutil.rmtree(aside, ignore_errors=True)
+    if run_dir.exists():
+        os.replace(run_dir, aside)  # two renames: the run folder is missing for an instant, never half-written
+    os.replace(tmp, run_dir)
+    shutil.rmtree(aside, ignore_errors=True)
+    return False
+
+
+def _finished_records(run_dir: Path) -> list[dict[str, Any]] | None:
+    """The records of the finished, undamaged run in ``run_dir`` (as ``report`` reads it), else None; changes nothing."""
+    if not (run_dir / "done").exists():
+        return None
+    try:
+        records = read_log(run_dir)
+        if (run_dir / checkpoint.NAME).exists():
+            checkpoint.quick_check(run_dir / checkpoint.NAME)
+    except (DamagedRun, checkpoint.CheckpointError):
+        return None
+    return records
+
+
+STALE_LOCK_S = 30.0  # a lock file without a PID (its writer died between creating and writing it) after this
+
+
+def _take_lock(lock: Path) -> int | str | None:
+    """Create ``lock`` holding this PID (``O_CREAT | O_EXCL``); None when taken, else the holder's PID.
+
+    A lock whose PID is not a live process is stale and taken over."""
+    for _ in range(3):
+        try:
+            fd = os.open(lock, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
+        except FileExistsError:
+            holder = _lock_holder(lock)
+            if holder is not None:
+                return holder
+            lock.unlink(missing_ok=True)  # stale
+            continue
+        with os.fdopen(fd, "w") as f:
+            f.write(f"{os.getpid()}\n")
+        return None
+    return "unknown"
+
+
+def _lock_holder(lock: Path) -> int | str | None:
+    """The live PID named in ``lock``; None when the lock is stale."""
+    import time
+
+    try:
+        text, age = lock.read_text().strip(), time.time() - lock.stat().st_mtime
+    except FileNotFoundError:
+        return None
+    except OSError:
+        return "unknown"
+    if not text.isdigit():
+        return None if age > STALE_LOCK_S else "unknown"
+    pid = int(text)
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return None
+    except OSError:  # alive, another user's
+        pass
+    return pid
+
+
+@contextlib.contextmanager
+def results_lock(out: Path, wait_s: float = 120.0):
+    """Hold ``OUT/results.lock`` (waiting up to ``wait_s`` for another bench) while the tables are rebuilt.
+
+    :raises PLLZooError: one line, when another live bench holds it that long."""
+    import time
+
+    lock, start = Path(out) / "results.lock", time.monotonic()
+    while (holder := _take_lock(lock)) is not None:
+        if time.monotonic() - start > wait_s:
+            raise PLLZooError(f"{lock} is held by another bench (pid {holder}) for over {wait_s:g} s; "
+                              f"rerun when it is done (or remove the file if no bench runs)")
+        time.sleep(0.05)
+    try:
+        yield
+    finally:
+        lock.unlink(missing_ok=True)
 
 
 def _reusable(run_dir: Path) -> list[dict[str, Any]] | None:
@@ -384,26 +535,32 @@ def _stop_before(p: RunPlan, deadline: float | None) -> None:
 
 def _write_rows(out: Path, plans: list[RunPlan], finals: list[dict[str, Any] | None],
                 failed: dict[int, str] | None = None) -> pd.DataFrame:
-    """``OUT/results.csv``: the final rows of the finished runs (``finals[i]``: ``plans[i]``'s last record)
-    and of the failed ones (``failed[i]``: ``plans[i]``'s one-line reason), in plan order; the last two
-    columns, ``status`` ("ok" | "failed") and ``error``, say which."""
-    done = [(p, f) for p, f in zip(plans, finals) if f is not None]
-    if done:
-        rows = final_rows(pd.DataFrame([f for _, f in done]).assign(run=[p.run_id for p, _ in done]))
-        extra = [c for c in rows.columns if c not in RESULT_COLUMNS and c != "class_acc"]
-        rows = rows[list(RESULT_COLUMNS) + extra]
-    else:
-        rows = pd.DataFrame(columns=list(RESULT_COLUMNS))
-    rows = rows.assign(status="ok", error="")
-    if failed:
-        bad = pd.DataFrame([{"method": plans[i].method.name, "dataset": plans[i].data.name, "seed": plans[i].seed,
-                             "run": plans[i].run_id, "status": "failed", "error": why} for i, why in failed.items()])
-        ints = [c for c in rows.columns if pd.api.types.is_integer_dtype(rows[c])]  # stay integers beside NaN
-        rows = pd.concat([rows.astype({c: "Int64" for c in ints}), bad], ignore_index=True)[list(rows.columns)]
-        rows = order_methods(rows, list(dict.fromkeys(p.method.name for p in plans))).reset_index(drop=True)
-    tmp = Path(out) / "results.csv.tmp"
-    rows.to_csv(tmp, index=False)
-    tmp.replace(Path(out) / "results.csv")
+    """``OUT/results.csv``, rebuilt under :func:`results_lock`: the final rows of every finished run under
+    ``OUT`` (:func:`pllzoo.results.load`, as ``pllzoo report`` reads them, so earlier benches' runs stay) and
+    of this bench's failed ones (``failed[i]``: ``plans[i]``'s one-line reason) whose folder holds no
+    finished run; this bench's methods first, in plan order.  The last two columns, ``status``
+    ("ok" | "failed") and ``error``, say which.  ``finals`` is not read: the folders are the record."""
+    with results_lock(out):
+        records = load(out, damaged=[])  # the damaged ones: bench and report warn about them
+        order = list(dict.fromkeys([p.method.name for p in plans] + list(records["method"])))
+        if len(records):
+            rows = order_methods(final_rows(records.drop(columns=["setting", "train_counts"])), order)
+            extra = [c for c in rows.columns if c not in RESULT_COLUMNS and c != "class_acc"]
+            rows = rows[list(RESULT_COLUMNS) + extra].reset_index(drop=True)
+        else:
+            rows = pd.DataFrame(columns=list(RESULT_COLUMNS))
+        rows = rows.assign(status="ok", error="")
+        failed = {i: why for i, why in (failed or {}).items() if plans[i].run_id not in set(rows.get("run", ()))}
+        if failed:
+            bad = pd.DataFrame([{"method": plans[i].method.name, "dataset": plans[i].data.name,
+                                 "seed": plans[i].seed, "run": plans[i].run_id, "status": "failed", "error": why}
+                                for i, why in failed.items()])
+            ints = [c for c in rows.columns if pd.api.types.is_integer_dtype(rows[c])]  # stay integers beside NaN
+            rows = pd.concat([rows.astype({c: "Int64" for c in ints}), bad], ignore_index=True)[list(rows.columns)]
+            rows = order_methods(rows, order).reset_index(drop=True)
+        tmp = Path(out) / "results.csv.tmp"
+        rows.to_csv(tmp, index=False)
+        tmp.replace(Path(out) / "results.csv")
     return rows
 
 

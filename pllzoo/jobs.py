@@ -207,9 +207,10 @@ def run_parallel(
     registry, plans: list, runs_dir: Path, resume: bool, todo: list[int], jobs: int,
     on_epoch: Callable[[Any, dict[str, Any]], None] | None = None,
     on_run: Callable[[Any, str], None] | None = None,
-    threads: int | None = None, deadline: float | None = None,
+    threads: int | None = None, deadline: float | None = None, dirs: dict[int, Path] | None = None,
 ) -> tuple[dict[int, dict[str, Any]], dict[int, str]]:
-    """Train ``plans[i]`` for ``i`` in ``todo`` into ``runs_dir/<run-id>``, up to ``jobs`` at a time.
+    """Train ``plans[i]`` for ``i`` in ``todo`` into ``runs_dir/<run-id>`` (or ``dirs[i]``, e.g. a temporary
+    folder the caller swaps in, :func:`pllzoo.bench.execute`), up to ``jobs`` at a time.
 
     :param todo: indices into ``plans``, started in this order (the caller has cleared or kept their folders).
     :param threads: torch threads per worker; ``None``: :func:`pllzoo.threads.default_threads` of ``jobs``.
@@ -259,7 +260,8 @@ def run_parallel(
             handle(i, "failed", f"its plan cannot be sent to a worker ({describe(exc)}); use --jobs 1")
             return
         reader, writer = ctx.Pipe(duplex=False)
-        args = (blob, specs, list(sys.path), str(runs_dir / plans[i].run_id), resume, threads, deadline, writer, alive)
+        run_dir = (dirs or {}).get(i, runs_dir / plans[i].run_id)
+        args = (blob, specs, list(sys.path), str(run_dir), resume, threads, deadline, writer, alive)
         proc = ctx.Process(target=_child, args=args, name=f"pllzoo-job-{i}")
         proc.start()
         writer.close()  # the worker has its own copy

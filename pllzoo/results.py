@@ -181,7 +181,7 @@ def setting_label(config: dict[str, Any]) -> str:
 def unfinished(*out_dirs: Path) -> list[Path]:
     """Run folders that have a log but no ``done`` marker (still training, or interrupted)."""
     return [log.parent for d in out_dirs for log in sorted(Path(d).glob("runs/*/log.jsonl"))
-            if not (log.parent / "done").exists()]
+            if not (log.parent / "done").exists() and not log.parent.name.startswith(".")]
 
 
 def load(*out_dirs: Path, finished_only: bool = True,
@@ -196,7 +196,8 @@ def load(*out_dirs: Path, finished_only: bool = True,
     """
     frames = []
     for out_dir in out_dirs:
-        run_dirs = sorted({f.parent for name in ("log.jsonl", "done") for f in Path(out_dir).glob(f"runs/*/{name}")})
+        run_dirs = sorted({f.parent for name in ("log.jsonl", "done") for f in Path(out_dir).glob(f"runs/*/{name}")
+                           if not f.parent.name.startswith(".")})  # .<run-id>.tmp-<pid>: a bench's, in progress
         for run_dir in run_dirs:
             done = (run_dir / "done").exists()
             if finished_only and not done:

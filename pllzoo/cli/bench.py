@@ -82,6 +82,9 @@ def _continue_command(ctx: click.Context) -> str:
 @click.option("--hp", "hps", multiple=True, help="Override: slot.field=value, train.field=value, or METHOD:slot.field=value.")
 @click.option("--out", type=click.Path(path_type=Path), default=Path("results/bench"), show_default=True)
 @click.option("--resume", is_flag=True, help="Reuse finished runs in OUT and resume unfinished ones from checkpoints.")
+@click.option("--overwrite", is_flag=True,
+              help="Retrain finished runs in OUT (without it they are reused, with a note); the old run is "
+                   "replaced only once the new one finished.")
 @click.option("--offline", is_flag=True, help="Never download data.")
 @click.option("--check", is_flag=True,
               help="Check the components' outputs at every step, not only the first of each epoch (same results; "
@@ -98,11 +101,14 @@ def _continue_command(ctx: click.Context) -> str:
                    "Finished runs are kept; the same command with --resume continues.")
 @click.pass_context
 def bench(ctx, methods, dataset, seeds, epochs, batch_size, data_dir, split, phi, imb, imb_type, holdout, subset,
-          device, view_workers, hps, out, resume, offline, check, jobs, threads, time_limit) -> None:
+          device, view_workers, hps, out, resume, overwrite, offline, check, jobs, threads, time_limit) -> None:
     """Run METHODS head-to-head on DATASET over SEEDS and print All/Many/Medium/Few."""
     reg = get_registry()
     warn_failed_plugins(reg)  # one line each, to stderr: a method may be missing because of it
     check_out(Path(out))
+    if resume and overwrite:
+        raise PLLZooError("--overwrite and --resume exclude each other; --overwrite retrains finished runs, "
+                          "--resume keeps them")
     options = DataOptions(data_dir=data_dir, split=split, phi=phi, imb=imb, imb_type=imb_type, download=not offline,
                           holdout=holdout, subset=subset)
     plans = bench_lib.plan(
@@ -129,7 +135,7 @@ def bench(ctx, methods, dataset, seeds, epochs, batch_size, data_dir, split, phi
 
         try:
             rows = bench_lib.execute(reg, plans, out, resume=resume, on_epoch=on_epoch, on_run=on_run, jobs=jobs,
-                                     threads=threads, time_limit=time_limit)
+                                     threads=threads, time_limit=time_limit, overwrite=overwrite)
         except RunsFailed as exc:  # the others finished: their table, then one line naming the failed runs
             failure, rows = exc, exc.rows
         except (checkpoint.Stopped, KeyboardInterrupt) as exc:
@@ -138,19 +144,20 @@ def bench(ctx, methods, dataset, seeds, epochs, batch_size, data_dir, split, phi
             raise _write_error(exc, Path(out), plans) from None
     if stopped is not None:
         _stop(ctx, stopped, Path(out))
-    records = load(out)
-    records = records[records["run"].isin({p.run_id for p in plans})]
-    order = list(dict.fromkeys(p.method.name for p in plans))
-    summary = rep.summary(records, "last", order)
-    if failure is not None:
-        failed = [(setting_label(p.config), p.method.name, p.config["data"]["train_counts"]) for p, _ in failure.failed]
-        summary = rep.with_failures(summary, failed, order)
-    ok = rows[rows["status"] == "ok"]
-    note = f": {len(set(rows['seed']))} seed(s)" + (f", {int(ok['epoch'].iloc[0])} epochs" if len(ok) else "")
-    tables = rep.long_reports(summary, "last", note)
     try:
-        _write_atomic(Path(out) / "summary.csv", rep.to_csv(summary))
-        _write_atomic(Path(out) / "summary.md", "\n".join(rep.to_markdown(t) for t in tables))
+        with bench_lib.results_lock(Path(out)):  # every finished run under --out, as results.csv (bench._write_rows)
+            records = load(out)
+            order = list(dict.fromkeys([p.method.name for p in plans] + list(records["method"])))
+            summary = rep.summary(records, "last", order)
+            if failure is not None:
+                failed = [(setting_label(p.config), p.method.name, p.config["data"]["train_counts"])
+                          for p, _ in failure.failed]
+                summary = rep.with_failures(summary, failed, order)
+            ok = rows[rows["status"] == "ok"]
+            note = f": {len(set(rows['seed']))} seed(s)" + (f", {int(ok['epoch'].iloc[0])} epochs" if len(ok) else "")
+            tables = rep.long_reports(summary, "last", note)
+            _write_atomic(Path(out) / "summary.csv", rep.to_csv(summary))
+            _write_atomic(Path(out) / "summary.md", "\n".join(rep.to_markdown(t) for t in tables))
     except OSError as exc:
         raise _write_error(exc, Path(out), plans) from None
     for t in tables:

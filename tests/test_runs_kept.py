@@ -1,0 +1,163 @@
+"""Finished runs are never lost (issue 13.2): a bench without ``--resume`` reuses a finished run with a note,
+``--overwrite`` retrains it into a temporary folder swapped in only on success, ``results.csv`` and
+``summary.*`` cover every finished run under ``--out``, and a run locked by another live bench is skipped."""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+
+import pandas as pd
+import pytest
+from click.testing import CliRunner
+
+from pllzoo.cli import cli
+from pllzoo.trainer import Trainer
+
+BENCH = ["bench", "--dataset", "synthetic-lt", "--subset", "200", "--batch-size", "64", "--epochs", "1",
+         "--seeds", "1", "--device", "cpu", "--threads", "1"]
+
+
+def _bench(out: Path, *args: str):
+    return CliRunner().invoke(cli, [*BENCH, "--out", str(out), *args])
+
+
+@pytest.fixture(scope="module")
+def finished(tmp_path_factory) -> Path:
+    out = tmp_path_factory.mktemp("kept") / "out"
+    res = _bench(out, "--methods", "proden")
+    assert res.exit_code == 0, res.output
+    return out
+
+
+@pytest.fixture
+def out(finished, tmp_path) -> Path:
+    copy = tmp_path / "out"
+    shutil.copytree(finished, copy)
+    return copy
+
+
+def _run(out: Path) -> Path:
+    (run,) = [p for p in (out / "runs").iterdir() if p.is_dir()]
+    return run
+
+
+def _snapshot(run: Path) -> dict[str, bytes]:
+    return {p.name: p.read_bytes() for p in sorted(run.iterdir())}
+
+
+def test_second_bench_reuses_the_finished_run_with_a_note(out, monkeypatch):
+    run, before = _run(out), _snapshot(_run(out))
+    rows = pd.read_csv(out / "results.csv")
+    monkeypatch.setattr(Trainer, "fit", lambda *a, **k: pytest.fail("a finished run was retrained"))
+    res = _bench(out, "--methods", "proden")
+    assert res.exit_code == 0, res.output
+    notes = [line for line in res.output.splitlines() if "reusing finished run" in line]
+    assert notes == [f"Warning: reusing finished run {run.name}; --overwrite retrains it"]
+    assert _snapshot(run) == before and "Traceback" not in res.output
+    pd.testing.assert_frame_equal(pd.read_csv(out / "results.csv"), rows)
+
+
+def test_overwrite_retrains_and_a_failure_keeps_the_old_run(out, monkeypatch):
+    run, before = _run(out), _snapshot(_run(out))
+    inode = os.stat(run).st_ino
+    seen = []
+
+    def fail(self, resume=False):
+        seen.append(self.run_dir)
+        assert self.run_dir.name.startswith(f".{run.name}.tmp-") and self.run_dir.exists()
+        raise RuntimeError("injected failure")
+
+    with monkeypatch.context() as m:
+        m.setattr(Trainer, "fit", fail)
+        res = _bench(out, "--methods", "proden", "--overwrite")
+    assert res.exit_code == 1 and len(seen) == 1, res.output
+    assert "injected failure" in res.output and "the earlier finished run is kept" in res.output
+    assert "Traceback" not in res.output
+    assert _snapshot(run) == before and sorted(p.name for p in (out / "runs").iterdir()) == [run.name]
+    rows = pd.read_csv(out / "results.csv")
+    assert list(rows["status"]) == ["ok"] and list(rows["run"]) == [run.name]
+
+    res = _bench(out, "--methods", "proden", "--overwrite")  # now it trains: the new run replaces the old
+    assert res.exit_code == 0 and "reusing" not in res.output, res.output
+    assert (run / "done").exists() and sorted(p.name for p in (out / "runs").iterdir()) == [run.name]
+    assert os.stat(run).st_ino != inode  # another folder, swapped in
+    assert list(pd.read_csv(out / "results.csv")["status"]) == ["ok"]
+
+
+def test_unfinished_run_is_retrained_not_deleted_first(out, monkeypatch):
+    run = _run(out)
+    (run / "done").unlink()
+    before = _snapshot(run)
+    with monkeypatch.context() as m:
+        m.setattr(Trainer, "fit", lambda self, resume=False: (_ for _ in ()).throw(KeyboardInterrupt()))
+        res = _bench(out, "--methods", "proden")
+    assert res.exit_code == 130, res.output
+    assert _snapshot(run) == before and sorted(p.name for p in (out / "runs").iterdir()) == [run.name]
+    res = _bench(out, "--methods", "proden")
+    assert res.exit_code == 0 and (run / "done").exists(), res.output
+    assert sorted(p.name for p in (out / "runs").iterdir()) == [run.name]
+
+
+def test_another_method_adds_rows(out):
+    first = pd.read_csv(out / "results.csv")
+    res = _bench(out, "--methods", "cc")
+    assert res.exit_code == 0, res.output
+    rows = pd.read_csv(out / "results.csv")
+    assert list(rows["method"]) == ["cc", "proden"] and set(rows["status"]) == {"ok"}
+    pd.testing.assert_frame_equal(rows[rows["method"] == "proden"].reset_index(drop=True), first,
+                                  check_dtype=False)
+    summary = pd.read_csv(out / "summary.csv")
+    assert set(summary["method"]) == {"cc", "proden"}
+
+
+def test_a_held_lock_skips_the_run_with_one_line(out):
+    run = _run(out)
+    shutil.rmtree(run)  # a run the other bench is training
+    lock = out / "runs" / f"{run.name}.lock"
+    lock.write_text(f"{os.getppid()}\n")  # a live process that is not this one
+    res = _bench(out, "--methods", "proden")
+    assert res.exit_code == 0 and "Traceback" not in res.output, res.output
+    lines = [line for line in res.output.splitlines() if "in use by another bench" in line]
+    assert len(lines) == 1 and f"pid {os.getppid()}" in lines[0] and "skipped" in lines[0]
+    assert not run.exists() and lock.read_text() == f"{os.getppid()}\n"  # not touched
+    assert pd.read_csv(out / "results.csv").empty
+
+
+def test_a_stale_lock_is_taken_over(out):
+    run = _run(out)
+    lock = out / "runs" / f"{run.name}.lock"
+    dead = os.fork() if hasattr(os, "fork") else None
+    if dead == 0:
+        os._exit(0)
+    os.waitpid(dead, 0)
+    lock.write_text(f"{dead}\n")
+    res = _bench(out, "--methods", "proden")
+    assert res.exit_code == 0 and "reusing finished run" in res.output, res.output
+    assert not lock.exists()
+
+
+def test_results_lock_refuses_with_one_line(out):
+    from pllzoo import bench
+    from pllzoo.errors import PLLZooError
+
+    (out / "results.lock").write_text(f"{os.getppid()}\n")
+    with pytest.raises(PLLZooError, match="held by another bench") as info:
+        with bench.results_lock(out, wait_s=0.2):
+            pass
+    assert "\n" not in str(info.value)
+
+
+def test_overwrite_with_jobs_swaps_in_the_worker_runs(out):
+    run = _run(out)
+    inode, rows = os.stat(run).st_ino, pd.read_csv(out / "results.csv")
+    res = _bench(out, "--methods", "proden", "--seeds", "1,2", "--overwrite", "--jobs", "2")
+    assert res.exit_code == 0 and "Traceback" not in res.output, res.output
+    names = sorted(p.name for p in (out / "runs").iterdir())
+    assert len(names) == 2 and run.name in names and not any(n.startswith(".") or n.endswith(".lock") for n in names)
+    assert os.stat(run).st_ino != inode and (run / "done").exists()
+    new = pd.read_csv(out / "results.csv")
+    assert list(new["seed"]) == [1, 2]  # seed 1 retrained the same way (one thread): the same numbers
+    acc = ["acc_all", "acc_many", "acc_medium", "acc_few", "run"]
+    pd.testing.assert_frame_equal(new.iloc[:1][acc], rows[acc], check_dtype=False)
