@@ -1,0 +1,222 @@
+"""Planning a bench: method strings, hyper-parameter overrides (``--hp``), the data of every seed
+and the trainer settings resolved and validated into :class:`RunPlan` objects, before any file is
+written (:func:`plan`).  Part of :mod:`pllzoo.bench`, which re-exports these names.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+import warnings
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+from pllzoo import prefetch
+from pllzoo.components import Method, views_of
+from pllzoo.data.base import DataOptions, PLLData
+from pllzoo.augment import make_view
+from pllzoo.data.holdout import hold_out, subsample
+from pllzoo.data.validate import check_training_set
+from pllzoo.errors import PLLZooError, UnknownNameError
+from pllzoo.hparams import as_dict, check, override
+from pllzoo.registry import Registry
+from pllzoo.results import plugins_env, run_id
+from pllzoo.run import BOOKKEEPING_FIELDS, HASHED_UNLESS_DEFAULT, TrainConfig
+from pllzoo.devices import resolve_device
+
+
+@dataclass
+class RunPlan:
+    method: Method
+    seed: int
+    data: PLLData
+    train: TrainConfig
+    component_overrides: dict[str, str]
+    config: dict[str, Any] = field(default_factory=dict)
+    view_workers: int = 0  # processes computing the strong view ahead (pllzoo.prefetch); 0: in the loop
+    check: bool = False  # check the components' outputs at every step (pllzoo.checks); never in the run id
+    plugins: dict[str, Any] = field(default_factory=dict)  # env.json: plugins, and who supplied each component
+
+    @property
+    def run_id(self) -> str:
+        return run_id(self.config)
+
+
+# A dotted key (``train.lr``, ``slot.field``) and its ``=``, at the start or right after a ``METHOD:`` scope.
+# Registered names hold no ``=`` (components.check_name), so in a mixed scope (``proden+selection=solar.classwise``)
+# every ``=`` follows a slot name after a ``+``: the first match is the key, whatever ``:`` or ``=`` the value holds.
+_KEY = re.compile(r"(?:^|:)\s*([A-Za-z_]\w*(?:\.[A-Za-z_]\w*)+)\s*=")
+
+
+def parse_overrides(pairs: tuple[str, ...] | list[str]) -> dict[str, str]:
+    """``["a.b=1", "proden+selection=solar.classwise:selection.rho_end=0.5", ...]`` →
+    ``{"a.b": "1", "proden+selection=solar.classwise:selection.rho_end": "0.5"}``.
+
+    A pair is ``[METHOD:]key=value``: the key is the first dotted name followed by ``=`` at the
+    start or after a ``:`` (so a mixed method string may scope it, and the value may hold ``=`` or
+    ``:``); a pair with no dotted key splits at its first ``=`` (the key is then reported unknown by
+    :func:`_route`).  A missing ``=`` or an empty key is an error.
+    """
+    out = {}
+    for pair in pairs:
+        found = _KEY.search(pair)
+        if found:
+            scope = re.sub(r"\s*([+=])\s*", r"\1", pair[:found.start()].strip())  # as Registry.method names it
+            key, value = f"{scope}:{found.group(1)}" if scope else found.group(1), pair[found.end():]
+        else:
+            key, _, value = pair.partition("=")
+        if "=" not in pair or not key.strip():
+            raise PLLZooError(f"bad --hp {pair!r}; write key=value, e.g. train.lr=0.05, loss.eta=0.5 or "
+                              f"proden:loss.eta=0.5")
+        out[key.strip()] = value.strip()
+    return out
+
+
+def _scope(key: str, methods: list[Method]) -> tuple[str | None, str]:
+    """Split ``METHOD:rest`` at the longest prefix that is a planned method's name (None: no scope).
+
+    :raises UnknownNameError: a ``:`` scope that names no planned method (one line, listing them).
+    """
+    names = sorted((m.name for m in methods if key.startswith(m.name + ":")), key=len, reverse=True)
+    if names:
+        return names[0], key[len(names[0]) + 1:]
+    if ":" not in key:
+        return None, key
+    scope = key.rpartition(":")[0]
+    raise UnknownNameError(f"--hp {key}: method {scope!r} is not in --methods; "
+                           f"scope one of: {', '.join(m.name for m in methods)}")
+
+
+def _route(overrides: dict[str, str], methods: list[Method], registry: Registry) -> tuple[dict, dict]:
+    """Split overrides into trainer ones and per-method component ones; unknown keys are errors."""
+    train, per_method = {}, {m.name: {} for m in methods}
+    for key, value in overrides.items():
+        scope, rest = _scope(key, methods)
+        if rest.startswith("train."):
+            train[rest[len("train."):]] = value
+            continue
+        targets = [m for m in methods if scope is None or m.name == scope]
+        takers = [m for m in targets if rest in registry.hparam_keys(m)]
+        if not takers:
+            valid = sorted(set().union(*(registry.hparam_keys(m) for m in targets)))
+            fields = [f"train.{f.name}" for f in dataclasses.fields(TrainConfig)]
+            raise UnknownNameError(f"unknown hyper-parameter {key!r}; valid: {', '.join(valid + fields)}")
+        for m in takers:
+            per_method[m.name][rest] = value
+    return train, per_method
+
+
+def train_config(data: PLLData, epochs: int | None, batch_size: int | None, overrides: dict[str, str]) -> TrainConfig:
+    d = data.defaults
+    cfg = TrainConfig(
+        model=d.model, epochs=d.epochs, lr=d.lr, weight_decay=d.weight_decay, momentum=d.momentum,
+        batch_size=d.batch_size, schedule=d.schedule, milestones=tuple(d.milestones),
+    )
+    flags = {k: v for k, v in {"epochs": epochs, "batch_size": batch_size}.items() if v is not None}
+    return check(override(cfg, {**flags, **overrides}, where="train"), "train")  # the dataset's defaults too
+
+
+# On a GPU the PIL views (one sample at a time, on the host) are replaced by their batched tensor twins
+# (pllzoo.augment_batched), unless the run names a view explicitly with --hp train.weak_view/strong_view.
+DEVICE_VIEWS = {"strong": "strong-batched", "simaugment": "simaugment-batched"}
+
+
+def device_views(cfg: TrainConfig, device: str, explicit: dict[str, str]) -> TrainConfig:
+    """``cfg`` with each PIL view not set in ``explicit`` swapped for its batched twin when ``device`` is not the CPU."""
+    if device == "cpu":
+        return cfg
+    swap = {f: DEVICE_VIEWS[getattr(cfg, f)] for f in ("weak_view", "strong_view")
+            if f not in explicit and getattr(cfg, f) in DEVICE_VIEWS}
+    return dataclasses.replace(cfg, **swap)
+
+
+def hashed_train(cfg: TrainConfig) -> dict[str, Any]:
+    """The trainer settings that name a run: all but the bookkeeping ones, and the later additions at their defaults."""
+    defaults = {f.name: f.default for f in dataclasses.fields(TrainConfig)}
+    return {k: v for k, v in as_dict(cfg).items()
+            if k not in BOOKKEEPING_FIELDS and not (k in HASHED_UNLESS_DEFAULT and v == defaults[k])}
+
+
+def carve(data: PLLData, options: DataOptions, seed: int) -> PLLData:
+    """Apply the loader-independent options: ``subset`` (smoke runs), then ``holdout``."""
+    if options.subset is not None:
+        data = subsample(data, options.subset, seed)
+    if options.holdout:
+        data = hold_out(data, options.holdout, seed)
+    return data
+
+
+SEED_LIMIT = 2**32  # numpy's RandomState (the data splits and candidates) takes seeds below it
+
+
+def check_seeds(seeds: list[int]) -> list[int]:
+    """``seeds`` once each, in order (a repeat is dropped with a one-line warning).
+
+    :raises PLLZooError: a seed outside ``0 .. 2**32 - 1`` (one line).
+    """
+    bad = [s for s in seeds if not 0 <= s < SEED_LIMIT]
+    if bad:
+        raise PLLZooError(f"--seeds {bad[0]} is out of range; seeds are integers from 0 to {SEED_LIMIT - 1}")
+    return _once(seeds, lambda s: s, "--seeds", "seed")
+
+
+def _once(items: list, key: Callable[[Any], Any], flag: str, what: str) -> list:
+    """``items`` without repeats (by ``key``), first occurrence kept; one warning names the repeats.
+
+    A repeat would train the same run id twice into the same folder, so it runs once.
+    """
+    kept, seen, repeated = [], set(), []
+    for i in items:
+        if key(i) not in seen:
+            kept.append(i)
+        elif key(i) not in repeated:
+            repeated.append(key(i))
+        seen.add(key(i))
+    if repeated:
+        warnings.warn(f"{flag} lists {what} {', '.join(map(str, repeated))} more than once; each runs once",
+                      stacklevel=3)
+    return kept
+
+
+def plan(
+    registry: Registry, methods: list[str], dataset: str, seeds: list[int], options: DataOptions,
+    epochs: int | None = None, batch_size: int | None = None, hp: dict[str, str] | None = None,
+    device: str = "auto", view_workers: int | None = None, check: bool = False,
+) -> list[RunPlan]:
+    if not methods:
+        raise PLLZooError("no method given; try --methods proden")
+    if not seeds:
+        raise PLLZooError("no seed given; try --seeds 1,2,3")
+    seeds = check_seeds(seeds)
+    recipes = _once([registry.method(m) for m in methods], lambda r: r.name, "--methods", "method")
+    spec = registry.dataset(dataset)
+    train_hp, per_method = _route(hp or {}, recipes, registry)
+    for recipe in recipes:  # instantiate once now: bad values and incompatible mixes fail here
+        registry.build_components(recipe, per_method[recipe.name])
+    resolved_device = str(resolve_device(device))
+    workers = prefetch.resolve_workers(view_workers, resolved_device)
+    plans = []
+    plugins = {recipe.name: plugins_env(registry, recipe) for recipe in recipes}
+    for seed in seeds:
+        data = carve(spec.load(dataclasses.replace(options, seed=seed)), options, seed)
+        cfg = device_views(train_config(data, epochs, batch_size, train_hp), resolved_device, train_hp)
+        for f in ("weak_view", "strong_view"):  # on tabular data too, where the trainer never builds them
+            make_view(getattr(cfg, f), f"train.{f}")
+        check_training_set(data)  # after the checks of the flags: a warning here would precede their error
+        for recipe in recipes:
+            comps = registry.build_components(recipe, per_method[recipe.name], (data.name, data.kind))
+            config = {
+                "method": recipe.name, "dataset": data.name, "seed": seed, "device": resolved_device,
+                "recipe": {s: c.name for s, c in comps.items()},
+                "hparams": {s: as_dict(c.hp) for s, c in comps.items()},
+                "train": hashed_train(cfg),  # see module doc
+                "data": {**as_dict(options), "seed": seed, **data.info, "train_counts": data.train_counts.tolist()},
+            }
+            pooled = workers if prefetch.uses_pool(data.kind, views_of(comps), cfg.strong_view) else 0
+            if pooled:  # another random stream (pllzoo.prefetch); absent otherwise, so older run ids stand
+                config["view_stream"] = "pooled"
+            if resolved_device != "cpu":  # views and permutations drawn on the device (Trainer.generators)
+                config["rng"] = "device"
+            plans.append(RunPlan(recipe, seed, data, cfg, per_method[recipe.name], config, pooled, check,
+                                 plugins[recipe.name]))
+    return plans

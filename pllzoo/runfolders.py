@@ -1,0 +1,158 @@
+"""The run folders of a bench: is a run finished and reusable, locks against a second bench on the
+same run or results, and the atomic swap of a retrained run into place (:mod:`pllzoo.bench`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import warnings
+from pathlib import Path
+from typing import Any
+
+from pllzoo import checkpoint
+from pllzoo.errors import PLLZooError
+from pllzoo.results import DamagedRun, read_log
+
+
+def settle_all(swaps: dict[int, tuple[Path, Path, bool]], finals: list, failed: dict[int, str]) -> None:
+    """Swap in the temporary folders of the --jobs runs that finished; settle the others (:func:`settle`)."""
+    for i in list(swaps):
+        if settle(swaps, i, ok=finals[i] is not None) and i in failed:
+            failed[i] += "; the earlier finished run is kept"
+
+
+def settle(swaps: dict[int, tuple[Path, Path, bool]], i: int, ok: bool, discard: bool = False) -> bool:
+    """Put run ``i``'s temporary folder in place of its run folder when it finished (``ok``) or the old folder
+    held no finished run (a failed or stopped retraining of an unfinished run replaces it, for its error.txt or
+    ``--resume``); otherwise, or with ``discard`` (an interruption), remove the temporary folder.  True when
+    an old finished run was kept."""
+    if i not in swaps:
+        return False
+    tmp, run_dir, old_finished = swaps.pop(i)
+    if not tmp.exists():
+        return old_finished
+    if discard or (old_finished and not ok):
+        shutil.rmtree(tmp, ignore_errors=True)
+        return old_finished
+    aside = tmp.with_name(tmp.name.replace(".tmp-", ".old-", 1))
+    shutil.rmtree(aside, ignore_errors=True)
+    if run_dir.exists():
+        os.replace(run_dir, aside)  # two renames: the run folder is missing for an instant, never half-written
+    os.replace(tmp, run_dir)
+    shutil.rmtree(aside, ignore_errors=True)
+    return False
+
+
+def finished_records(run_dir: Path) -> list[dict[str, Any]] | None:
+    """The records of the finished, undamaged run in ``run_dir`` (as ``report`` reads it), else None; changes nothing."""
+    if not (run_dir / "done").exists():
+        return None
+    try:
+        records = read_log(run_dir)
+        if (run_dir / checkpoint.NAME).exists():
+            checkpoint.quick_check(run_dir / checkpoint.NAME)
+    except (DamagedRun, checkpoint.CheckpointError):
+        return None
+    return records
+
+
+STALE_LOCK_S = 30.0  # a lock file without a PID (its writer died between creating and writing it) after this
+
+
+def take_lock(lock: Path) -> int | str | None:
+    """Create ``lock`` holding this PID (``O_CREAT | O_EXCL``); None when taken, else the holder's PID.
+
+    A lock whose PID is not a live process is stale and taken over."""
+    for _ in range(3):
+        try:
+            fd = os.open(lock, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
+        except FileExistsError:
+            holder = lock_holder(lock)
+            if holder is not None:
+                return holder
+            lock.unlink(missing_ok=True)  # stale
+            continue
+        with os.fdopen(fd, "w") as f:
+            f.write(f"{os.getpid()}\n")
+        return None
+    return "unknown"
+
+
+def lock_holder(lock: Path) -> int | str | None:
+    """The live PID named in ``lock``; None when the lock is stale."""
+    import time
+
+    try:
+        text, age = lock.read_text().strip(), time.time() - lock.stat().st_mtime
+    except FileNotFoundError:
+        return None
+    except OSError:
+        return "unknown"
+    if not text.isdigit():
+        return None if age > STALE_LOCK_S else "unknown"
+    pid = int(text)
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return None
+    except OSError:  # alive, another user's
+        pass
+    return pid
+
+
+@contextlib.contextmanager
+def results_lock(out: Path, wait_s: float = 120.0):
+    """Hold ``OUT/results.lock`` (waiting up to ``wait_s`` for another bench) while the tables are rebuilt.
+
+    :raises PLLZooError: one line, when another live bench holds it that long."""
+    import time
+
+    lock, start = Path(out) / "results.lock", time.monotonic()
+    while (holder := take_lock(lock)) is not None:
+        if time.monotonic() - start > wait_s:
+            raise PLLZooError(f"{lock} is held by another bench (pid {holder}) for over {wait_s:g} s; "
+                              f"rerun when it is done (or remove the file if no bench runs)")
+        time.sleep(0.05)
+    try:
+        yield
+    finally:
+        lock.unlink(missing_ok=True)
+
+
+def reusable(run_dir: Path) -> list[dict[str, Any]] | None:
+    """With ``resume``: the records of a finished, undamaged run; otherwise None, and the run resumes from its
+    checkpoint or retrains.
+
+    Damage is one warning line naming the run and what is wrong: a finished run's log that is not whole
+    (:func:`pllzoo.results.read_log`; the run resumes from its checkpoint, which holds every record, or
+    retrains), or a checkpoint that cannot be used (:func:`pllzoo.checkpoint.read_checkpoint`; a finished
+    run's only gets :func:`~pllzoo.checkpoint.quick_check`): it is kept as ``checkpoint.pt.damaged`` and the
+    run retrains from the start.
+    """
+    path, done = run_dir / checkpoint.NAME, (run_dir / "done").exists()
+    log_problem = ckpt_problem = None
+    if done:
+        try:
+            records = read_log(run_dir)
+        except DamagedRun as exc:
+            log_problem = str(exc)
+    if path.exists():
+        try:
+            (checkpoint.quick_check if done and log_problem is None else checkpoint.read_checkpoint)(path)
+        except checkpoint.CheckpointError as exc:
+            ckpt_problem = str(exc)
+    if done and log_problem is None and ckpt_problem is None:
+        return records
+    if ckpt_problem is not None:
+        path.replace(run_dir / f"{checkpoint.NAME}.damaged")
+    (run_dir / "done").unlink(missing_ok=True)
+    if log_problem is not None:
+        then = ("resuming it from its checkpoint" if path.exists() else
+                "its checkpoint is unusable too: retraining it" if ckpt_problem else "no checkpoint: retraining it")
+        warnings.warn(f"{log_problem}; {then}")
+    elif ckpt_problem is not None:
+        warnings.warn(f"{ckpt_problem}; retraining the run from the start (the file is kept as "
+                      f"{checkpoint.NAME}.damaged)")
+    return None
