@@ -54,6 +54,26 @@ def registry():
     reset_registry()
 
 
+def finished_bench(tmp_path_factory, name: str, args: list[str]) -> Path:
+    """``pllzoo bench ARGS --out <new folder>`` that must succeed: a finished bench folder for a module's tests
+    (tests damage, resume or re-run copies of it, :func:`copied`)."""
+    from click.testing import CliRunner
+
+    from pllzoo.cli import cli
+
+    out = tmp_path_factory.mktemp(name) / "out"
+    res = CliRunner().invoke(cli, [*args, "--out", str(out)])
+    assert res.exit_code == 0, res.output
+    return out
+
+
+def copied(folder: Path, tmp_path: Path) -> Path:
+    """A copy of ``folder`` at ``tmp_path / "out"`` for one test to change."""
+    import shutil
+
+    return Path(shutil.copytree(folder, tmp_path / "out"))
+
+
 def make_tiny_data(n: int = 96, k: int = 4, d: int = 6, seed: int = 0, phi: float = 0.3):
     """A tiny tabular PLL problem: separable Gaussian classes, uniform candidates."""
     from pllzoo.data.base import PLLData, TrainDefaults

@@ -8,7 +8,6 @@ a truncated, empty or garbage ``log.jsonl``, a log missing its last epochs, a tr
 from __future__ import annotations
 
 import json
-import shutil
 from pathlib import Path
 
 import pandas as pd
@@ -17,6 +16,7 @@ import torch
 from click.testing import CliRunner
 
 from pllzoo.cli import cli
+from conftest import copied, finished_bench
 
 BENCH = ["bench", "--methods", "proden", "--dataset", "synthetic-lt", "--subset", "200", "--batch-size", "64",
          "--epochs", "2", "--seeds", "1,2", "--device", "cpu", "--threads", "1"]  # one thread: --jobs runs match
@@ -26,17 +26,12 @@ DATA_NOTE = "Warning: synthetic-lt:"  # the data check's note on the tiny subset
 @pytest.fixture(scope="module")
 def finished(tmp_path_factory) -> Path:
     """A finished bench folder with two runs (seeds 1 and 2); tests damage copies of the first."""
-    out = tmp_path_factory.mktemp("damaged") / "out"
-    res = CliRunner().invoke(cli, [*BENCH, "--out", str(out)])
-    assert res.exit_code == 0, res.output
-    return out
+    return finished_bench(tmp_path_factory, "damaged", BENCH)
 
 
 @pytest.fixture
 def out(finished, tmp_path) -> Path:
-    copy = tmp_path / "out"
-    shutil.copytree(finished, copy)
-    return copy
+    return copied(finished, tmp_path)
 
 
 def _first(out: Path) -> Path:

@@ -13,6 +13,7 @@ import pytest
 from click.testing import CliRunner
 
 from pllzoo.cli import cli
+from conftest import copied, finished_bench
 from pllzoo.trainer import Trainer
 
 BENCH = ["bench", "--dataset", "synthetic-lt", "--subset", "200", "--batch-size", "64", "--epochs", "1",
@@ -25,17 +26,12 @@ def _bench(out: Path, *args: str):
 
 @pytest.fixture(scope="module")
 def finished(tmp_path_factory) -> Path:
-    out = tmp_path_factory.mktemp("kept") / "out"
-    res = _bench(out, "--methods", "proden")
-    assert res.exit_code == 0, res.output
-    return out
+    return finished_bench(tmp_path_factory, "kept", [*BENCH, "--methods", "proden"])
 
 
 @pytest.fixture
 def out(finished, tmp_path) -> Path:
-    copy = tmp_path / "out"
-    shutil.copytree(finished, copy)
-    return copy
+    return copied(finished, tmp_path)
 
 
 def _run(out: Path) -> Path:

@@ -7,7 +7,6 @@ from __future__ import annotations
 import json
 import os
 import pickle
-import shutil
 from pathlib import Path
 
 import pytest
@@ -16,6 +15,7 @@ from click.testing import CliRunner
 
 from pllzoo import checkpoint
 from pllzoo.cli import cli
+from conftest import copied, finished_bench
 
 BENCH = ["bench", "--methods", "proden", "--dataset", "synthetic-lt", "--subset", "200", "--batch-size", "64",
          "--epochs", "2", "--seeds", "1", "--device", "cpu"]
@@ -25,17 +25,12 @@ DATA_NOTE = "Warning: synthetic-lt:"  # the data check's note on the tiny subset
 @pytest.fixture(scope="module")
 def finished(tmp_path_factory) -> Path:
     """A finished bench folder (one run); tests tamper with copies of it."""
-    out = tmp_path_factory.mktemp("safe") / "out"
-    res = CliRunner().invoke(cli, [*BENCH, "--out", str(out)])
-    assert res.exit_code == 0, res.output
-    return out
+    return finished_bench(tmp_path_factory, "safe", BENCH)
 
 
 @pytest.fixture
 def out(finished, tmp_path) -> Path:
-    copy = tmp_path / "out"
-    shutil.copytree(finished, copy)
-    return copy
+    return copied(finished, tmp_path)
 
 
 def _run(out: Path) -> Path:
