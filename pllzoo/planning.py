@@ -19,6 +19,7 @@ from pllzoo.data.holdout import hold_out, subsample
 from pllzoo.data.validate import check_training_set
 from pllzoo.errors import PLLZooError, UnknownNameError
 from pllzoo.hparams import as_dict, check, override
+from pllzoo.models import MODELS, list_models
 from pllzoo.registry import Registry
 from pllzoo.results import plugins_env, run_id
 from pllzoo.run import BOOKKEEPING_FIELDS, HASHED_UNLESS_DEFAULT, TrainConfig
@@ -113,7 +114,10 @@ def train_config(data: PLLData, epochs: int | None, batch_size: int | None, over
         batch_size=d.batch_size, schedule=d.schedule, milestones=tuple(d.milestones),
     )
     flags = {k: v for k, v in {"epochs": epochs, "batch_size": batch_size}.items() if v is not None}
-    return check(override(cfg, {**flags, **overrides}, where="train"), "train")  # the dataset's defaults too
+    cfg = check(override(cfg, {**flags, **overrides}, where="train"), "train")  # the dataset's defaults too
+    if cfg.model not in MODELS:  # before any run starts, not as a failed run
+        raise UnknownNameError(f"unknown model {cfg.model!r} (train.model); valid: {', '.join(list_models())}")
+    return cfg
 
 
 # On a GPU the PIL views (one sample at a time, on the host) are replaced by their batched tensor twins

@@ -190,6 +190,7 @@ CASES = [
     Case("bad hp syntax", lambda c: _good(c, "--hp", "train.lr"), 1, "bad --hp 'train.lr'"),
     Case("hp out of range", lambda c: _good(c, "--hp", "train.lr=-0.5"), 1, "bad value for train.lr: -0.5"),
     Case("hp not a number", lambda c: _good(c, "--hp", "train.lr=fast"), 1, "train.lr"),
+    Case("unknown model", lambda c: _good(c, "--hp", "train.model=nope"), 2, "unknown model 'nope'"),
     Case("epochs 0", lambda c: _good(c, "--epochs", "0"), 1, "train.epochs"),
     Case("incompatible recipe", lambda c: _good(c, "--methods", "valen+estimator=solar.prior"), 1, "solar.prior"),
     Case("time limit 0", lambda c: _good(c, "--time-limit", "0"), 2, "--time-limit"),
