@@ -66,6 +66,7 @@ from typing import Any, Callable
 from pllzoo import checkpoint
 from pllzoo.checkpoint import TIME_LIMIT_EXIT, Stopped
 from pllzoo.errors import PLLZooError
+from pllzoo.plugins import one_line
 from pllzoo.threads import default_threads, set_threads
 
 POLL_S = 0.2  # the parent's longest wait between looks at its workers
@@ -87,8 +88,8 @@ def plugin_specs(registry) -> list[tuple[str, str, Any]]:
             specs.append((name, "object", pickle.dumps(plugin)))
         except Exception as exc:
             raise PLLZooError(
-                f"plugin {name!r} cannot be sent to --jobs worker processes ({type(exc).__name__}: "
-                f"{_first_line(exc)}); define it in an importable module or use --jobs 1") from None
+                f"plugin {name!r} cannot be sent to --jobs worker processes ({one_line(exc)}); "
+                "define it in an importable module or use --jobs 1") from None
     return specs
 
 
@@ -107,15 +108,11 @@ def _rebuild_registry(specs: list[tuple[str, str, Any]]):
     return Registry.build(pm, infos)
 
 
-def _first_line(exc: BaseException) -> str:
-    return (str(exc).strip().splitlines() or [""])[0]
-
-
 def describe(exc: BaseException) -> str:
-    """One line: a user error's message, else ``Type: message``."""
+    """One line: a user error's message, else ``Type: message`` (:func:`pllzoo.plugins.one_line`)."""
     if isinstance(exc, PLLZooError):
-        return _first_line(exc)
-    return f"{type(exc).__name__}: {_first_line(exc)}" if _first_line(exc) else type(exc).__name__
+        return (str(exc).strip().splitlines() or [""])[0]
+    return one_line(exc)
 
 
 def record_failure(run_dir: Path, exc: BaseException) -> str:

@@ -54,24 +54,38 @@ def registry():
     reset_registry()
 
 
-def finished_bench(tmp_path_factory, name: str, args: list[str]) -> Path:
-    """``pllzoo bench ARGS --out <new folder>`` that must succeed: a finished bench folder for a module's tests
-    (tests damage, resume or re-run copies of it, :func:`copied`)."""
+DATA_NOTE = "Warning: synthetic-lt:"  # the data check's note on a tiny --subset, not about a run folder
+
+
+def one_line_about(output: str, prefix: str, run: Path) -> str:
+    """The one ``Error:``/``Warning:`` line (``prefix``) of a command's ``output``, which names ``run``;
+    no traceback, and synthetic-lt's own data note on a tiny subset aside."""
+    assert "Traceback" not in output, output
+    lines = [line for line in output.splitlines() if line.startswith(prefix) and not line.startswith(DATA_NOTE)]
+    assert len(lines) == 1, output
+    assert run.name in lines[0], lines[0]
+    return lines[0]
+
+
+@pytest.fixture(scope="module")
+def finished(tmp_path_factory, request) -> Path:
+    """A finished bench folder, made once per module by ``pllzoo bench <module's FINISHED_ARGS> --out ...``."""
     from click.testing import CliRunner
 
     from pllzoo.cli import cli
 
-    out = tmp_path_factory.mktemp(name) / "out"
-    res = CliRunner().invoke(cli, [*args, "--out", str(out)])
+    out = tmp_path_factory.mktemp(request.module.__name__.rpartition(".")[2]) / "out"
+    res = CliRunner().invoke(cli, [*request.module.FINISHED_ARGS, "--out", str(out)])
     assert res.exit_code == 0, res.output
     return out
 
 
-def copied(folder: Path, tmp_path: Path) -> Path:
-    """A copy of ``folder`` at ``tmp_path / "out"`` for one test to change."""
+@pytest.fixture
+def out(finished, tmp_path) -> Path:
+    """A copy of the module's finished bench folder for one test to damage, resume or re-run."""
     import shutil
 
-    return Path(shutil.copytree(folder, tmp_path / "out"))
+    return Path(shutil.copytree(finished, tmp_path / "out"))
 
 
 def make_tiny_data(n: int = 96, k: int = 4, d: int = 6, seed: int = 0, phi: float = 0.3):

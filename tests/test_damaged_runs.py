@@ -16,22 +16,13 @@ import torch
 from click.testing import CliRunner
 
 from pllzoo.cli import cli
-from conftest import copied, finished_bench
+from conftest import DATA_NOTE, one_line_about
 
 BENCH = ["bench", "--methods", "proden", "--dataset", "synthetic-lt", "--subset", "200", "--batch-size", "64",
          "--epochs", "2", "--seeds", "1,2", "--device", "cpu", "--threads", "1"]  # one thread: --jobs runs match
-DATA_NOTE = "Warning: synthetic-lt:"  # the data check's note on the tiny subset, not about the run folder
 
 
-@pytest.fixture(scope="module")
-def finished(tmp_path_factory) -> Path:
-    """A finished bench folder with two runs (seeds 1 and 2); tests damage copies of the first."""
-    return finished_bench(tmp_path_factory, "damaged", BENCH)
-
-
-@pytest.fixture
-def out(finished, tmp_path) -> Path:
-    return copied(finished, tmp_path)
+FINISHED_ARGS = BENCH  # conftest.finished: two runs (seeds 1 and 2); tests damage copies of the first
 
 
 def _first(out: Path) -> Path:
@@ -73,39 +64,30 @@ DAMAGE = {
 }
 
 
-def _one_line(output: str, prefix: str, run: Path) -> str:
-    """The one ``Error:``/``Warning:`` line of ``output`` (synthetic-lt's data note aside); it names ``run``."""
-    assert "Traceback" not in output, output
-    lines = [line for line in output.splitlines() if line.startswith(prefix) and not line.startswith(DATA_NOTE)]
-    assert len(lines) == 1, output
-    assert run.name in lines[0], lines[0]
-    return lines[0]
-
-
 def _records(run: Path) -> list[dict]:
     return [{k: v for k, v in json.loads(line).items() if k != "wall_s"} for line in _lines(run)]
 
 
 @pytest.mark.parametrize("case", DAMAGE)
-def test_report_leaves_a_damaged_run_out_with_one_line(out, tmp_path, case):
+def test_report_leaves_a_damaged_run_out_withone_line_about(out, tmp_path, case):
     damage, says, _ = DAMAGE[case]
     run = _first(out)
     damage(run)
     res = CliRunner().invoke(cli, ["report", str(out), "--csv", str(tmp_path / "s.csv")])
     assert res.exit_code == 0, res.output
-    line = _one_line(res.output, "Warning:", run)
+    line = one_line_about(res.output, "Warning:", run)
     assert "left out" in line and "damaged run" in line and says in line
     assert list(pd.read_csv(tmp_path / "s.csv")["n"]) == [1]  # the other seed only
 
 
 @pytest.mark.parametrize("case", DAMAGE)
-def test_evaluate_refuses_a_damaged_run_with_one_line(out, case):
+def test_evaluate_refuses_a_damaged_run_withone_line_about(out, case):
     damage, says, _ = DAMAGE[case]
     run = _first(out)
     damage(run)
     res = CliRunner().invoke(cli, ["evaluate", str(run), "--device", "cpu"])
     assert res.exit_code == 1
-    assert says in _one_line(res.output, "Error:", run)
+    assert says in one_line_about(res.output, "Error:", run)
 
 
 @pytest.mark.parametrize("case", DAMAGE)
@@ -117,7 +99,7 @@ def test_resume_redoes_a_damaged_finished_run_with_one_note(out, case):
     damage(run)
     res = CliRunner().invoke(cli, [*BENCH, "--out", str(out), "--resume"])
     assert res.exit_code == 0, res.output
-    line = _one_line(res.output, "Warning:", run)
+    line = one_line_about(res.output, "Warning:", run)
     assert says in line and then in line
     assert (run / "done").exists() and _records(run) == before
     acc = ["method", "seed", "epoch", "acc_all", "acc_many", "acc_medium", "acc_few"]
@@ -139,7 +121,7 @@ def test_resume_of_a_finished_run_with_its_log_and_checkpoint_damaged_retrains(o
     _cut_checkpoint(run)
     res = CliRunner().invoke(cli, [*BENCH, "--out", str(out), "--resume"])
     assert res.exit_code == 0, res.output
-    line = _one_line(res.output, "Warning:", run)
+    line = one_line_about(res.output, "Warning:", run)
     assert "is not a JSON record" in line and "checkpoint is unusable too: retraining it" in line
     assert (run / "done").exists() and _records(run) == before
 
@@ -153,7 +135,7 @@ def test_resume_of_an_unfinished_run_with_a_damaged_checkpoint_retrains(out, cas
     damage(run)
     res = CliRunner().invoke(cli, [*BENCH, "--out", str(out), "--resume"])
     assert res.exit_code == 0, res.output
-    assert says in _one_line(res.output, "Warning:", run)
+    assert says in one_line_about(res.output, "Warning:", run)
     assert (run / "done").exists() and _records(run) == before
 
 
@@ -164,7 +146,7 @@ def test_evaluate_refuses_a_checkpoint_that_is_not_the_final_one(out):
     torch.save(ckpt, run / "checkpoint.pt")
     res = CliRunner().invoke(cli, ["evaluate", str(run), "--device", "cpu"])
     assert res.exit_code == 1
-    assert "not the run's final checkpoint" in _one_line(res.output, "Error:", run)
+    assert "not the run's final checkpoint" in one_line_about(res.output, "Error:", run)
 
 
 @pytest.mark.parametrize("command", ["report", "evaluate"])
@@ -173,7 +155,7 @@ def test_a_garbage_config_is_a_damaged_run(out, command):
     (run / "config.json").write_text("{not json")
     res = CliRunner().invoke(cli, [command, str(out if command == "report" else run)])
     assert res.exit_code == (0 if command == "report" else 1), res.output
-    line = _one_line(res.output, "Warning:" if command == "report" else "Error:", run)
+    line = one_line_about(res.output, "Warning:" if command == "report" else "Error:", run)
     assert "config.json" in line and "damaged run" in line
 
 
@@ -183,5 +165,5 @@ def test_with_jobs_the_damage_is_found_before_the_workers_start(out):
     _drop_last_epoch(run)
     res = CliRunner().invoke(cli, [*BENCH, "--out", str(out), "--resume", "--jobs", "2"])
     assert res.exit_code == 0, res.output
-    assert "ends at epoch 1 of 2" in _one_line(res.output, "Warning:", run)
+    assert "ends at epoch 1 of 2" in one_line_about(res.output, "Warning:", run)
     assert (run / "done").exists() and _records(run) == before

@@ -13,7 +13,6 @@ import pytest
 from click.testing import CliRunner
 
 from pllzoo.cli import cli
-from conftest import copied, finished_bench
 from pllzoo.trainer import Trainer
 
 BENCH = ["bench", "--dataset", "synthetic-lt", "--subset", "200", "--batch-size", "64", "--epochs", "1",
@@ -24,14 +23,7 @@ def _bench(out: Path, *args: str):
     return CliRunner().invoke(cli, [*BENCH, "--out", str(out), *args])
 
 
-@pytest.fixture(scope="module")
-def finished(tmp_path_factory) -> Path:
-    return finished_bench(tmp_path_factory, "kept", [*BENCH, "--methods", "proden"])
-
-
-@pytest.fixture
-def out(finished, tmp_path) -> Path:
-    return copied(finished, tmp_path)
+FINISHED_ARGS = [*BENCH, "--methods", "proden"]  # conftest.finished / out
 
 
 def _run(out: Path) -> Path:

@@ -15,22 +15,13 @@ from click.testing import CliRunner
 
 from pllzoo import checkpoint
 from pllzoo.cli import cli
-from conftest import copied, finished_bench
+from conftest import one_line_about
 
 BENCH = ["bench", "--methods", "proden", "--dataset", "synthetic-lt", "--subset", "200", "--batch-size", "64",
          "--epochs", "2", "--seeds", "1", "--device", "cpu"]
-DATA_NOTE = "Warning: synthetic-lt:"  # the data check's note on the tiny subset, not about the run folder
 
 
-@pytest.fixture(scope="module")
-def finished(tmp_path_factory) -> Path:
-    """A finished bench folder (one run); tests tamper with copies of it."""
-    return finished_bench(tmp_path_factory, "safe", BENCH)
-
-
-@pytest.fixture
-def out(finished, tmp_path) -> Path:
-    return copied(finished, tmp_path)
+FINISHED_ARGS = BENCH  # conftest.finished: one run; tests tamper with copies of it
 
 
 def _run(out: Path) -> Path:
@@ -73,15 +64,6 @@ def _records(run: Path) -> list[dict]:
             for line in (run / "log.jsonl").read_text().splitlines()]
 
 
-def _one_line(output: str, prefix: str, run: Path) -> str:
-    """The one ``Error:``/``Warning:`` line about ``run`` (synthetic-lt's own data warnings aside)."""
-    assert "Traceback" not in output, output
-    lines = [line for line in output.splitlines() if line.startswith(prefix) and not line.startswith(DATA_NOTE)]
-    assert len(lines) == 1, output
-    assert run.name in lines[0], lines[0]
-    return lines[0]
-
-
 @pytest.mark.parametrize("how", ["torch-open", "pickle-open", "pickle-system"])
 def test_the_crafted_payload_really_runs_under_plain_pickle(how, tmp_path):
     """The payloads below are live: plain unpickling creates the file (so the tests that follow can fail)."""
@@ -100,7 +82,7 @@ def test_evaluate_refuses_a_crafted_pickle_and_runs_nothing(out, tmp_path, how):
     _craft(how, run / "checkpoint.pt", marker)
     res = CliRunner().invoke(cli, ["evaluate", str(run), "--device", "cpu"])
     assert res.exit_code == 1
-    line = _one_line(res.output, "Error:", run)
+    line = one_line_about(res.output, "Error:", run)
     assert "not a pllzoo checkpoint" in line and "refused without running" in line
     assert not marker.exists()
 
@@ -113,7 +95,7 @@ def test_resume_refuses_a_crafted_pickle_runs_nothing_and_retrains(out, tmp_path
     _craft(how, run / "checkpoint.pt", marker)
     res = CliRunner().invoke(cli, [*BENCH, "--out", str(out), "--resume"])
     assert res.exit_code == 0, res.output
-    line = _one_line(res.output, "Warning:", run)
+    line = one_line_about(res.output, "Warning:", run)
     assert ("not a pllzoo checkpoint" in line or "damaged checkpoint" in line) and "retraining" in line
     assert not marker.exists()
     assert (run / "done").exists() and (run / "checkpoint.pt.damaged").exists()
@@ -173,7 +155,7 @@ def test_evaluate_refuses_a_checkpoint_that_does_not_fit(out, case):
     _rewrite(run / "checkpoint.pt", change)
     res = CliRunner().invoke(cli, ["evaluate", str(run), "--device", "cpu"])
     assert res.exit_code == 1
-    assert expected in _one_line(res.output, "Error:", run)
+    assert expected in one_line_about(res.output, "Error:", run)
 
 
 @pytest.mark.parametrize("case", ["older pllzoo", "version", "missing keys"])
@@ -185,7 +167,7 @@ def test_resume_retrains_a_run_whose_checkpoint_is_refused(out, case):
     _rewrite(run / "checkpoint.pt", change)
     res = CliRunner().invoke(cli, [*BENCH, "--out", str(out), "--resume"])
     assert res.exit_code == 0, res.output
-    line = _one_line(res.output, "Warning:", run)
+    line = one_line_about(res.output, "Warning:", run)
     assert expected in line and "retraining the run from the start" in line
     assert _records(run) == records
 
@@ -196,4 +178,4 @@ def test_resume_with_a_checkpoint_of_another_run_is_one_failed_run(out):
     _rewrite(run / "checkpoint.pt", _other_model)
     res = CliRunner().invoke(cli, [*BENCH, "--out", str(out), "--resume"])
     assert res.exit_code == 1 and "Traceback" not in res.output
-    assert "checkpoint does not match this run" in _one_line(res.output, "Error:", run)
+    assert "checkpoint does not match this run" in one_line_about(res.output, "Error:", run)
