@@ -42,6 +42,10 @@ def compile_model(model: torch.nn.Module, mode: str) -> None:
     the data (SoLar's mixup over the reliable rows) run compiled without graphs rather than
     recording one graph per size.  Each step starts with ``cudagraph_mark_step_begin``
     (:meth:`Trainer.step`), so graph outputs of the previous step may be overwritten.
+
+    Experimental: on an H100 (torch 2.11) SoLar's step, which calls the network two or three times
+    before one backward, fails in ``backward`` under ``reduce-overhead`` (a saved [512] tensor is
+    modified in place; ``benchmarks/gpu/README.md``, second H100 session).  ``default`` is unaffected.
     """
     if mode == "reduce-overhead":
         import torch._inductor.config as inductor_config

@@ -36,8 +36,9 @@ class TrainConfig:
     checkpoint_every: int = hp(0, "bookkeeping: checkpoint every N epochs (0: off); always at a stage's end", ge=0)
     checkpoint_minutes: float = hp(10.0, "bookkeeping: checkpoint once M minutes passed since the last one (0: off)",
                                   ge=0)
-    compile: str = hp("none", "torch.compile the network: none | default | reduce-overhead (CUDA graphs)",
-                      choices=("none", "default", "reduce-overhead"))
+    compile: str = hp("none", "torch.compile the network: none | default | reduce-overhead (CUDA graphs; "
+                      "experimental: fails on CUDA for steps that call the network more than once before "
+                      "backward, benchmarks/gpu/README.md)", choices=("none", "default", "reduce-overhead"))
 
 
 BOOKKEEPING_FIELDS = frozenset({"checkpoint_every", "checkpoint_minutes"})

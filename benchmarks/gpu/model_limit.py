@@ -1,6 +1,12 @@
 """ResNet-18 (CIFAR stem) training-step throughput on a GPU: eager vs torch.compile, batch 256 and 512.
 
     python benchmarks/gpu/model_limit.py [--runs eager:256,eager:512,default:256,reduce-overhead:256]
+    python benchmarks/gpu/model_limit.py --runs reduce-overhead:256:2,reduce-overhead:256:2:nocudnn,...
+
+A run is ``mode:batch[:calls[:variant]]``: ``calls`` network calls (different inputs, as SoLar's weak
+and strong views) before one backward; ``variant`` ``nocudnn`` (cuDNN off) or ``notrees`` (inductor's
+CUDA graphs without cudagraph trees), to find which one lets CUDA graphs run the trainer's step.
+A failing run prints its error and the next one goes on.
 
 Random float inputs already on the device, channels-last, bf16 autocast, SGD with momentum; 5 warm-up
 steps (which include compilation), then 30 timed steps.  It answers one question: is a step of this
@@ -18,18 +24,21 @@ import torch
 from pllzoo.models import build_model
 
 
-def bench(mode: str, bs: int, steps: int = 30) -> float:
+def bench(mode: str, bs: int, calls: int = 1, steps: int = 30) -> float:
     d = torch.device("cuda")
+    torch._dynamo.reset()
     net = build_model("resnet18", 10, (3, 32, 32)).to(d).to(memory_format=torch.channels_last).train()
     if mode != "eager":
         net.compile(mode=mode)
     opt = torch.optim.SGD(net.parameters(), lr=0.01, momentum=0.9)
-    x = torch.randn(bs, 3, 32, 32, device=d).contiguous(memory_format=torch.channels_last)
+    xs = [torch.randn(bs, 3, 32, 32, device=d).contiguous(memory_format=torch.channels_last) for _ in range(calls)]
     y = torch.randint(0, 10, (bs,), device=d)
 
     def one() -> None:
+        if mode == "reduce-overhead":
+            torch.compiler.cudagraph_mark_step_begin()
         with torch.autocast("cuda", dtype=torch.bfloat16):
-            loss = torch.nn.functional.cross_entropy(net(x).float(), y)
+            loss = sum(torch.nn.functional.cross_entropy(net(x).float(), y) for x in xs)
         opt.zero_grad(set_to_none=True)
         loss.backward()
         opt.step()
@@ -43,17 +52,25 @@ def bench(mode: str, bs: int, steps: int = 30) -> float:
     for _ in range(steps):
         one()
     torch.cuda.synchronize()
-    rate = bs * steps / (time.perf_counter() - t)
-    print(f"{mode} bs={bs}: {rate:,.0f} img/s (warm-up {warm:.1f} s)", flush=True)
+    rate = bs * calls * steps / (time.perf_counter() - t)
+    print(f"{mode} bs={bs} calls={calls}: {rate:,.0f} img/s (warm-up {warm:.1f} s)", flush=True)
     return rate
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--runs", default="eager:256,eager:512,default:256,reduce-overhead:256")
+    import torch._inductor.config as inductor_config
+
     for run in ap.parse_args().runs.split(","):
-        mode, bs = run.split(":")
-        bench(mode, int(bs))
+        parts = run.split(":")
+        mode, bs, calls, variant = parts[0], parts[1], parts[2] if len(parts) > 2 else "1", ":".join(parts[3:])
+        torch.backends.cudnn.enabled = variant != "nocudnn"
+        inductor_config.triton.cudagraph_trees = variant != "notrees"
+        try:
+            bench(mode, int(bs), int(calls))
+        except Exception as exc:  # noqa: BLE001 - a diagnostic: report and go on
+            print(f"{run}: FAILED {type(exc).__name__}: {str(exc).splitlines()[0]}", flush=True)
 
 
 if __name__ == "__main__":
