@@ -74,6 +74,19 @@ def _float_of_shape(slot: str, comp: Component, hook: str, value: object, what: 
     return t
 
 
+def check_offset(slot: str, comp: Component, offset: object, logits: torch.Tensor, values: bool) -> None:
+    """A logit offset: float ``[K]`` or ``[B, K]`` (``logits`` is ``[B, K]``); with ``values``: finite."""
+    hook = "pllzoo_logit_offset"
+    t = _tensor(slot, comp, hook, offset, f"float offset [K] or {_shape(logits)}")
+    if t.shape not in (logits.shape, logits.shape[1:]):
+        raise _bad(slot, comp, hook, f"returned an offset of shape {_shape(t)}, expected [{logits.shape[1]}] "
+                   f"or {_shape(logits)}")
+    if not t.is_floating_point():
+        raise _bad(slot, comp, hook, f"returned an offset of dtype {t.dtype}, expected a float dtype")
+    if values and not bool(torch.isfinite(t).all()):
+        raise _bad(slot, comp, hook, "returned a non-finite offset (NaN or inf)")
+
+
 def check_targets(slot: str, comp: Component, targets: object, candidates: torch.Tensor, values: bool) -> None:
     """Targets of a batch: float ``[B, K]``; with ``values``: finite, ≥ 0, 0 outside ``candidates``
     (float ``[B, K]``), rows summing to 1."""

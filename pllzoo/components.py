@@ -134,27 +134,45 @@ def implemented_hooks(comp: Component) -> frozenset[str]:
     return frozenset(found)
 
 
-def stage_planner(method_name: str, components: Mapping[str, Component]) -> str | None:
-    """The slot of the one component that plans stages (implements ``pllzoo_stages``), or None.
+#: run hooks answered by at most one component of a run, in any slot: {hook: (what it decides, what a run has one of)}
+SINGLE_HOOKS: dict[str, tuple[str, str]] = {
+    "pllzoo_stages": ("plan training stages", "plan"),
+    "pllzoo_logit_offset": ("offset the logits that label updates read", "offset"),
+}
 
-    The rule: a run follows one stage plan.  Stages re-initialise the model, optimizer and state, so two
-    plans (VALEN's warm-up, SoLar's pre-estimation) cannot be merged without changing either method;
-    a recipe in which two components plan stages is refused, naming both.
+
+def single_answerers(method_name: str, components: Mapping[str, Component]) -> dict[str, str]:
+    """``{hook: slot}`` of the one component implementing each of :data:`SINGLE_HOOKS`.
+
+    The rule: a run follows one stage plan and one logit offset.  Stages re-initialise the model,
+    optimizer and state, so two plans (VALEN's warm-up, SoLar's pre-estimation) cannot be merged
+    without changing either method; two offsets (two prior estimates) would each debias the other.
+    A recipe in which two components implement one of them is refused, naming both.
     """
-    planners = [(slot, c) for slot, c in components.items() if "pllzoo_stages" in implemented_hooks(c)]
-    if len(planners) > 1:
-        (s1, c1), (s2, c2) = planners[:2]
-        raise PLLZooError(
-            f"incompatible recipe {method_name!r}: {s1} {label(c1)!r} and {s2} {label(c2)!r} both plan training "
-            "stages (pllzoo_stages); a run follows one plan"
-        )
-    return planners[0][0] if planners else None
+    found = {}
+    for hook, (what, one) in SINGLE_HOOKS.items():
+        owners = [(slot, c) for slot, c in components.items() if hook in implemented_hooks(c)]
+        if len(owners) > 1:
+            (s1, c1), (s2, c2) = owners[:2]
+            raise PLLZooError(
+                f"incompatible recipe {method_name!r}: {s1} {label(c1)!r} and {s2} {label(c2)!r} both {what} "
+                f"({hook}); a run follows one {one}"
+            )
+        if owners:
+            found[hook] = owners[0][0]
+    return found
+
+
+def stage_planner(method_name: str, components: Mapping[str, Component]) -> str | None:
+    """The slot of the one component that plans stages (implements ``pllzoo_stages``), or None
+    (:func:`single_answerers`)."""
+    return single_answerers(method_name, components).get("pllzoo_stages")
 
 
 def check_compatible(method_name: str, components: Mapping[str, Component]) -> None:
     """Raise ``PLLZooError`` unless every ``need`` is provided, no key has two writers and at most one
-    component plans stages (:func:`stage_planner`)."""
-    stage_planner(method_name, components)
+    component answers each of :data:`SINGLE_HOOKS` (:func:`single_answerers`)."""
+    single_answerers(method_name, components)
     writers: dict[str, Component] = {}
     for comp in components.values():
         for key in comp.provides:

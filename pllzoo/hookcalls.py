@@ -43,20 +43,21 @@ class RunHooks:
     """The run's hook calls with pllzoo's semantics (``docs/hooks.md``, "Who answers").
 
     ``role(slot, **kw)`` calls the slot component's implementation of the slot's role hook (``None`` when the
-    slot is empty; ``role("stages")``: the one stage planner's); ``all(hook, **kw)`` calls every
+    slot is empty; ``role("stages")``, ``role("logit_offset")``: the one implementer's, in any slot, else
+    ``None``); ``all(hook, **kw)`` calls every
     implementation in pluggy's order (last registered first: predict, estimator, loss, selection,
     label_update; ``registration_order=True`` reverses it) and returns ``[(slot, answer)]`` for the
     answers that are not None.  Either way an exception inside an implementation becomes a
     :class:`~pllzoo.checks.ComponentError` naming the component, chained to the cause.
     """
 
-    def __init__(self, pm: pluggy.PluginManager, components: dict[str, Component], planner: str | None) -> None:
+    def __init__(self, pm: pluggy.PluginManager, components: dict[str, Component], singles: dict[str, str]) -> None:
         self.components = components
         self.impls = {spec: list(reversed(getattr(pm.hook, spec).get_hookimpls()))
                       for spec in vars(hookspecs.RunSpec) if spec.startswith("pllzoo_")}
         self.roles = {slot: self._own(slot, hook) for slot, hook in ROLE_HOOKS.items() if slot in components}
-        if planner is not None:
-            self.roles["stages"] = self._own(planner, "pllzoo_stages")
+        for hook, slot in singles.items():  # {hook: slot} of components.single_answerers
+            self.roles[hook.removeprefix("pllzoo_")] = self._own(slot, hook)
 
     def _own(self, slot: str, hook: str) -> tuple[str, str, pluggy.HookImpl]:
         comp = self.components[slot]

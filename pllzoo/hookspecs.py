@@ -18,8 +18,9 @@ Two groups of specs, both with the project name ``"pllzoo"`` (so one
     :meth:`~RunSpec.pllzoo_loss`, :meth:`~RunSpec.pllzoo_predict` — are answered by the
     component in the matching slot only; the same hook on another slot's component
     is never called.  Their answers are checked (:mod:`pllzoo.checks`);
-  - :meth:`~RunSpec.pllzoo_stages` is answered by the one component (in any slot)
-    that implements it; a recipe with two is refused before training, naming both;
+  - :meth:`~RunSpec.pllzoo_stages` and :meth:`~RunSpec.pllzoo_logit_offset` are each answered
+    by the one component (in any slot) that implements it; a recipe with two is refused before
+    training, naming both;
   - *lifecycle hooks* — setup, modules, epoch start/end, post-step — are broadcast
     to every component that implements them, last registered first (predict,
     estimator, loss, selection, label_update); their answers are combined as each
@@ -37,13 +38,14 @@ Call order within one run (the trainer, ``pllzoo/trainer.py``)::
         for epoch in stage:
             pllzoo_on_epoch_start(run, epoch, state)
             for batch:                       # forward pass(es) by the trainer
+                offset  = pllzoo_logit_offset(step, state)     # the one implementer, if any
                 targets = pllzoo_label_update(step, state)     # slot label_update
                 mask    = pllzoo_select(step, state)           # slot selection
                 loss    = pllzoo_loss(step, state)             # slot loss
                 backward; optimizer step
                 pllzoo_post_step(step, state)
             pllzoo_on_epoch_end(run, epoch, state)
-            evaluate: logits -> pllzoo_predict(logits, state) -> argmax
+            evaluate: logits -> pllzoo_predict(logits, state, features) -> argmax
 
 Arguments are passed by keyword, so an implementation may accept any subset of
 a spec's arguments (pluggy's opt-in arguments).  Specs gain arguments over time;
@@ -333,6 +335,40 @@ class RunSpec:
 
     # ------------------------------------------------------------------ the three roles
     @hookspec(firstresult=True)
+    def pllzoo_logit_offset(self, step: Step, state: PLLState) -> torch.Tensor | None:
+        """Offset the logits that label updates read, e.g. by a running estimate of the training prior.
+
+        Called: every training step, after the forward pass(es) and before
+        :meth:`pllzoo_label_update`, under ``torch.no_grad()``; also the place to update, from this
+        step, what the offset is estimated from (RECORDS' momentum feature mean).
+
+        Answered by: the one component of the run, in any slot, that implements it; a recipe in
+        which two components implement it is refused before training, naming both.  Checked:
+        float ``[K]`` or ``[B, K]`` every step; finite on the first step of each epoch, and every
+        step under ``check``.
+
+        The answer is kept as ``step.logit_offset``; ``step.label_probs`` is then
+        ``softmax(step.logits − offset)`` and ``step.label_probs_of(z)`` the same for another view's
+        logits.  Label updates that read those (PRODEN's and CORR's confidences) are debiased;
+        ``step.probs``, the selection and the loss are not.
+
+        :returns: float ``[K]`` or ``[B, K]``, or ``None`` for no offset this step.
+
+        Example::
+
+            class FeaturePrior(Component):  # RECORDS (Hong et al., 2023), in short
+                views = frozenset({"features"})
+
+                @hookimpl
+                def pllzoo_logit_offset(self, step, state):
+                    state.mu = 0.9 * state.mu + 0.1 * step.features.mean(0)   # [F]
+                    prior = torch.softmax(self.head(state.mu), dim=0)        # [K], pre-step head
+                    return torch.log(prior + 1e-9)
+
+        .. versionadded:: 0.2
+        """
+
+    @hookspec(firstresult=True)
     def pllzoo_label_update(self, step: Step, state: PLLState) -> torch.Tensor | None:
         """Produce the training targets of this batch (slot ``label_update``).
 
@@ -473,10 +509,14 @@ class RunSpec:
         """
 
     @hookspec(firstresult=True)
-    def pllzoo_predict(self, logits: torch.Tensor, state: PLLState) -> torch.Tensor | None:
+    def pllzoo_predict(self, logits: torch.Tensor, state: PLLState,
+                       features: torch.Tensor | None) -> torch.Tensor | None:
         """Adjust test-time logits (slot ``predict``, e.g. ``g - zeta * log r``).
 
-        Called: at every evaluation, on float32 logits ``[M, K]``, under ``no_grad``.
+        Called: at every evaluation, on float32 logits ``[M, K]``, under ``no_grad``;
+        ``features`` are the eval-mode encoder features ``[M, F]`` of the same inputs when the
+        component declares ``views = frozenset({"features"})`` (e.g. to run a second head on
+        them, as HTC's ensemble), else ``None``.  (``features`` added in 0.2.)
 
         Answered by: the ``predict`` slot's component only; with the slot empty
         (or a ``None`` answer) the prediction is the argmax of ``logits``.

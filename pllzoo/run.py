@@ -109,6 +109,22 @@ class Step:
     device_generator: torch.Generator | None = None  # on-device stream (draws that stay on the device);
     # the same object as ``generator`` on CPU, a CUDA generator on CUDA
     logs: dict[str, torch.Tensor | float] = field(default_factory=dict)  # scalars: epoch mean ("*_count": sum)
+    features_strong: torch.Tensor | None = None  # [B, F] encoder output of the strong view (views "strong" and
+    # "features" both declared)
+    forward_with_features: Callable[[torch.Tensor], tuple[torch.Tensor, torch.Tensor]] | None = None  # x ->
+    # (logits [B, K], features [B, F]) of another input, train mode, with grad (e.g. a second head on mixup)
+    logit_offset: torch.Tensor | None = None  # float [K] or [B, K]: what ``pllzoo_logit_offset`` answered
+
+    def label_probs_of(self, logits: torch.Tensor) -> torch.Tensor:
+        """The probabilities a label update reads for ``logits`` of this batch: ``softmax(z − offset)``
+        with the run's logit offset (RECORDS' ``log π̂``), ``softmax(z)`` without one; detached, float32."""
+        z = logits.detach().float()
+        return torch.softmax(z if self.logit_offset is None else z - self.logit_offset, dim=1)
+
+    @property
+    def label_probs(self) -> torch.Tensor:
+        """:meth:`label_probs_of` the weak view: ``step.probs`` itself when the run has no logit offset."""
+        return self.probs if self.logit_offset is None else self.label_probs_of(self.logits)
 
 
 @dataclass

@@ -30,10 +30,10 @@ from typing import Any, Callable
 import torch
 
 from pllzoo import augment, prefetch
-from pllzoo.checks import check_logits, check_loss, check_selection, check_targets, describe
+from pllzoo.checks import check_logits, check_loss, check_offset, check_selection, check_targets, describe
 from pllzoo.checkpoint import (Bookkeeper, load_checkpoint, save_checkpoint, save_guess_s, signal_stop, stop_requested,
                                stop_signals, time_stop)
-from pllzoo.components import Component, stage_planner, views_of
+from pllzoo.components import Component, single_answerers, views_of
 from pllzoo.data.base import PLLData
 from pllzoo.devices import compile_model
 from pllzoo.errors import PLLZooError
@@ -70,9 +70,10 @@ class Trainer:
         self.deadline, self.on_resume = deadline, on_resume
         self.components, self.pm = components, make_run_manager(components)
         self.hooks = self.pm.hook  # pluggy's callers (broadcast to every implementation)
-        # who answers what (one stage planner, role hooks by their slot's component); refused before training
+        # who answers what (one stage planner, one logit offset, role hooks by their slot's component);
+        # refused before training
         method = str((record_base or {}).get("method", "(unnamed)"))
-        self.calls = RunHooks(self.pm, components, stage_planner(method, components))
+        self.calls = RunHooks(self.pm, components, single_answerers(method, components))
         # check every step's answers on their values (the first step of each epoch is always checked):
         # result-neutral, but it reads device values on the host each step
         self.check = check
@@ -112,6 +113,15 @@ class Trainer:
         with self._autocast():
             return self.model(x).float()
 
+    def forward_with_features(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        with self._autocast():
+            logits, feats = self.model.forward_with_features(x)
+        return logits.float(), feats.float()
+
+    def _views_forward(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """Logits of a training view, and its features when a component asked for ``features``."""
+        return self.forward_with_features(x) if "features" in self.views else (self.forward(x), None)
+
     def _normalize(self, x: torch.Tensor) -> torch.Tensor:
         """uint8 images → normalised float32 (channels-last on CUDA); tabular rows unchanged."""
         if not self.image:
@@ -123,17 +133,26 @@ class Trainer:
         return self._normalize(view(x_raw, gen)) if self.image else x_raw
 
     @torch.no_grad()
-    def _eval_logits(self, x: torch.Tensor) -> torch.Tensor:
+    def _eval_logits(self, x: torch.Tensor, features: bool = False) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
+        """Eval-mode logits of ``x`` ``[M, K]`` (and its features ``[M, F]`` when ``features``)."""
         self.model.eval()
         out = []
         for i in range(0, x.shape[0], self.config.eval_batch_size):
-            out.append(self.forward(self._normalize(x[i : i + self.config.eval_batch_size])))
+            xb = self._normalize(x[i : i + self.config.eval_batch_size])
+            out.append(self.forward_with_features(xb) if features else self.forward(xb))
+        if features:
+            return torch.cat([o[0] for o in out]), torch.cat([o[1] for o in out])
         return torch.cat(out)
 
     def _predict(self, x: torch.Tensor) -> torch.Tensor:
-        """Predicted labels ``[M]``: argmax of the logits, or of the method's adjusted ones (``pllzoo_predict``)."""
-        logits = self._eval_logits(x)
-        adjusted = self.calls.role("predict", logits=logits, state=self.state)
+        """Predicted labels ``[M]``: argmax of the logits, or of the method's adjusted ones (``pllzoo_predict``;
+        with the features of ``x`` when the predict component declares ``views = {"features"}``)."""
+        predictor = self.components.get("predict")
+        if predictor is not None and "features" in predictor.views:
+            logits, feats = self._eval_logits(x, features=True)
+        else:
+            logits, feats = self._eval_logits(x), None
+        adjusted = self.calls.role("predict", logits=logits, state=self.state, features=feats)
         if adjusted is None:  # no predict component (or it makes no adjustment)
             return logits.argmax(dim=1)
         check_logits("predict", self.components["predict"], adjusted, logits)
@@ -379,20 +398,20 @@ class Trainer:
             batch.x_strong = self._normalize(x_strong.to(self.device, non_blocking=True))
         elif "strong" in self.views:
             batch.x_strong = self._prepare(x_raw, self.strong, vgen)
-        if "features" in self.views:
-            with self._autocast():
-                logits, feats = self.model.forward_with_features(batch.x)
-            logits, feats = logits.float(), feats.float()
-        else:
-            logits, feats = self.forward(batch.x), None
+        logits, feats = self._views_forward(batch.x)
+        logits_strong, feats_strong = self._views_forward(batch.x_strong) if batch.x_strong is not None else (None, None)
         step = Step(
             batch=batch, logits=logits, features=feats, probs=torch.softmax(logits.detach(), dim=1),
             forward=self.forward, generator=gen, device_generator=vgen, epoch=epoch, stage=stage,
-            nominal_batch_size=self.config.batch_size,
-            logits_strong=self.forward(batch.x_strong) if batch.x_strong is not None else None,
+            nominal_batch_size=self.config.batch_size, logits_strong=logits_strong,
+            features_strong=feats_strong, forward_with_features=self.forward_with_features,
         )
         comps = self.components
         with torch.no_grad():
+            step.logit_offset = self.calls.role("logit_offset", step=step, state=self.state)
+            if step.logit_offset is not None:
+                slot = self.calls.roles["logit_offset"][0]
+                check_offset(slot, comps[slot], step.logit_offset, logits, values)
             step.targets = self.calls.role("label_update", step=step, state=self.state)
             check_targets("label_update", comps["label_update"], step.targets, batch.candidates, values)
             step.mask = self.calls.role("selection", step=step, state=self.state)

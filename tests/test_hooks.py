@@ -274,3 +274,93 @@ def test_hook_pllzoo_modules(tiny_data, tmp_path):
     assert id(comp.head.weight) in opt_params and id(comp.frozen.weight) not in opt_params
     ckpt = torch.load(tmp_path / "checkpoint.pt", weights_only=False)
     assert torch.equal(ckpt["modules"]["loss.head"]["weight"], comp.head.weight.detach())
+
+
+class OffsetProbe(Component):
+    """Answers ``pllzoo_logit_offset`` with a fixed [K] offset and records what the label update then reads."""
+
+    views = frozenset({"strong", "features"})
+
+    def __init__(self, offset):
+        super().__init__()
+        self.offset, self.seen = offset, []
+
+    @hookimpl
+    def pllzoo_logit_offset(self, step):
+        assert step.targets is None  # before the label update
+        return self.offset
+
+    @hookimpl
+    def pllzoo_label_update(self, step):
+        self.seen.append((step.label_probs, step.label_probs_of(step.logits_strong), step.probs, step.logits,
+                          step.logits_strong, step.features_strong))
+        return UniformTargets().pllzoo_label_update(step)
+
+
+def test_hook_pllzoo_logit_offset(tiny_data):
+    k = tiny_data.num_classes
+    offset = torch.log(torch.linspace(1, 2, k) / torch.linspace(1, 2, k).sum())
+    probe = OffsetProbe(offset)
+    fit(tiny_data, {"label_update": probe})
+    for label_probs, label_probs_strong, probs, logits, logits_strong, feats_strong in probe.seen:
+        # hand-computed: softmax(z − offset) for both views; step.probs itself stays the plain softmax
+        torch.testing.assert_close(label_probs, torch.softmax(logits.detach() - offset, 1))
+        torch.testing.assert_close(label_probs_strong, torch.softmax(logits_strong.detach() - offset, 1))
+        torch.testing.assert_close(probs, torch.softmax(logits.detach(), 1))
+        assert feats_strong is not None and feats_strong.shape[0] == logits.shape[0]
+
+
+def test_logit_offset_absent_leaves_label_probs_as_probs(tiny_data):
+    probe = OffsetProbe(None)
+    fit(tiny_data, {"label_update": probe})
+    assert all(lp is p for lp, _, p, *_ in probe.seen)
+
+
+def test_logit_offset_of_a_wrong_shape_is_one_line(tiny_data):
+    from pllzoo.checks import ComponentError
+
+    with pytest.raises(ComponentError, match=r"pllzoo_logit_offset.*shape \[3\]"):
+        fit(tiny_data, {"label_update": OffsetProbe(torch.zeros(3))})
+
+
+class SecondOffset(Component):
+    @hookimpl
+    def pllzoo_logit_offset(self, step):
+        return None
+
+    @hookimpl
+    def pllzoo_select(self, step):
+        return SelectAll().pllzoo_select(step)
+
+
+def test_two_logit_offsets_are_refused_before_training(tiny_data):
+    from pllzoo.errors import PLLZooError
+
+    with pytest.raises(PLLZooError, match="both offset the logits.*pllzoo_logit_offset"):
+        fit(tiny_data, {"label_update": OffsetProbe(None), "selection": SecondOffset()})
+
+
+class FeaturePredict(Component):
+    """A predict component that asks for the test inputs' features and predicts with a fixed second head."""
+
+    views = frozenset({"features"})
+    calls: list = []
+
+    @hookimpl
+    def pllzoo_predict(self, logits, features):
+        self.calls.append((logits.shape, None if features is None else features.shape))
+        return logits
+
+
+def test_hook_pllzoo_predict_gets_features_when_asked(tiny_data):
+    FeaturePredict.calls = []
+    fit(tiny_data, {"predict": FeaturePredict()})
+    (m, k), (m2, f) = FeaturePredict.calls[-1]
+    assert m == m2 == tiny_data.y_test.numel() and k == tiny_data.num_classes and f > 0
+    FeaturePredict.calls = []
+    fit(tiny_data, {"predict": NotAsking()})  # without views={"features"}: None, no feature pass
+    assert FeaturePredict.calls[-1][1] is None
+
+
+class NotAsking(FeaturePredict):
+    views = frozenset()

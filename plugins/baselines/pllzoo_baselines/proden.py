@@ -59,7 +59,8 @@ class Confidence(Component):
     def pllzoo_post_step(self, step: Step, state: PLLState) -> None:
         idx = step.batch.index
         keep = self._keep(state.confidence[idx], step.batch.candidates)
-        state.confidence[idx] = normalize_rows(step.probs * keep)  # Alg. l.3 (pre-step p)
+        state.confidence[idx] = normalize_rows(step.label_probs * keep)  # Alg. l.3 (pre-step p; debiased
+        # by the run's logit offset when it has one, e.g. RECORDS: Hong et al. 2023, proden + records.prior)
 
 
 class ProdenLoss(ProtocolLoss):
