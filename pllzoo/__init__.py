@@ -19,7 +19,7 @@ internal and may move.
 
 import pluggy
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"
 
 hookimpl = pluggy.HookimplMarker("pllzoo")
 

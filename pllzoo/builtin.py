@@ -1,15 +1,19 @@
 """The host's own plugin: generic components and the built-in datasets.
 
 Registered through the same hooks as any third-party plugin.  Nothing here is
-specific to a method: a uniform label update, select-all, and soft-target CE.
+specific to a method: a uniform label update, select-all, soft-target CE, and test-time logit
+adjustment by an estimated prior (SoLar-LA, RECORDS' debiased prediction).
 """
 
 from __future__ import annotations
 
 import torch
 
+from dataclasses import dataclass
+
 from pllzoo import hookimpl
 from pllzoo.components import Component
+from pllzoo.hparams import hp
 from pllzoo.losses import masked_mean, normalize_rows, soft_cross_entropy
 from pllzoo.run import Step
 from pllzoo.state import PLLState
@@ -37,6 +41,29 @@ class SoftCrossEntropy(Component):
     @hookimpl
     def pllzoo_loss(self, step: Step, state: PLLState) -> torch.Tensor:
         return masked_mean(soft_cross_entropy(step.logits, step.targets), step.mask)
+
+
+@dataclass(frozen=True)
+class LogitAdjustHParams:
+    zeta: float = hp(1.0, "ζ: strength of the adjustment g − ζ·log r", ge=0)
+
+
+class LogitAdjustment(Component):
+    """Predict ``argmax_j [g_j(x) − ζ·log r_j]`` with ``r = state.prior``, whoever estimates it
+    (SoLar's epoch-end estimate, RECORDS' head-on-mean-feature estimate).  ``log`` is taken of
+    ``r`` clamped at 1e-12 (RECORDS adds 1e-9 instead: the same argmax unless some r_j < 1e-8)."""
+
+    HParams = LogitAdjustHParams
+    needs = frozenset({"prior"})
+
+    @hookimpl
+    def pllzoo_predict(self, logits: torch.Tensor, state: PLLState) -> torch.Tensor:
+        return logits - self.hp.zeta * torch.log(state.prior.clamp_min(1e-12))
+
+
+@hookimpl
+def pllzoo_register_predictors(register):
+    register("pllzoo.logit_adjust", LogitAdjustment)
 
 
 @hookimpl

@@ -33,7 +33,8 @@ from pllzoo import hookspecs
 GROUP = "pllzoo"
 BUILTIN_PLUGINS: tuple[str, ...] = ("pllzoo.builtin",)
 #: (entry-point name, distribution name) of the plugins shipped in this repository
-SHIPPED: frozenset[tuple[str, str]] = frozenset({("solar", "pllzoo-solar"), ("baselines", "pllzoo-baselines")})
+SHIPPED: frozenset[tuple[str, str]] = frozenset({("solar", "pllzoo-solar"), ("baselines", "pllzoo-baselines"),
+                                                 ("ltpll", "pllzoo-ltpll")})
 DEBUG_ENV = "PLLZOO_DEBUG"
 
 

@@ -215,6 +215,7 @@ class Trainer:
         for slot, offered in self.calls.all("pllzoo_modules", registration_order=True, run=self.run):
             for name, module in offered.items():
                 self.modules[f"{slot}.{name}"] = module.to(self.device)
+        self.run.modules = dict(self.modules)  # any component may use another's module (HTC's ensemble)
         params = list(self.model.parameters()) + [p for m in self.modules.values() for p in m.parameters()]
         self.optimizer = torch.optim.SGD(
             [p for p in params if p.requires_grad], lr=self.config.lr, momentum=self.config.momentum,

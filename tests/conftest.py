@@ -18,7 +18,7 @@ import torch
 if TYPE_CHECKING:  # pragma: no cover
     from pllzoo.data.base import PLLData
 
-os.environ["PLLZOO_LOAD_PLUGINS"] = "baselines,solar"
+os.environ["PLLZOO_LOAD_PLUGINS"] = "baselines,solar,ltpll"
 
 REPO = Path(__file__).resolve().parents[1]
 

@@ -23,8 +23,8 @@ from pllzoo.errors import UnknownNameError
 from pllzoo.plugins import make_plugin_manager
 from pllzoo.registry import Registry, get_registry, reset_registry
 
-SHIPPED = "baselines,solar"
-BASELINE_METHODS = {"proden", "cc", "lws", "mse", "exp", "valen", "pico"}
+SHIPPED = "baselines,solar,ltpll"
+BASELINE_METHODS = {"proden", "cc", "lws", "mse", "exp", "valen", "pico", "corr"}
 
 IMPOSTOR = '''
 from pllzoo import Method, hookimpl
@@ -258,4 +258,4 @@ def test_bench_warns_and_an_unknown_method_names_the_failed_plugin(install, tmp_
 
 def test_shipped_plugins_pass_the_checks(registry):
     assert registry.failures() == []
-    assert {p.name for p in registry.plugins if p.shipped} == {"pllzoo.builtin", "baselines", "solar"}
+    assert {p.name for p in registry.plugins if p.shipped} == {"pllzoo.builtin", "baselines", "solar", "ltpll"}

@@ -364,3 +364,11 @@ def test_hook_pllzoo_predict_gets_features_when_asked(tiny_data):
 
 class NotAsking(FeaturePredict):
     views = frozenset()
+
+
+def test_run_modules_name_every_offered_module(tiny_data, tmp_path):
+    comp = Head()
+    trainer = Trainer(tiny_data, {"label_update": UniformTargets(), "selection": SelectAll(), "loss": comp}, CFG,
+                      seed=1, device=torch.device("cpu"), run_dir=tmp_path)
+    trainer.fit()
+    assert trainer.run.modules == {"loss.head": comp.head, "loss.frozen": comp.frozen}

@@ -8,7 +8,8 @@ import pytest
 import torch
 
 from pllzoo import PLLState
-from pllzoo_solar.predict import LogitAdjustHParams, LogitAdjustment
+from pllzoo.builtin import LogitAdjustHParams
+from pllzoo_solar.predict import LogitAdjustment
 
 LOGITS = torch.tensor([[2.0, 1.5, 1.0], [0.0, 0.0, 0.0]])
 PRIOR = torch.tensor([0.7, 0.2, 0.1])  # class 0 is the head, class 2 the tail

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pllzoo import hookimpl
-from pllzoo_baselines import cc, lws, mse_exp, pico, proden, valen
+from pllzoo_baselines import cc, corr, lws, mse_exp, pico, proden, valen
 
 
 @hookimpl
@@ -12,6 +12,7 @@ def pllzoo_register_label_updates(register):
     register("lws.weights", lws.Weights)
     register("pico.confidence", pico.PiCOConfidence)
     register("valen.targets", valen.Targets)
+    register("corr.confidence", corr.Confidence)
 
 
 @hookimpl
@@ -23,9 +24,10 @@ def pllzoo_register_losses(register):
     register("exp.loss", mse_exp.EXPLoss)
     register("pico.loss", pico.PiCOLoss)
     register("valen.loss", valen.VALENLoss)
+    register("corr.loss", corr.CorrLoss)
 
 
 @hookimpl
 def pllzoo_register_methods(register):
-    for method in (proden.PRODEN, cc.CC, lws.LWS, mse_exp.MSE, mse_exp.EXP, valen.VALEN, pico.PICO):
+    for method in (proden.PRODEN, cc.CC, lws.LWS, mse_exp.MSE, mse_exp.EXP, valen.VALEN, pico.PICO, corr.CORR):
         register(method)

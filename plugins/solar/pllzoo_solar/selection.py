@@ -23,7 +23,6 @@ Test: tests/test_sync_free.py.
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from typing import Any
 
@@ -32,7 +31,7 @@ import torch
 from pllzoo import Component, PLLState, Run, Step, hookimpl, hp
 from pllzoo.losses import soft_cross_entropy
 from pllzoo.metrics import shot_groups
-from pllzoo.syncs import class_counts
+from pllzoo.selection import classwise_quota, global_small_loss_mask, small_loss_mask  # noqa: F401 (re-exported)
 from pllzoo_solar import defaults
 from pllzoo_solar.ramps import linear_ramp
 
@@ -47,36 +46,6 @@ class SelectionHParams:
                    choices=("classwise", "global", "confidence"))
     confidence: str = hp("dot", "dot: Σ Q·p (code); cosine: normalised (paper text)", choices=("dot", "cosine"))
     at_least_one: bool = hp(True, "k_j ≥ 1 for every present class (code); False: the paper's min(⌈B r_j ρ⌉, |B_j|)")
-
-
-def classwise_quota(
-    pseudo: torch.Tensor, prior: torch.Tensor, rho: float, batch_size: int, at_least_one: bool = True,
-) -> torch.Tensor:
-    """k_j = max(min(⌈B·r_j·ρ⌉, |B_j|), 1) for present classes, 0 for absent ones → long ``[K]``."""
-    present = class_counts(pseudo, prior.numel())
-    quota = torch.minimum(torch.ceil(batch_size * prior * rho).long(), present)
-    return quota.clamp(min=1).minimum(present) if at_least_one else quota
-
-
-def small_loss_mask(pseudo: torch.Tensor, loss: torch.Tensor, quota: torch.Tensor) -> torch.Tensor:
-    """Keep, per pseudo-class j, its ``quota[j]`` smallest losses → bool ``[B]`` (no class loop)."""
-    by_loss = torch.sort(loss, stable=True).indices
-    order = by_loss[torch.sort(pseudo[by_loss], stable=True).indices]  # by (class, loss)
-    cls = pseudo[order]
-    counts = class_counts(pseudo, quota.numel())
-    starts = torch.cumsum(counts, 0) - counts  # first position of each class in `order`
-    rank = torch.arange(order.numel(), device=order.device) - starts[cls]
-    mask = torch.zeros_like(pseudo, dtype=torch.bool)
-    mask[order] = rank < quota[cls]
-    return mask
-
-
-def global_small_loss_mask(loss: torch.Tensor, rho: float) -> torch.Tensor:
-    """The ⌈B·ρ⌉ smallest losses of the whole batch."""
-    k = max(1, min(loss.numel(), math.ceil(loss.numel() * rho)))
-    mask = torch.zeros_like(loss, dtype=torch.bool)
-    mask[torch.topk(loss, k, largest=False).indices] = True
-    return mask
 
 
 def confidence_score(q: torch.Tensor, p: torch.Tensor, kind: str) -> torch.Tensor:
