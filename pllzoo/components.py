@@ -52,7 +52,8 @@ class Component:
       the instance gets the resolved values as ``self.hp``.
     * ``needs`` / ``provides`` — state keys read / written.
     * ``views`` — input views beyond the weak one that the trainer must forward
-      (``{"strong"}`` gives ``step.logits_strong``).
+      (``{"strong"}`` gives ``step.logits_strong``, ``{"features"}`` the encoder outputs;
+      ``"joint"`` with ``"strong"`` forwards the weak and strong views as one batch).
     * ``name`` / ``slot`` — set by the registry on registration.
     """
 

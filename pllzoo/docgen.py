@@ -126,9 +126,14 @@ forward pass, so it is computed only when a component of the run asks for it wit
   and `step.logits_strong` (its logits, with grad);
 * `views = frozenset({"features"})` — `step.features`, the encoder output `[B, F]` of the weak view, from
   the same forward pass as `step.logits` (`run.model.forward_with_features`);
-* `views = frozenset({"strong", "features"})` — both (PiCO).
+* `views = frozenset({"strong", "features"})` — both (PiCO), and `step.features_strong`, the strong
+  view's features;
+* `"joint"` with `"strong"` — the weak and strong views go through **one** forward pass of `2B` rows
+  (BatchNorm statistics over both, as the RECORDS release concatenates them) instead of one each;
+  the step's fields are the same.
 
-Any other input goes through `step.forward(x)` (logits, train mode, with grad), e.g. a mixup batch.
+Any other input goes through `step.forward(x)` (logits, train mode, with grad), e.g. a mixup batch, or
+`step.forward_with_features(x)` (logits and features).
 """
 
 MODEL = """\

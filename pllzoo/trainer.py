@@ -399,8 +399,14 @@ class Trainer:
             batch.x_strong = self._normalize(x_strong.to(self.device, non_blocking=True))
         elif "strong" in self.views:
             batch.x_strong = self._prepare(x_raw, self.strong, vgen)
-        logits, feats = self._views_forward(batch.x)
-        logits_strong, feats_strong = self._views_forward(batch.x_strong) if batch.x_strong is not None else (None, None)
+        if batch.x_strong is not None and "joint" in self.views:  # one pass: BN statistics over both views
+            both, feats_both = self._views_forward(torch.cat([batch.x, batch.x_strong]))
+            logits, logits_strong = both.split(batch.size)
+            feats, feats_strong = feats_both.split(batch.size) if feats_both is not None else (None, None)
+        else:
+            logits, feats = self._views_forward(batch.x)
+            logits_strong, feats_strong = (self._views_forward(batch.x_strong) if batch.x_strong is not None
+                                           else (None, None))
         step = Step(
             batch=batch, logits=logits, features=feats, probs=torch.softmax(logits.detach(), dim=1),
             forward=self.forward, generator=gen, device_generator=vgen, epoch=epoch, stage=stage,

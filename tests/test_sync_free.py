@@ -36,6 +36,9 @@ CASES = [
     ("mse", {}, True, 0),
     ("exp", {}, True, 0),
     ("pico", {"loss.prot_start": 0}, True, 0),
+    ("corr", {}, True, 0),  # two views in one forward
+    ("corr-records-mixup", {}, True, 0),  # + the feature-mean prior (logit offset) and the mixed pair
+    ("proden-records", {}, True, 0),
     ("valen", {}, False, 2),  # its k-NN graph block: index_select on a sparse matrix (data-dependent nnz)
     ("valen", {}, True, 2),
 ]

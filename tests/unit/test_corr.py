@@ -95,13 +95,36 @@ def test_mixup_term_by_hand():
     """One sample: the permutation is the identity, so the mixed views are the views themselves and the
     mixup term equals the plain term: L = (1 + α)·ℓ."""
     t = torch.tensor([[0.5, 0.5, 0.0]])
-    step = _step(targets=t, forward=lambda x: next(outputs))
+    step = _step(targets=t, forward=lambda x: torch.cat(list(next(outputs))))  # one joint pass of 2B rows
     step.batch.index = torch.tensor([0, 0])  # batch.size > 1 switches mixup on; rows are the same sample
     step.batch.x, step.batch.x_strong = torch.zeros(2, 2), torch.ones(2, 2)
     step.logits, step.logits_strong, step.targets = Z_W.repeat(2, 1), Z_S.repeat(2, 1), t.repeat(2, 1)
-    outputs = iter([Z_W.repeat(2, 1), Z_S.repeat(2, 1)])
+    outputs = iter([(Z_W.repeat(2, 1), Z_S.repeat(2, 1))])
     loss = CorrLoss(LossHParams(mixup=True, mixup_weight=0.5)).pllzoo_loss(step, PLLState())
     assert abs(float(loss) - 1.5 * float(corr_per_sample(Z_W, Z_S, t))) < 1e-6
     step.epoch = 0  # before mixup_start_epoch: the plain term only
     assert abs(float(CorrLoss(LossHParams(mixup=True)).pllzoo_loss(step, PLLState())) - float(
         corr_per_sample(Z_W, Z_S, t))) < 1e-6
+
+
+def test_joint_forward(tiny_data):
+    """``joint_forward`` (the release): one pass of the 2B weak + strong rows; off: one pass per view.
+    A network without BatchNorm gives the same logits either way."""
+    from pllzoo.builtin import SelectAll
+    from pllzoo.run import TrainConfig
+    from pllzoo.trainer import Trainer
+
+    sizes = {}
+    for joint in (True, False):
+        comps = {"label_update": Confidence(), "selection": SelectAll(), "loss": CorrLoss(LossHParams(joint_forward=joint))}
+        trainer = Trainer(tiny_data, comps, TrainConfig(model="mlp", epochs=1, batch_size=16), seed=1,
+                          device=torch.device("cpu"))
+        trainer._enter_stage(trainer.stages()[-1])
+        calls = []
+        forward = trainer.model.forward
+        trainer.model.forward = lambda x: calls.append(x.shape[0]) or forward(x)
+        gen = torch.Generator().manual_seed(0)
+        step, _ = trainer.step(trainer.stages()[-1], 0, torch.arange(16), gen, gen)
+        sizes[joint] = calls
+        assert step.logits.shape == step.logits_strong.shape == (16, tiny_data.num_classes)
+    assert sizes == {True: [32], False: [16, 16]}

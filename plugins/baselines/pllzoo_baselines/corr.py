@@ -17,10 +17,11 @@ Algorithm (per mini-batch; t_i = w_i read *before* the update; one stage):
      π, t_mix = l·t + (1 − l)·t[π]; the term of step 2 on the mixed views with t_mix, weight α.
 
 Deviations:
-  * Each view is its own forward pass (BatchNorm statistics per view, as every pllzoo method);
-    the release concatenates the views into one forward (BN over 2B, 4B with mixup).  Under
-    ``train.model=linear/mlp`` (no BN) the two are the same.  Test:
-    tests/unit/test_corr.py::test_loss_by_hand.
+  * With mixup the release forwards the two views and the two mixed views as one batch (BatchNorm
+    over 4B); here the views are one forward (``joint_forward``, the default: BN over 2B, as the
+    release without mixup) and the mixed views another (BN over 2B), because the mixed inputs are
+    made in the loss, after the views' forward.  ``loss.joint_forward=false`` forwards each view on
+    its own, as every other pllzoo method.  Test: tests/unit/test_corr.py::test_joint_forward.
   * Re-normalisation divides by the row sum clamped at the float32 tiny (the release adds 1e-9 to
     it), as every pllzoo confidence update.
   * The loss honours ``step.mask`` (a mean over the selected rows; all rows with the recipe's
@@ -89,13 +90,18 @@ class LossHParams:
     mixup_alpha: float = hp(4.0, "Beta(α, α) of the mixup coefficient (code: 4, hard-coded)", gt=0)
     mixup_weight: float = hp(1.0, "weight of the mixup term (code: --alpha 1.0)", ge=0)
     mixup_start_epoch: int = hp(1, "first epoch (from 0) with the mixup term (code: with label updates)", ge=0)
+    joint_forward: bool = hp(True, "weak and strong views in one forward pass, BN over both (code); "
+                             "false: one pass per view")
 
 
 class CorrLoss(Component):
     """Negative learning on non-targets + KL to the targets, on the weak and strong views (l.2, l.4)."""
 
     HParams = LossHParams
-    views = frozenset({"strong"})
+
+    def __init__(self, hp: LossHParams | None = None) -> None:
+        super().__init__(hp)
+        self.views = frozenset({"strong", "joint"} if self.hp.joint_forward else {"strong"})
 
     @hookimpl
     def pllzoo_loss(self, step: Step, state: PLLState) -> torch.Tensor:
@@ -107,9 +113,12 @@ class CorrLoss(Component):
             gen = step.device_generator if step.device_generator is not None else step.generator
             perm = torch.randperm(step.batch.size, generator=gen, device=gen.device).to(t.device)
             x_w, x_s = step.batch.x, step.batch.x_strong
-            mixed = corr_per_sample(step.forward(lam * x_w + (1 - lam) * x_w[perm]),
-                                    step.forward(lam * x_s + (1 - lam) * x_s[perm]),
-                                    lam * t + (1 - lam) * t[perm])
+            mix_w, mix_s = lam * x_w + (1 - lam) * x_w[perm], lam * x_s + (1 - lam) * x_s[perm]
+            if self.hp.joint_forward:
+                z_w, z_s = step.forward(torch.cat([mix_w, mix_s])).split(step.batch.size)
+            else:
+                z_w, z_s = step.forward(mix_w), step.forward(mix_s)
+            mixed = corr_per_sample(z_w, z_s, lam * t + (1 - lam) * t[perm])
             mix = masked_mean(mixed, step.mask)
             step.logs["corr_mix"] = mix.detach()
             loss = loss + self.hp.mixup_weight * mix
