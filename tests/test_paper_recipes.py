@@ -46,9 +46,13 @@ def test_cells_are_unique_and_complete():
 
 
 def test_runnable_paper_values_are_numbers():
-    for value in paper.runnable(CELLS)["paper"]:
+    published = paper.runnable(CELLS)
+    published = published[published["table"] != "H"]  # HTC: no published number (beyond.md §2.7)
+    for value in published["paper"]:
         assert re.fullmatch(r"\d+\.\d\d", value), value
         assert math.isfinite(float(value))
+    htc = CELLS[CELLS["table"] == "H"]
+    assert (htc["paper"] == "").all() and htc["note"].str.contains("no published number").all()
 
 
 def test_cells_sharing_a_run_share_method_and_args():
@@ -59,12 +63,37 @@ def test_cells_sharing_a_run_share_method_and_args():
 @pytest.mark.skipif(not TEX.is_file(), reason=f"{TEX} is absent")
 def test_paper_values_are_printed_in_their_latex_table():
     tex = TEX.read_text()
-    for table, (_, label) in paper.TABLES.items():
+    for table, spec in paper.TABLES.items():
+        if spec.label is None:
+            continue
+        label = spec.label
         at = tex.index(f"\\label{{{label}}}")
         body = tex[tex.rindex("\\begin{table", 0, at): tex.index("\\end{table", at)]
         for _, c in CELLS[CELLS["table"] == table].iterrows():
             std = rf"\}}?\s*\\tiny\{{\$\\pm\$\s*{re.escape(c['paper_std'])}(?!\d)" if c["paper_std"] else r"\}?(?![\d.])"
             assert re.search(rf"(?<![\d.]){re.escape(c['paper'])}{std}", body), (c["cell"], label)
+
+
+SPEC = REPO.parent / "shared" / "spec" / "beyond.md"
+
+
+@pytest.mark.skipif(not SPEC.is_file(), reason=f"{SPEC} is absent")
+def test_records_values_are_the_readme_rows():
+    """Each RECORDS cell is in its row of the README's tables (as beyond.md §1.8 quotes them), in its column."""
+    text = SPEC.read_text()
+    section = text[text.index("### 1.8"):text.index("### 1.9")]
+    c10, c100 = section.split("CIFAR-100-LT")[0], section.split("CIFAR-100-LT")[1]
+    columns = {("0.3", "50"): 0, ("0.5", "50"): 1, ("0.7", "50"): 2, ("0.3", "100"): 3, ("0.5", "100"): 4,
+               ("0.7", "100"): 5, ("0.03", "50"): 0, ("0.05", "50"): 1, ("0.07", "50"): 2, ("0.03", "100"): 3,
+               ("0.05", "100"): 4, ("0.07", "100"): 5}
+    rec = CELLS[CELLS["table"] == "R"]
+    assert len(rec) == 6
+    for _, c in rec.iterrows():
+        phi, imb = re.search(r"φ=([\d.]+) γ=(\d+)", c["setting"]).groups()
+        block = c100 if c["setting"].startswith("CIFAR100") else c10
+        row = next(line for line in block.splitlines() if line.startswith(f"| {c['row']} |"))
+        values = [v.strip() for v in row.strip("|").split("|")[1:]]
+        assert values[columns[(phi, imb)]] == c["paper"], (c["cell"], row)
 
 
 @pytest.mark.parametrize("run", RUNS.to_dict("records"), ids=list(RUNS["run"]))

@@ -25,8 +25,9 @@ from conftest import make_fake_images, make_tiny_data, registered_methods
 MIXED = ["proden+selection=solar.classwise+estimator=solar.prior"]
 # image runs (CNN; strong view, and mixup where the protocol adds it): PiCO, whose loss always reads the
 # strong view, SoLar (mixup over the reliable rows) and PRODEN, standing for the protocol baselines, which
-# all share ProtocolLoss; the rest run on tabular data, where they have no strong view (all pass on images too)
-IMAGE = ["pico", "solar", "proden"]
+# all share ProtocolLoss; HTC (two heads, four passes) and CORR + RECORDS with mixup (joint views, the
+# feature-mean prior); the rest run on tabular data, where they have no strong view (all pass on images too)
+IMAGE = ["pico", "solar", "proden", "htc", "corr-records-mixup"]
 CASES = [(name, "tabular") for name in registered_methods() + MIXED] + [(name, "image") for name in IMAGE]
 EPOCHS = 3  # the main stage's length; first stages are shortened to 2 below
 

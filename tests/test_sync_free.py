@@ -39,6 +39,8 @@ CASES = [
     ("corr", {}, True, 0),  # two views in one forward
     ("corr-records-mixup", {}, True, 0),  # + the feature-mean prior (logit offset) and the mixed pair
     ("proden-records", {}, True, 0),
+    ("htc", {}, False, 1),  # |R| of both heads, read once (pllzoo_ltpll/htc.py)
+    ("htc", {}, True, 1),
     ("valen", {}, False, 2),  # its k-NN graph block: index_select on a sparse matrix (data-dependent nnz)
     ("valen", {}, True, 2),
 ]

@@ -1,7 +1,8 @@
-"""Run the SoLar paper's table cells with ``pllzoo bench`` and compare with the printed numbers.
+"""Run published LT-PLL table cells with ``pllzoo bench`` and compare with the printed numbers.
 
-``recipes.csv`` (next to this file) has one row per cell of the paper's Tables 1, 2, 4 and 6
-(plus the SUN397 table, which pllzoo cannot run).  Cells with the same ``run`` value are one
+``recipes.csv`` (next to this file) has one row per cell of the SoLar paper's Tables 1, 2, 4 and 6
+(plus the SUN397 table, which pllzoo cannot run); ``recipes-ltpll.csv`` the RECORDS README's CIFAR
+cells and HTC's README commands (table ids ``R`` and ``H``).  Cells with the same ``run`` value are one
 training: e.g. Table 1's CIFAR-10-LT φ=0.5 γ=100 SoLar cell and that run's many/medium/few
 cells in Tables 2, 4 and 6.
 
@@ -20,6 +21,7 @@ import shlex
 import subprocess
 import sys
 from pathlib import Path
+from typing import NamedTuple
 
 import click
 import pandas as pd
@@ -29,26 +31,40 @@ from pllzoo.report import fmt, summary
 from pllzoo.results import load
 
 HERE = Path(__file__).resolve().parent
-RECIPES = HERE / "recipes.csv"
+RECIPES = (HERE / "recipes.csv", HERE / "recipes-ltpll.csv")  # the SoLar paper's cells, then RECORDS' and HTC's
 RESULTS = HERE / "results"
 TABLES_MD = HERE / "TABLES.md"
-PAPER_EPOCHS = 1000  # every CIFAR cell: final-stage epochs in the paper and the released commands
 
-# table id -> (title, LaTeX label in ../shared/spec/solar-paper.tex); see README.md for the numbering
+
+class Table(NamedTuple):
+    title: str
+    source: str  # where the printed numbers come from
+    epochs: int  # final-stage epochs of the published runs (a shorter run of ours is flagged)
+    label: str | None = None  # the LaTeX label in ../shared/spec/solar-paper.tex, for the SoLar paper's tables
+
+
+SOLAR_TEX = "the SoLar paper's LaTeX (../shared/spec/solar-paper.tex)"
+RECORDS_README = "the RECORDS README (MediaBrain-SJTU/RECORDS-LTPLL, as quoted in ../shared/spec/beyond.md §1.8)"
+# table id -> Table; see README.md for the numbering
 TABLES = {
-    "1": ("Table 1: accuracy on CIFAR10-LT / CIFAR100-LT across φ and γ (mean ± std over 3 seeds in the paper)",
-          "tab:all-acc"),
-    "2": ("Table 2: many / medium / few-shot accuracy, CIFAR10-LT (φ=0.5, γ=100) and CIFAR100-LT (φ=0.1, γ=20)",
-          "tab:shot-acc"),
-    "4": ("Table 4: ablations, CIFAR10-LT (φ=0.5, γ=100) and CIFAR100-LT (φ=0.1, γ=20)", "tab:ablation"),
-    "6": ("Table 6: SoLar with post-hoc logit adjustment (SoLar-LA)", "tab:logit-adj"),
-    "4f": ("SUN397 (φ=0.05): the fourth table float in the LaTeX, not runnable", "tab:sun197"),
+    "1": Table("Table 1: accuracy on CIFAR10-LT / CIFAR100-LT across φ and γ (mean ± std over 3 seeds in the paper)",
+               SOLAR_TEX, 1000, "tab:all-acc"),
+    "2": Table("Table 2: many / medium / few-shot accuracy, CIFAR10-LT (φ=0.5, γ=100) and CIFAR100-LT (φ=0.1, γ=20)",
+               SOLAR_TEX, 1000, "tab:shot-acc"),
+    "4": Table("Table 4: ablations, CIFAR10-LT (φ=0.5, γ=100) and CIFAR100-LT (φ=0.1, γ=20)", SOLAR_TEX, 1000,
+               "tab:ablation"),
+    "6": Table("Table 6: SoLar with post-hoc logit adjustment (SoLar-LA)", SOLAR_TEX, 1000, "tab:logit-adj"),
+    "4f": Table("SUN397 (φ=0.05): the fourth table float in the LaTeX, not runnable", SOLAR_TEX, 1000, "tab:sun197"),
+    "R": Table("RECORDS README: CORR, CORR + RECORDS (w/o and w/ mixup), their SoLar re-run; 800 epochs",
+               RECORDS_README, 800),
+    "H": Table("HTC README commands (no published numbers found: beyond.md §2.7); 800 epochs", "HTC README", 800),
 }
+PAPER_EPOCHS = TABLES["1"].epochs  # every SoLar CIFAR cell: final-stage epochs in the paper and the released commands
 
 
-def load_recipes(path: Path = RECIPES) -> pd.DataFrame:
-    """Every cell, all columns as strings (paper numbers stay exactly as printed)."""
-    return pd.read_csv(path, dtype=str, keep_default_na=False)
+def load_recipes(paths: tuple[Path, ...] = RECIPES) -> pd.DataFrame:
+    """Every cell of every recipe file, all columns as strings (paper numbers stay exactly as printed)."""
+    return pd.concat([pd.read_csv(p, dtype=str, keep_default_na=False) for p in paths], ignore_index=True)
 
 
 def runnable(cells: pd.DataFrame) -> pd.DataFrame:
@@ -101,33 +117,36 @@ def summarise(results: Path, run: pd.Series) -> pd.Series | None:
     return row
 
 
-def ours(row: pd.Series | None, metric: str) -> str:
-    """``mean ± std (n=k)``, flagged when the run stopped short of the paper's epochs; "not run" without results."""
+def ours(row: pd.Series | None, metric: str, epochs: int = PAPER_EPOCHS) -> str:
+    """``mean ± std (n=k)``, flagged when the run's length is not the published runs' ``epochs``;
+    "not run" without results."""
     if row is None:
         return "not run"
     text = fmt(row[f"acc_{metric}_mean"], row[f"acc_{metric}_std"]) + f" (n={int(row['n'])})"
-    if int(row["epoch"]) != PAPER_EPOCHS:
-        text += f" [{int(row['epoch'])} epochs, not {PAPER_EPOCHS}]"
+    if int(row["epoch"]) != epochs:
+        text += f" [{int(row['epoch'])} epochs, not {epochs}]"
     return text
 
 
 def paper_text(cell: pd.Series) -> str:
-    """The paper's number, with its std when one is printed."""
-    return cell["paper"] + (f" ± {cell['paper_std']}" if cell["paper_std"] else "")
+    """The paper's number, with its std when one is printed ("–" where none is published)."""
+    return (cell["paper"] or "–") + (f" ± {cell['paper_std']}" if cell["paper_std"] else "")
 
 
 def markdown_tables(cells: pd.DataFrame, results: Path) -> str:
     """One Markdown table per paper table: cell, row, setting, metric, paper, ours."""
     summaries = {r["run"]: summarise(results, r) for _, r in runs(cells).iterrows()}
-    parts = ["# SoLar paper tables: paper vs pllzoo", "",
+    parts = ["# Published LT-PLL tables: paper vs pllzoo", "",
              f"Generated by `python benchmarks/paper/run.py table` from `{_shown(results)}`; "
              "ours = last epoch, mean ± sample std over seeds (n seeds). See README.md.", ""]
-    for table, (title, label) in TABLES.items():
+    for table, spec in TABLES.items():
         part = cells[cells["table"] == table]
-        parts += [f"## {title}", "", f"LaTeX `\\label{{{label}}}`.", "",
+        where = f"LaTeX `\\label{{{spec.label}}}`" if spec.label else f"Numbers from {spec.source}"
+        parts += [f"## {spec.title}", "", f"{where}.", "",
                   "| cell | row | setting | metric | paper | ours |", "|---|---|---|---|---|---|"]
         for _, c in part.iterrows():
-            got = ours(summaries.get(c["run"]), c["metric"]) if c["method"] else f"not runnable: {c['note']}"
+            got = (ours(summaries.get(c["run"]), c["metric"], spec.epochs) if c["method"]
+                   else f"not runnable: {c['note']}")
             parts.append(f"| `{c['cell']}` | {c['row']} | {c['setting']} | {c['metric']} | {paper_text(c)} | {got} |")
         parts.append("")
     return "\n".join(parts)

@@ -3,7 +3,17 @@
 from __future__ import annotations
 
 from pllzoo import hookimpl
-from pllzoo_ltpll import records
+from pllzoo_ltpll import htc, records
+
+
+@hookimpl
+def pllzoo_register_label_updates(register):
+    register("htc.confidence", htc.HTCConfidence)
+
+
+@hookimpl
+def pllzoo_register_losses(register):
+    register("htc.loss", htc.HTCLoss)
 
 
 @hookimpl
@@ -12,6 +22,12 @@ def pllzoo_register_estimators(register):
 
 
 @hookimpl
+def pllzoo_register_predictors(register):
+    register("htc.ensemble", htc.HTCEnsemble)
+
+
+@hookimpl
 def pllzoo_register_methods(register):
     for method in records.RECIPES:
         register(method)
+    register(htc.HTC)

@@ -1,0 +1,287 @@
+"""HTC — Jia, Peng, Wang & Zhang, "Long-Tailed Partial Label Learning by Head Classifier and Tail
+Classifier Cooperation", AAAI 2024 (official code: pruirui/HTC-LTPLL, ``train.py`` ``train_loop``,
+``get_loss``, ``get_high_confidence``; ``resnet.py`` ``DHNet_Atten``; ``utils/utils_loss.py``).
+
+One backbone f, two linear classifiers on its features: the head classifier z^H (the network's own
+head) and the tail classifier z^T (``loss.tail``), fused by a weighting module A (``loss.attention``).
+W ∈ R^{N×K} holds the confidences; t = W[idx] are the batch's stored targets.
+
+  1. W ← Y/|S|                                                                  → ``htc.confidence``
+  each epoch e (lin(e, n) = min(e/n, 1)):                                            → ``htc.loss``
+  2. η_e = η·lin(e, 50), α_e = α_s + (α_end − α_s)·lin(e, 50), ω_e = 0.5·lin(e, E);
+     π^H = W.sum(0)/W.sum() (once per epoch), π^T = 1/K
+  each batch (weak view x^w, strong view x^s):                                       → ``htc.loss``
+  3. head: L_H = get_loss(z^H_w, z^H_s, u = t, π^H)
+  4. tail: ỹ = softmax(z^H_w − τ·log π^H) (detached, not masked by Y);
+           L_T = get_loss(z^T_w, z^T_s, u = ỹ, π^T)
+  5. fusion: p^F = ens(z^H_w, z^T_w, π^H), both detached; L_F = −mean_i Σ_j t_ij log(p^F_ij + 1e−8)
+  6. L = L_H + L_T + ω_e·L_F; SGD step on f, both classifiers and A
+  7. W[idx] ← (1 − μ)·W[idx] + μ·normalise(softmax(z^T_w) ⊙ Y), pre-step z^T_w, μ = 0.6
+                                                                               → ``htc.confidence``
+  8. predict argmax ens(z^H, z^T, π_now), π_now = W.sum(0)/W.sum()                 → ``htc.ensemble``
+
+  get_loss(z_w, z_s, u, π):  ℓ_i = CE(z_w,i, u_i);  L_pseu = mean_i CE(z_w,i, t_i)  (stored W, both heads);
+    R = per class j = argmax u_i, the k_j = max(min(⌈B·π_j·α_e⌉, |B_j|), 1) smallest ℓ_i;
+    e < 1 or R = ∅: L_pseu;  else η_e·(L_mix + L_cr) + L_pseu with L_cr = mean_{i∈R} CE(z_s,i, u_i) and
+    L_mix = CE(z(l·x^w_R + (1−l)·x^w_R[σ]), l·u_R + (1−l)·u_R[σ]), l = max(l', 1−l'), l' ~ Beta(4, 4),
+    σ a permutation of R, z the branch's own classifier on an extra train-mode forward pass
+    (four forwards per step)
+  ens(z^H, z^T, π):  q1 = softmax(z^H − log(π + 1e−5)), q2 = softmax(z^T), a = softmax(leaky_relu(A[q1; q2])),
+    (w1, w2) = a/‖a‖₂, output softmax(w1·q1 + w2·q2)                                       (:func:`ensemble`)
+
+Hook mapping: the selection slot is ``pllzoo.all``: each head selects its own rows with its own targets
+and prior inside the loss (the shared :mod:`pllzoo.selection` routine), which one mask cannot express.
+The tail classifier and A are the loss's extra modules (``pllzoo_modules``): in the network's SGD
+optimizer (same LR and weight decay, as the code's single optimizer) and checkpointed; the predictor
+reads them from ``run.modules``.  The loss hands the pre-step z^T_w to the post-step update through
+``step.scratch["htc_tail_logits"]``.
+
+Host synchronisation: none in epoch 0; from epoch 1 one read per step, |R| of both heads together (each
+mixup pass runs the network on exactly the R mixed rows: its shape, BatchNorm's statistics and the
+number of draws for σ depend on |R|).  Selection and the update of W read nothing.
+
+Deviations:
+  * Shot groups: pllzoo reports Many/Medium/Few in its own grouping (CIFAR-10: 3/4/3 classes); HTC's
+    code uses 4/3/3 for CIFAR-10 (33/34/33 for CIFAR-100, as pllzoo).
+    Test: tests/unit/test_htc.py::test_shot_split_is_pllzoos_not_htcs
+  * Step 7 divides by the masked sum through ``normalize_rows`` (denominator clamped at the smallest
+    normal float); the code divides unguarded (0/0 = NaN if every candidate's probability underflows).
+    Test: tests/unit/test_htc.py::test_post_step_moves_w_towards_the_pre_step_tail_prediction
+  * Step 4 takes log π^H of π^H clamped at 1e-12 (the code: log π^H, so a class without any candidate
+    mass would give −∞ and NaN targets); identical otherwise.  Test: ::test_tail_target_by_hand
+  * A branch with one selected row skips L_mix (pllzoo's BatchNorm cannot normalise one row in train
+    mode; mixing a sample with itself changes only BN's statistics).  Test: ::test_one_selected_row_skips_mixup
+  * The post-step update reads softmax(z^T_w) through ``step.label_probs_of``: the code's softmax, or,
+    in a recipe with a logit offset (``+estimator=records.prior``), its debiased form.
+  * Randomness: l from the run's host generator (NumPy's Beta), σ from the on-device generator
+    (:mod:`pllzoo.mixup`); the code uses the global NumPy and torch streams.  Ties of ℓ keep batch
+    order (stable sort; tests/unit/test_solar_selection.py), the code's sort is unstable.
+  * Evaluation: the record is the final model's (or pllzoo's model selection), not the best test-set
+    ensemble checkpoint; head-only and tail-only accuracies: ``--hp predict.output=head|tail``.
+  * On tabular data the "strong" view is the un-augmented input; HTC is published for images only.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable
+
+import torch
+import torch.nn.functional as F
+
+from pllzoo import Component, Method, PLLState, PLLZooError, Run, Step, hookimpl, hp
+from pllzoo.losses import masked_mean, normalize_rows, soft_cross_entropy
+from pllzoo.mixup import mixup_coefficient, true_rows
+from pllzoo.selection import classwise_quota, small_loss_mask
+
+BranchLogits = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]  # (logits, features) -> a branch's logits
+
+
+def lin(epoch: int, n: int) -> float:
+    """min(e/n, 1), the code's ``linear_rampup``; 1 when n = 0."""
+    return 1.0 if n <= 0 else min(epoch / n, 1.0)
+
+
+def ensemble(attention: torch.nn.Module, z_head: torch.Tensor, z_tail: torch.Tensor, prior: torch.Tensor,
+             eps: float = 1e-5) -> torch.Tensor:
+    """ens(z^H, z^T, π) → probabilities ``[B, K]`` (``DHNet_Atten.ensemble``)."""
+    q1 = torch.softmax(z_head - torch.log(prior + eps), dim=1)  # [B, K], head logit-adjusted by π
+    q2 = torch.softmax(z_tail, dim=1)  # [B, K]
+    a = torch.softmax(F.leaky_relu(attention(torch.cat([q1, q2], dim=1))), dim=1)  # [B, 2]
+    w = F.normalize(a, p=2, dim=1)  # (w1, w2) with w1² + w2² = 1
+    return torch.softmax(w[:, :1] * q1 + w[:, 1:] * q2, dim=1)
+
+
+def tail_target(z_head: torch.Tensor, prior: torch.Tensor, tau: float) -> torch.Tensor:
+    """ỹ = softmax(z^H − τ·log π^H), detached, over all K classes (Alg. l.4)."""
+    return torch.softmax(z_head.detach().float() - tau * torch.log(prior.clamp_min(1e-12)), dim=1)
+
+
+def fusion_loss(targets: torch.Tensor, p_fused: torch.Tensor) -> torch.Tensor:
+    """L_F = −mean_i Σ_j t_ij log(p^F_ij + 1e−8) (Alg. l.5; a log of probabilities, as the code)."""
+    return -(targets * torch.log(p_fused + 1e-8)).sum(1).mean()
+
+
+def select(z_w: torch.Tensor, u: torch.Tensor, prior: torch.Tensor, alpha: float, batch_size: int) -> torch.Tensor:
+    """R of get_loss: per class j = argmax u_i, the k_j smallest ℓ_i = CE(z_w,i, u_i) → bool ``[B]``."""
+    pseudo = u.argmax(1)  # [B]
+    quota = classwise_quota(pseudo, prior, alpha, batch_size)  # k_j = max(min(⌈B π_j α⌉, |B_j|), 1)
+    return small_loss_mask(pseudo, soft_cross_entropy(z_w.detach(), u), quota)
+
+
+def mixup_term(step: Step, rows: torch.Tensor, n_rows: int, u: torch.Tensor, mixup_alpha: float,
+               logits_of: BranchLogits) -> torch.Tensor:
+    """L_mix over the ``n_rows`` selected weak images: one extra train-mode forward pass."""
+    keep = true_rows(rows, n_rows)  # [n]
+    x, a = step.batch.x.index_select(0, keep), u.index_select(0, keep)
+    lam = mixup_coefficient(step.generator, mixup_alpha)  # l = max(l', 1 − l'), l' ~ Beta(α, α)
+    gen = step.device_generator if step.device_generator is not None else step.generator
+    perm = torch.randperm(n_rows, generator=gen, device=gen.device).to(x.device)
+    logits, feats = step.forward_with_features(lam * x + (1 - lam) * x[perm])
+    return soft_cross_entropy(logits_of(logits, feats), lam * a + (1 - lam) * a[perm]).mean()
+
+
+def branch_loss(step: Step, z_w: torch.Tensor, z_s: torch.Tensor, u: torch.Tensor, rows: torch.Tensor,
+                n_rows: int | None, eta: float, mixup_alpha: float, logits_of: BranchLogits) -> torch.Tensor:
+    """get_loss of one branch given its selection ``rows`` (``n_rows`` = |R|; None: the first epoch)."""
+    pseu = soft_cross_entropy(z_w, step.targets).mean()  # L_pseu on the stored W
+    if not n_rows:  # e < 1, or R = ∅
+        return pseu
+    cr = masked_mean(soft_cross_entropy(z_s, u), rows)  # L_cr, strong view
+    mix = mixup_term(step, rows, n_rows, u, mixup_alpha, logits_of) if n_rows > 1 else 0.0
+    return eta * (mix + cr) + pseu
+
+
+# ---------------------------------------------------------------------- label update
+@dataclass(frozen=True)
+class ConfidenceHParams:
+    mu: float = hp(0.6, "μ: W ← (1 − μ)·W + μ·(tail prediction on Y) after each step (code: mu=0.6, fixed)",
+                   ge=0, le=1)
+
+
+class HTCConfidence(Component):
+    """W: the stored targets of both heads, moved towards the tail's pre-step prediction (l.1, l.7)."""
+
+    HParams = ConfidenceHParams
+    provides = frozenset({"confidence"})
+    needs = frozenset({"htc_tail_logits"})  # z^T_w of this step, from htc.loss
+
+    @hookimpl
+    def pllzoo_setup_stage(self, run: Run, state: PLLState) -> None:
+        state.confidence = normalize_rows(run.candidates.float())  # l.1, [N, K]
+
+    @hookimpl
+    def pllzoo_label_update(self, step: Step, state: PLLState) -> torch.Tensor:
+        return state.confidence[step.batch.index]  # t, [B, K]
+
+    @hookimpl
+    def pllzoo_post_step(self, step: Step, state: PLLState) -> None:
+        idx, mu = step.batch.index, self.hp.mu
+        tail = normalize_rows(step.label_probs_of(step.scratch["htc_tail_logits"]) * step.batch.candidates)
+        state.confidence[idx] = (1 - mu) * state.confidence[idx] + mu * tail  # l.7
+
+
+# ---------------------------------------------------------------------- loss
+@dataclass(frozen=True)
+class HTCLossHParams:
+    eta: float = hp(0.9, "η: final weight of the selected-sample terms L_mix + L_cr (code: --eta)", ge=0)
+    ramp_epochs: int = hp(50, "epochs of the linear η and α ramps (code: --e)", ge=0)
+    alpha_start: float = hp(0.2, "α at epoch 0: selection ratio of the class-wise budget (code: --alpha_range)",
+                            ge=0, le=1)
+    alpha_end: float = hp(0.6, "α after the ramp (code: --alpha_range 0.2,0.6)", ge=0, le=1)
+    tau: float = hp(2.0, "τ of the tail target softmax(z^H − τ·log π^H) (code: --t)", ge=0)
+    mixup_alpha: float = hp(4.0, "Beta(α, α) of the mixup coefficient", gt=0)
+    fusion_weight: float = hp(0.5, "final weight ω of the fusion loss, ramped over all epochs", ge=0)
+    weight_eps: float = hp(1e-5, "ε in log(π^H + ε) of the ensemble's head input", ge=0)
+
+
+class HTCLoss(Component):
+    """L_H + L_T + ω_e·L_F: head, tail and fusion terms (l.2–6); owns the tail classifier and A."""
+
+    HParams = HTCLossHParams
+    needs = frozenset({"confidence"})
+    provides = frozenset({"htc_tail_logits"})  # step.scratch: the pre-step z^T_w for l.7
+    views = frozenset({"strong", "features"})
+
+    @hookimpl
+    def pllzoo_modules(self, run: Run) -> dict[str, torch.nn.Module]:
+        f, k = run.model.feature_dim, run.num_classes
+        self.tail = torch.nn.Linear(f, k)  # fc_tail
+        self.attention = torch.nn.Linear(2 * k, 2)  # A
+        return {"tail": self.tail, "attention": self.attention}
+
+    @hookimpl
+    def pllzoo_on_epoch_start(self, run: Run, epoch: int, state: PLLState) -> None:
+        r = lin(epoch, self.hp.ramp_epochs)  # l.2
+        self.epoch, self.eta = epoch, self.hp.eta * r
+        self.alpha = self.hp.alpha_start + (self.hp.alpha_end - self.hp.alpha_start) * r
+        self.omega = self.hp.fusion_weight * lin(epoch, run.config.epochs)
+        w = state.confidence
+        self.prior_head = w.sum(0) / w.sum()  # π^H, [K]
+        self.prior_tail = torch.full_like(self.prior_head, 1.0 / run.num_classes)  # π^T
+
+    @hookimpl
+    def pllzoo_loss(self, step: Step, state: PLLState) -> torch.Tensor:
+        t, z_hw, z_hs = step.targets, step.logits, step.logits_strong
+        z_tw, z_ts = self.tail(step.features), self.tail(step.features_strong)  # [B, K]
+        step.scratch["htc_tail_logits"] = z_tw.detach()
+        y_tail = tail_target(z_hw, self.prior_head, self.hp.tau)  # l.4
+        batch = step.batch.size  # B: the actual batch size (code: X_w.shape[0])
+        rows_h = select(z_hw, t, self.prior_head, self.alpha, batch)
+        rows_t = select(z_tw, y_tail, self.prior_tail, self.alpha, batch)
+        counts = [None, None]
+        if self.epoch >= 1:  # the step's one host read: |R| of both heads (see the module docstring)
+            counts = torch.stack([rows_h.sum(), rows_t.sum()]).tolist()
+        beta = self.hp.mixup_alpha
+        loss_h = branch_loss(step, z_hw, z_hs, t, rows_h, counts[0], self.eta, beta, lambda z, _: z)  # l.3
+        loss_t = branch_loss(step, z_tw, z_ts, y_tail, rows_t, counts[1], self.eta, beta,
+                             lambda _, feats: self.tail(feats))  # l.4
+        p_fused = ensemble(self.attention, z_hw.detach(), z_tw.detach(), self.prior_head, self.hp.weight_eps)
+        fusion = fusion_loss(t, p_fused)  # l.5: only A gets gradients
+        step.logs.update({
+            "loss_head": loss_h.detach(), "loss_tail": loss_t.detach(), "loss_fusion": fusion.detach(),
+            "selected_head": rows_h.float().mean(), "selected_tail": rows_t.float().mean(),
+            "eta": self.eta, "alpha": self.alpha, "omega": self.omega,
+        })
+        return loss_h + loss_t + self.omega * fusion  # l.6
+
+
+# ---------------------------------------------------------------------- prediction
+@dataclass(frozen=True)
+class EnsembleHParams:
+    output: str = hp("ensemble", "what predicts: the ensemble (HTC), or the head or tail classifier alone",
+                     choices=("ensemble", "head", "tail"))
+    weight_eps: float = hp(1e-5, "ε in log(π_now + ε) of the ensemble's head input (as loss.weight_eps)", ge=0)
+
+
+class HTCEnsemble(Component):
+    """argmax ens(z^H, z^T, π_now) with the loss's tail classifier and A (l.8)."""
+
+    HParams = EnsembleHParams
+    needs = frozenset({"confidence"})
+    views = frozenset({"features"})
+    MODULES = ("loss.tail", "loss.attention")
+
+    @hookimpl
+    def pllzoo_setup_stage(self, run: Run) -> None:
+        self.run = run  # run.modules is filled after setup (pllzoo_modules): read it when needed
+
+    @hookimpl
+    def pllzoo_on_epoch_start(self) -> None:
+        self._modules()  # a recipe without htc.loss fails before its first step, not at evaluation
+
+    def _modules(self) -> tuple[torch.nn.Module | None, torch.nn.Module | None]:
+        """(tail classifier, A) from ``run.modules``; (None, None) for the head alone."""
+        if self.hp.output == "head":
+            return None, None
+        missing = [m for m in self.MODULES if m not in self.run.modules]
+        if missing:
+            raise PLLZooError(
+                f"htc.ensemble predicts with the tail classifier and the weighting module that htc.loss trains, "
+                f"but this run has no {', '.join(missing)} "
+                f"(its modules: {', '.join(sorted(self.run.modules)) or 'none'}); use loss=htc.loss, or "
+                "--hp predict.output=head")
+        return self.run.modules["loss.tail"], self.run.modules["loss.attention"]
+
+    @hookimpl
+    def pllzoo_predict(self, logits: torch.Tensor, state: PLLState, features: torch.Tensor | None) -> torch.Tensor:
+        tail, attention = self._modules()
+        if self.hp.output == "head":
+            return logits
+        z_tail = tail(features.to(tail.weight.dtype)).float()  # [M, K]
+        if self.hp.output == "tail":
+            return z_tail
+        w = state.confidence
+        p = ensemble(attention, logits, z_tail, w.sum(0) / w.sum(), self.hp.weight_eps)  # π_now
+        return torch.log(p)  # [M, K], finite: a softmax of values in [0, √2]
+
+
+HTC = Method(
+    name="htc",
+    label_update="htc.confidence",
+    selection="pllzoo.all",
+    loss="htc.loss",
+    predict="htc.ensemble",
+    description="HTC: head and tail classifiers on one backbone, fused by a learned weighting",
+    citation="Jia et al., AAAI 2024",
+)
