@@ -186,7 +186,14 @@ def plan(
     registry: Registry, methods: list[str], dataset: str, seeds: list[int], options: DataOptions,
     epochs: int | None = None, batch_size: int | None = None, hp: dict[str, str] | None = None,
     device: str = "auto", view_workers: int | None = None, check: bool = False,
+    shard: tuple[int, int] | None = None,
 ) -> list[RunPlan]:
+    """The runs of ``methods`` × ``seeds`` (seed-major), checked before any trains.
+
+    ``shard=(i, n)`` keeps the i-th of n disjoint parts of that grid (1 ≤ i ≤ n): the runs at grid
+    positions p with p mod n = i − 1, so the n shards together are the grid and any scheduler can run
+    them apart (:func:`parse_shard`); a seed without a run in the shard is not loaded.
+    """
     if not methods:
         raise PLLZooError("no method given; try --methods proden")
     if not seeds:
@@ -201,13 +208,17 @@ def plan(
     workers = prefetch.resolve_workers(view_workers, resolved_device)
     plans = []
     plugins = {recipe.name: plugins_env(registry, recipe) for recipe in recipes}
-    for seed in seeds:
+    for si, seed in enumerate(seeds):
+        picked = [r for ri, r in enumerate(recipes)
+                  if shard is None or (si * len(recipes) + ri) % shard[1] == shard[0] - 1]
+        if not picked:
+            continue
         data = carve(spec.load(dataclasses.replace(options, seed=seed)), options, seed)
         cfg = device_views(train_config(data, epochs, batch_size, train_hp), resolved_device, train_hp)
         for f in ("weak_view", "strong_view"):  # on tabular data too, where the trainer never builds them
             make_view(getattr(cfg, f), f"train.{f}")
         check_training_set(data)  # after the checks of the flags: a warning here would precede their error
-        for recipe in recipes:
+        for recipe in picked:
             comps = registry.build_components(recipe, per_method[recipe.name], (data.name, data.kind))
             config = {
                 "method": recipe.name, "dataset": data.name, "seed": seed, "device": resolved_device,
@@ -224,3 +235,15 @@ def plan(
             plans.append(RunPlan(recipe, seed, data, cfg, per_method[recipe.name], config, pooled, check,
                                  plugins[recipe.name]))
     return plans
+
+
+def parse_shard(text: str) -> tuple[int, int]:
+    """``"i/n"`` → ``(i, n)`` with 1 ≤ i ≤ n (``--shard``); anything else is one line saying how to write it."""
+    head, slash, tail = text.strip().partition("/")
+    try:
+        i, n = int(head), int(tail)
+    except ValueError:
+        raise PLLZooError(f"{text!r}: write i/n, the i-th of n parts, e.g. --shard 1/4") from None
+    if not slash or n < 1 or not 1 <= i <= n:
+        raise PLLZooError(f"{text!r}: i must be in 1..n and n ≥ 1, e.g. --shard 1/4 … --shard 4/4")
+    return i, n

@@ -13,6 +13,7 @@ for m in ${methods//,/ }; do
     solar) per_method+=(--hp solar:estimator.est_epochs="${EST_EPOCHS:-20}") ;;&
     solar*) per_method+=(--hp "$m":selection.warmup_epochs=10 --hp "$m":loss.warmup_epochs=10) ;;
     proden) per_method+=(--hp proden:loss.cr=false --hp proden:loss.mixup=false) ;;
+    htc) per_method+=(--hp htc:loss.ramp_epochs=10) ;;  # HTC's 50-epoch ramps of 800, as SoLar's above
   esac
 done
 pllzoo bench --methods "$methods" --dataset cifar10lt --data-dir "$data" --phi "${PHI:-0.5}" --imb 100 \

@@ -4,14 +4,19 @@
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 main=solar,solar-cand-mle,proden,cc
-for spec in "results-phi0.5:$main" "results-phi0.3:$main" "results-phi0.5-est100:solar"; do
-  name="${spec%%:*}" methods="${spec#*:}"
+lt=corr,corr-records,htc  # the LT-PLL methods after SoLar (issue 14)
+for spec in "results-phi0.5:$main,$lt" "results-phi0.3:$main,$lt" "results-phi0.5-est100:solar"; do
+  name="${spec%%:*}" listed="${spec#*:}"
   dir="$here/$name"
   if ! compgen -G "$dir/runs/*/done" > /dev/null; then continue; fi  # nothing finished yet
+  methods=""  # the listed methods with a finished run, in the listed order
+  for m in ${listed//,/ }; do
+    if compgen -G "$dir/runs/${m}__*/done" > /dev/null; then methods="${methods:+$methods,}$m"; fi
+  done
   out="${TABLES_OUT:-$dir}"
   [ -n "${TABLES_OUT:-}" ] && out="$TABLES_OUT/$name" && mkdir -p "$out"
   pllzoo report "$dir" --methods "$methods" --md "$out/table.md" --csv "$out/table.csv" > /dev/null
-  if [ -z "${TABLES_OUT:-}" ] && [ "$methods" = "$main" ]; then
-    pllzoo plot "$dir" --methods "$methods" --out "$dir/figure1.png" > /dev/null
+  if [ -z "${TABLES_OUT:-}" ] && [ "$listed" = "$main,$lt" ]; then
+    pllzoo plot "$dir" --methods "$main" --out "$dir/figure1.png" > /dev/null
   fi
 done

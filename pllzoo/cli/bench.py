@@ -31,6 +31,7 @@ from pllzoo.cli import cli, warn_failed_plugins
 from pllzoo.data.base import DataOptions
 from pllzoo.errors import PLLZooError
 from pllzoo.jobs import RunsFailed
+from pllzoo.planning import parse_shard
 from pllzoo.registry import get_registry
 from pllzoo import report as rep
 from pllzoo.results import load, setting_label
@@ -99,9 +100,12 @@ def _continue_command(ctx: click.Context) -> str:
 @click.option("--time-limit", type=click.FloatRange(min=0, min_open=True), default=None, metavar="MINUTES",
               help="Stop the whole bench at an epoch boundary, with a checkpoint, before MINUTES; exit status 75. "
                    "Finished runs are kept; the same command with --resume continues.")
+@click.option("--shard", default=None, metavar="I/N", callback=lambda ctx, param, v: _shard(v),
+              help="Run only the I-th of N disjoint parts of the method x seed grid (1 <= I <= N), into the same "
+                   "--out layout: N shards (a SLURM array, one process per GPU) cover the grid; report merges.")
 @click.pass_context
 def bench(ctx, methods, dataset, seeds, epochs, batch_size, data_dir, split, phi, imb, imb_type, holdout, subset,
-          device, view_workers, hps, out, resume, overwrite, offline, check, jobs, threads, time_limit) -> None:
+          device, view_workers, hps, out, resume, overwrite, offline, check, jobs, threads, time_limit, shard) -> None:
     """Run METHODS head-to-head on DATASET over SEEDS and print All/Many/Medium/Few."""
     reg = get_registry()
     warn_failed_plugins(reg)  # one line each, to stderr: a method may be missing because of it
@@ -111,10 +115,15 @@ def bench(ctx, methods, dataset, seeds, epochs, batch_size, data_dir, split, phi
                           "--resume keeps them")
     options = DataOptions(data_dir=data_dir, split=split, phi=phi, imb=imb, imb_type=imb_type, download=not offline,
                           holdout=holdout, subset=subset)
+    part = shard
     plans = bench_lib.plan(
         reg, _csv(methods), dataset, _seeds(seeds), options, epochs=epochs, batch_size=batch_size,
-        hp=bench_lib.parse_overrides(hps), device=device, view_workers=view_workers, check=check,
+        hp=bench_lib.parse_overrides(hps), device=device, view_workers=view_workers, check=check, shard=part,
     )
+    if part is not None:
+        click.echo(f"shard {part[0]}/{part[1]}: {len(plans)} run(s) of the grid", err=True)
+        if not plans:  # more shards than runs (a large array job): nothing to do is not an error
+            return
     err = Console(stderr=True)
     stopped: BaseException | None = None
     failure: RunsFailed | None = None
@@ -165,6 +174,14 @@ def bench(ctx, methods, dataset, seeds, epochs, batch_size, data_dir, split, phi
     click.echo(f"results: {Path(out) / 'results.csv'}")
     if failure is not None:
         raise failure
+
+
+def _shard(text: str | None) -> tuple[int, int] | None:
+    """``--shard``'s value as ``(i, n)``; a bad one is a usage error (exit 2), one line."""
+    try:
+        return parse_shard(text) if text is not None else None
+    except PLLZooError as exc:
+        raise click.BadParameter(str(exc)) from None
 
 
 def check_out(out: Path) -> None:
