@@ -62,3 +62,15 @@ def test_a_shard_without_runs_is_not_an_error(tmp_path):
 def test_bad_shard_on_the_command_line(tmp_path):
     res = CliRunner().invoke(cli, ["bench", "--methods", "proden", *TINY, "--out", str(tmp_path / "o"), "--shard", "5/4"])
     assert res.exit_code == 2 and "Invalid value for '--shard': '5/4'" in res.stderr and "Traceback" not in res.output
+
+
+def test_shards_in_separate_outs_merge_in_report(tmp_path):
+    outs = [tmp_path / f"out{i}" for i in (1, 2)]
+    for i, out in enumerate(outs, 1):
+        res = CliRunner().invoke(cli, ["bench", "--methods", "proden", "--seeds", "1,2", *TINY, "--out", str(out),
+                                       "--shard", f"{i}/2"])
+        assert res.exit_code == 0, res.output
+    csv = tmp_path / "merged.csv"
+    res = CliRunner().invoke(cli, ["report", *map(str, outs), "--csv", str(csv)])
+    assert res.exit_code == 0, res.output
+    assert pd.read_csv(csv).set_index("method").loc["proden", "n"] == 2  # one setting, both seeds
