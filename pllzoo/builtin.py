@@ -22,6 +22,8 @@ from pllzoo.state import PLLState
 class UniformTargets(Component):
     """Targets uniform over the candidate set: ``t_i = s_i / |S_i|`` (no disambiguation)."""
 
+    distributed = True  # per sample, no state
+
     @hookimpl
     def pllzoo_label_update(self, step: Step) -> torch.Tensor:
         return normalize_rows(step.batch.candidates)
@@ -30,6 +32,8 @@ class UniformTargets(Component):
 class SelectAll(Component):
     """Every sample is reliable."""
 
+    distributed = True  # per sample, no state
+
     @hookimpl
     def pllzoo_select(self, step: Step) -> torch.Tensor:
         return torch.ones(step.batch.size, dtype=torch.bool, device=step.batch.index.device)
@@ -37,6 +41,9 @@ class SelectAll(Component):
 
 class SoftCrossEntropy(Component):
     """Mean over selected samples of ``-sum_j t_ij log p_ij`` on the weak view."""
+
+    distributed = True  # a mean over the local slice; under G > 1 exact with pllzoo.all (equal slices), a
+    # selection's weighted mean is per slice (D5: a follow-up for selections)
 
     @hookimpl
     def pllzoo_loss(self, step: Step, state: PLLState) -> torch.Tensor:
@@ -55,6 +62,7 @@ class LogitAdjustment(Component):
 
     HParams = LogitAdjustHParams
     needs = frozenset({"prior"})
+    distributed = True  # reads the replicated prior at evaluation
 
     @hookimpl
     def pllzoo_predict(self, logits: torch.Tensor, state: PLLState) -> torch.Tensor:

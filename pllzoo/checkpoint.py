@@ -191,10 +191,16 @@ def load_checkpoint(run_dir: Path) -> dict[str, Any] | None:
     if not path.exists():
         return None
     ckpt = read_checkpoint(path)
+    restore_rng(ckpt)
+    return ckpt
+
+
+def restore_rng(ckpt: dict[str, Any]) -> None:
+    """Put a checkpoint's RNG states in place (:func:`load_checkpoint` does; so does a DDP rank that
+    received the checkpoint from rank 0)."""
     torch.set_rng_state(ckpt["rng"]["torch"])
     if "cuda" in ckpt["rng"] and torch.cuda.is_available():
         torch.cuda.set_rng_state_all(ckpt["rng"]["cuda"])
-    return ckpt
 
 
 # ---------------------------------------------------------------------- signals

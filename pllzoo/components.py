@@ -31,6 +31,7 @@ from __future__ import annotations
 import dataclasses
 import difflib
 import inspect
+from types import MappingProxyType
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Mapping
 
@@ -39,6 +40,8 @@ from pllzoo.hparams import NoHParams
 
 SLOTS: tuple[str, ...] = ("label_update", "selection", "loss", "estimator", "predict")
 OPTIONAL_SLOTS: frozenset[str] = frozenset({"estimator", "predict"})
+#: how a state key is kept equal across the processes of a DDP run (:attr:`Component.sync`)
+SYNC_MODES: tuple[str, ...] = ("rows", "replicated")
 #: what the host itself provides to every component
 HOST_PROVIDES: frozenset[str] = frozenset({"logits", "probs", "candidates", "targets", "mask", "weak"})
 
@@ -55,12 +58,32 @@ class Component:
       (``{"strong"}`` gives ``step.logits_strong``, ``{"features"}`` the encoder outputs;
       ``"joint"`` with ``"strong"`` forwards the weak and strong views as one batch).
     * ``name`` / ``slot`` — set by the registry on registration.
+    * ``distributed`` — ``True`` once the component is correct under DDP (G > 1 processes with
+      the trainer's contiguous slices of each global batch, ``beyond.md`` §4.3): the trainer refuses,
+      before training, a multi-process run with a component that has not opted in.
+    * ``sync`` — ``{state key: mode}`` for the keys it ``provides``, how the key stays equal on
+      every rank (only read under G > 1):
+
+      - ``"rows"``: a per-sample table ``[N, ...]`` whose rows at the step's ``batch.index`` (and
+        only those) are written during the step (label update, loss or post-step); after
+        ``pllzoo_post_step`` the trainer all-gathers those rows and their indices from every rank
+        and scatters them into every replica (:func:`pllzoo.ddp.sync_rows`);
+      - ``"replicated"`` (the default for undeclared keys): computed identically on every rank
+        from synchronised inputs (replicated tables, the model, global batch statistics through
+        ``step.dist``/``run.dist``, e.g. :meth:`~pllzoo.distributed.DistContext.batch_mean`):
+        nothing to do.
+
+      A component that forms a statistic over the batch (a mean, a count, a quota) must form it
+      over the *global* batch through ``step.dist``; a per-sample-mean loss over the local slice
+      is already right (DDP averages the gradients of equal slices).
     """
 
     HParams: ClassVar[type] = NoHParams
     needs: ClassVar[frozenset[str]] = frozenset()
     provides: ClassVar[frozenset[str]] = frozenset()
     views: ClassVar[frozenset[str]] = frozenset()
+    distributed: ClassVar[bool] = False
+    sync: ClassVar[Mapping[str, str]] = MappingProxyType({})
     name: ClassVar[str] = ""
     slot: ClassVar[str] = ""
 

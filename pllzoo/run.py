@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, Any, Callable, Literal
 
 import torch
 
+from pllzoo.distributed import SINGLE, DistContext
 from pllzoo.hparams import hp
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -39,6 +40,8 @@ class TrainConfig:
     compile: str = hp("none", "torch.compile the network: none | default | reduce-overhead (CUDA graphs; "
                       "experimental: fails on CUDA for steps that call the network more than once before "
                       "backward, benchmarks/gpu/README.md)", choices=("none", "default", "reduce-overhead"))
+    sync_bn: bool = hp(False, "under torchrun (G > 1 processes): BatchNorm statistics over the global batch "
+                       "(SyncBatchNorm, CUDA only); no effect in one process")
 
 
 BOOKKEEPING_FIELDS = frozenset({"checkpoint_every", "checkpoint_minutes"})
@@ -46,7 +49,7 @@ BOOKKEEPING_FIELDS = frozenset({"checkpoint_every", "checkpoint_minutes"})
 of the hashed run config (:func:`pllzoo.bench.plan`, so ``--resume`` finds the run under any
 setting) and recorded in the run's env.json instead."""
 
-HASHED_UNLESS_DEFAULT = frozenset({"compile"})
+HASHED_UNLESS_DEFAULT = frozenset({"compile", "sync_bn"})
 """TrainConfig fields added after runs were recorded: part of the run id only when set to something
 other than their default, so the recorded runs keep their ids (:func:`pllzoo.bench.plan`)."""
 
@@ -114,6 +117,8 @@ class Step:
     forward_with_features: Callable[[torch.Tensor], tuple[torch.Tensor, torch.Tensor]] | None = None  # x ->
     # (logits [B, K], features [B, F]) of another input, train mode, with grad (e.g. a second head on mixup)
     logit_offset: torch.Tensor | None = None  # float [K] or [B, K]: what ``pllzoo_logit_offset`` answered
+    dist: DistContext = SINGLE  # the processes training the run (pllzoo.distributed): under torchrun the batch
+    # is this rank's slice of the global batch; form batch statistics over the global one (dist.batch_mean)
 
     def label_probs_of(self, logits: torch.Tensor) -> torch.Tensor:
         """The probabilities a label update reads for ``logits`` of this batch: ``softmax(z − offset)``
@@ -147,6 +152,7 @@ class Run:
     modules: dict[str, torch.nn.Module] = field(default_factory=dict)  # the stage's extra modules
     # (``pllzoo_modules``), named "<slot>.<name>", set right after that hook: a predict component may use
     # a head the loss trains (run.modules["loss.tail"])
+    dist: DistContext = SINGLE  # the processes training the run (pllzoo.distributed); world 1 without torchrun
 
     @property
     def num_classes(self) -> int:

@@ -16,6 +16,14 @@ Randomness: every stream is derived from ``(seed, stage, epoch)`` and the run's
 generators are checkpointed, so on CPU a run is bit-deterministic and a resumed
 run equals an uninterrupted one.  With ``view_workers`` > 0 the strong view comes
 from worker processes and its own stream (:mod:`pllzoo.prefetch`).
+
+Under torchrun (``dist.world`` = G > 1, :mod:`pllzoo.distributed`, :mod:`pllzoo.ddp`): every rank
+draws the epoch's permutation as one process does and trains on its contiguous slice of each global
+batch of ``train.batch_size`` (B/G rows); the network's training passes go through DDP; after
+``pllzoo_post_step`` the ``"rows"`` tables are synchronised; the epoch's loss and step logs are
+averaged over ranks.  Evaluation runs on every rank over the full test set (identical replicas give
+identical numbers, no collective).  Rank 0 alone writes checkpoints and calls ``on_epoch``/``on_resume``;
+on resume it reads the checkpoint and broadcasts it, so G may differ from the run that wrote it.
 """
 
 from __future__ import annotations
@@ -29,10 +37,10 @@ from typing import Any, Callable
 
 import torch
 
-from pllzoo import augment, prefetch
+from pllzoo import augment, ddp, distributed, prefetch
 from pllzoo.checks import check_logits, check_loss, check_offset, check_selection, check_targets, describe
-from pllzoo.checkpoint import (Bookkeeper, load_checkpoint, save_checkpoint, save_guess_s, signal_stop, stop_requested,
-                               stop_signals, time_stop)
+from pllzoo.checkpoint import (Bookkeeper, load_checkpoint, restore_rng, save_checkpoint, save_guess_s, signal_stop,
+                               stop_requested, stop_signals, time_stop)
 from pllzoo.components import Component, single_answerers, views_of
 from pllzoo.data.base import PLLData
 from pllzoo.devices import compile_model
@@ -63,7 +71,14 @@ class Trainer:
         deadline: float | None = None,
         on_resume: Callable[[list[dict[str, Any]]], None] | None = None,
         check: bool = False,
+        dist: distributed.DistContext | None = None,
     ) -> None:
+        # the processes training this run (None: this process's context, world 1 without torchrun)
+        self.dist = dist if dist is not None else distributed.current()
+        if self.dist.active and device.type == "cuda" and self.dist.device is not None:
+            device = self.dist.device  # one GPU per rank: cuda:LOCAL_RANK
+        ddp.check_ready(self.dist, components, config)
+        self.row_keys = ddp.row_keys(components)  # "rows" tables synchronised after each step under G > 1
         self.data, self.config, self.seed, self.device = data, config, seed, device
         # bookkeeping (pllzoo.checkpoint): stop with a checkpoint before ``deadline`` (a checkpoint.clock() time);
         # ``on_resume(records)`` gets the checkpoint's records, as later ones are recomputed
@@ -97,10 +112,11 @@ class Trainer:
         if self.image:  # normalisation constants live on the device: no host copy per batch
             self.norm = (torch.tensor(data.mean, dtype=torch.float32).view(-1, 1, 1).to(device),
                          torch.tensor(data.std, dtype=torch.float32).view(-1, 1, 1).to(device))
-        self.run = Run(data=data, candidates=self.candidates, config=config, device=device, seed=seed)
+        self.run = Run(data=data, candidates=self.candidates, config=config, device=device, seed=seed, dist=self.dist)
         self.run.predict_train, self.run.embed_train = self.predict_train, self.embed_train
         self.state = PLLState()
         self.model: torch.nn.Module | None = None
+        self.net: torch.nn.Module | None = None  # the training passes: the model, or DDP around it (G > 1)
         self.optimizer: torch.optim.Optimizer | None = None
 
     # ------------------------------------------------------------------ helpers
@@ -111,11 +127,12 @@ class Trainer:
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         with self._autocast():
-            return self.model(x).float()
+            return self.net(x).float()
 
     def forward_with_features(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         with self._autocast():
-            logits, feats = self.model.forward_with_features(x)
+            logits, feats = (self.net(x, features=True) if self.dist.active
+                             else self.model.forward_with_features(x))
         return logits.float(), feats.float()
 
     def _views_forward(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor | None]:
@@ -139,7 +156,12 @@ class Trainer:
         out = []
         for i in range(0, x.shape[0], self.config.eval_batch_size):
             xb = self._normalize(x[i : i + self.config.eval_batch_size])
-            out.append(self.forward_with_features(xb) if features else self.forward(xb))
+            with self._autocast():
+                if features:
+                    logits, feats = self.model.forward_with_features(xb)
+                    out.append((logits.float(), feats.float()))
+                else:
+                    out.append(self.model(xb).float())
         if features:
             return torch.cat([o[0] for o in out]), torch.cat([o[1] for o in out])
         return torch.cat(out)
@@ -207,6 +229,8 @@ class Trainer:
             self.model.to(self.device)
             if self.config.compile != "none":
                 compile_model(self.model, self.config.compile)
+            self.net = (ddp.DataParallelNet(self.model, self.dist, self.config.sync_bn) if self.dist.active
+                        else self.model)
         self.run.model = self.model
 
     def _collect_modules_and_optimizer(self) -> None:
@@ -216,6 +240,7 @@ class Trainer:
             for name, module in offered.items():
                 self.modules[f"{slot}.{name}"] = module.to(self.device)
         self.run.modules = dict(self.modules)  # any component may use another's module (HTC's ensemble)
+        ddp.check_ready(self.dist, self.components, self.config, n_modules=len(self.modules))
         params = list(self.model.parameters()) + [p for m in self.modules.values() for p in m.parameters()]
         self.optimizer = torch.optim.SGD(
             [p for p in params if p.requires_grad], lr=self.config.lr, momentum=self.config.momentum,
@@ -263,8 +288,17 @@ class Trainer:
             raise PLLZooError(f"{where}checkpoint does not match this run ({why[:200] or type(exc).__name__}); "
                               "retrain the run") from None
 
+    def _load(self, resume: bool) -> dict[str, Any] | None:
+        """The checkpoint to resume from (RNG states restored): rank 0 reads it, the others receive it."""
+        ckpt = load_checkpoint(self.run_dir) if (resume and self.run_dir is not None and self.dist.is_main) else None
+        if self.dist.active and resume:
+            ckpt = self.dist.broadcast_object(ckpt)
+            if ckpt is not None and not self.dist.is_main:
+                restore_rng(ckpt)
+        return ckpt
+
     def _fit(self, resume: bool) -> list[dict[str, Any]]:
-        ckpt = load_checkpoint(self.run_dir) if (resume and self.run_dir is not None) else None
+        ckpt = self._load(resume)
         records: list[dict[str, Any]] = list(ckpt["records"]) if ckpt else []
         if ckpt and self.on_resume:
             self.on_resume(records)
@@ -291,12 +325,12 @@ class Trainer:
                 records.append(record)
                 if keeper.due(stage_end=epoch == n_epochs - 1):
                     self._save(keeper, stage, epoch, records)
-                if self.on_epoch:
+                if self.on_epoch and self.dist.is_main:
                     self.on_epoch(records)  # all records so far; the newest is records[-1]
         return records
 
     def _save(self, keeper: Bookkeeper, stage: Stage, epoch: int, records: list[dict[str, Any]]) -> None:
-        if self.run_dir is not None:
+        if self.run_dir is not None and self.dist.is_main:  # rank 0 alone writes
             with keeper.saving():
                 save_checkpoint(self.run_dir, stage.index, epoch, self.model, self.optimizer, self.state, records,
                                 self.modules)
@@ -306,14 +340,15 @@ class Trainer:
         the boundary just reached (unless it is saved) and raise :class:`~pllzoo.checkpoint.Stopped`."""
         signum = stop_requested()
         parts = [self.model, self.optimizer, *self.modules.values()]
-        if signum is None and not keeper.out_of_time(lambda: save_guess_s(*parts)):
+        asked = signum is not None or keeper.out_of_time(lambda: save_guess_s(*parts))
+        if not self.dist.any(asked):  # a collective decision: all ranks stop at the same boundary
             return
         if keeper.unsaved:  # epochs of this stage done since the last checkpoint: the boundary is epoch - 1
             self._save(keeper, stage, epoch - 1, records)
         last = records[-1] if records else None
         where = (f"after epoch {last['epoch']}/{last['epochs']} of stage {last['stage']!r}" if last
                  else "before the first epoch")
-        raise (signal_stop if signum is not None else time_stop)(where)
+        raise (signal_stop if signum is not None else time_stop)(where)  # a rank not asked: reported as a time stop
 
     def _epoch(self, stage: Stage, epoch: int, n_epochs: int, is_last: bool) -> dict[str, Any]:
         t0 = time.perf_counter()
@@ -358,23 +393,32 @@ class Trainer:
         self.model.train()
         gen, vgen = self.generators(stage, epoch)
         n, bs = self.x_train.shape[0], self.config.batch_size
-        perm = torch.randperm(n, generator=vgen, device=vgen.device).to(self.device)  # [N]
+        perm = torch.randperm(n, generator=vgen, device=vgen.device).to(self.device)  # [N], the same on every rank
         n_batches = n // bs if self.config.drop_last else math.ceil(n / bs)
         if n_batches == 0:
             raise PLLZooError(f"batch size {bs} exceeds the {n} training samples with drop_last; lower --batch-size")
+        # this rank's rows of each global batch, in step order (all of perm in one process; D1)
+        mine = perm if not self.dist.active else torch.cat(
+            [ddp.rank_slice(perm[b * bs : (b + 1) * bs], self.dist) for b in range(n_batches)])
+        lbs = bs // self.dist.world  # the local batch size b = B / G
         pooled = None
         if self.view_pool is not None and "strong" in self.views:
             seed = derive_seed(self.seed, "strong-view", stage.index, epoch)
-            pooled = self.view_pool.batches(self.data.x_train, perm.cpu(), bs, n_batches, seed)  # one read per epoch
+            pooled = self.view_pool.batches(self.data.x_train, mine.cpu(), lbs, n_batches, seed)  # one read per epoch
         loss_sum = torch.zeros((), device=self.device)
         log_sums: dict[str, torch.Tensor] = {}
         for b in range(n_batches):
             x_strong = next(pooled) if pooled is not None else None
-            step, loss = self.step(stage, epoch, perm[b * bs : (b + 1) * bs], gen, vgen, x_strong,
+            step, loss = self.step(stage, epoch, mine[b * lbs : (b + 1) * lbs], gen, vgen, x_strong,
                                    check=self.check or b == 0)
             loss_sum += loss.detach()
             for key, value in step.logs.items():
                 log_sums[key] = log_sums.get(key, 0.0) + torch.as_tensor(value, dtype=torch.float64).detach()
+        if self.dist.active:  # the mean over ranks of equal slices' means: the global batches' mean
+            keys = sorted(log_sums)
+            total = self.dist.all_reduce_sum(torch.stack([loss_sum.double(), *(log_sums[k] for k in keys)]))
+            loss_sum = total[0] / self.dist.world
+            log_sums = {k: v / (1 if k.endswith("_count") else self.dist.world) for k, v in zip(keys, total[1:])}
         mean_loss = float(loss_sum) / n_batches  # one host sync per epoch
         if not math.isfinite(mean_loss):
             raise PLLZooError(f"non-finite training loss in stage {stage.name!r} epoch {epoch + 1}; lower the LR?")
@@ -411,7 +455,7 @@ class Trainer:
             batch=batch, logits=logits, features=feats, probs=torch.softmax(logits.detach(), dim=1),
             forward=self.forward, generator=gen, device_generator=vgen, epoch=epoch, stage=stage,
             nominal_batch_size=self.config.batch_size, logits_strong=logits_strong,
-            features_strong=feats_strong, forward_with_features=self.forward_with_features,
+            features_strong=feats_strong, forward_with_features=self.forward_with_features, dist=self.dist,
         )
         comps = self.components
         with torch.no_grad():
@@ -430,4 +474,5 @@ class Trainer:
         self.optimizer.step()
         with torch.no_grad():
             self.calls.all("pllzoo_post_step", step=step, state=self.state)
+        ddp.sync_rows(self.state, self.row_keys, idx, self.dist)  # no-op in one process
         return step, loss

@@ -56,6 +56,8 @@ class Confidence(Component):
     HParams = ConfidenceHParams
     views = frozenset({"strong"})
     provides = frozenset({"confidence"})
+    distributed = True
+    sync = {"confidence": "rows"}  # l.3 writes the batch rows only
 
     @hookimpl
     def pllzoo_setup_stage(self, run: Run, state: PLLState) -> None:
@@ -102,6 +104,8 @@ class CorrLoss(Component):
     def __init__(self, hp: LossHParams | None = None) -> None:
         super().__init__(hp)
         self.views = frozenset({"strong", "joint"} if self.hp.joint_forward else {"strong"})
+        # under DDP mixup would pair within a rank's slice, not the global batch (beyond.md D7): refused for now
+        self.distributed = not self.hp.mixup
 
     @hookimpl
     def pllzoo_loss(self, step: Step, state: PLLState) -> torch.Tensor:

@@ -42,6 +42,8 @@ class Confidence(Component):
 
     HParams = ConfidenceHParams
     provides = frozenset({"confidence"})
+    distributed = True
+    sync = {"confidence": "rows"}  # l.3 writes the batch rows only
 
     @hookimpl
     def pllzoo_setup_stage(self, run: Run, state: PLLState) -> None:
@@ -65,6 +67,8 @@ class Confidence(Component):
 
 class ProdenLoss(ProtocolLoss):
     """−Σ_j w_ij log p_ij on the weak view (Alg. l.2), with the protocol's consistency and mixup."""
+
+    distributed = True  # without mixup (ProtocolLoss)
 
     def per_sample(self, logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
         return soft_cross_entropy(logits, labels)

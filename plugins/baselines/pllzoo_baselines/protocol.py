@@ -39,6 +39,8 @@ class ProtocolLoss(Component):
     def __init__(self, hp: Any | None = None) -> None:
         super().__init__(hp)
         self.views = frozenset({"strong"}) if self.hp.cr else frozenset()
+        # under DDP mixup would pair within a rank's slice, not the global batch (beyond.md D7): refused for now
+        self.distributed = type(self).distributed and not self.hp.mixup
 
     @classmethod
     def dataset_defaults(cls, dataset: str, kind: str) -> dict[str, Any]:

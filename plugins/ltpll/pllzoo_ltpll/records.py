@@ -57,6 +57,7 @@ class FeaturePrior(Component):
     HParams = FeaturePriorHParams
     views = frozenset({"features"})
     provides = frozenset({"prior", "records_mu"})
+    distributed = True  # μ from the global batch's feature mean (beyond.md D9); both keys replicated
 
     @hookimpl
     def pllzoo_setup_stage(self, run: Run, state: PLLState) -> None:
@@ -75,7 +76,8 @@ class FeaturePrior(Component):
     def pllzoo_logit_offset(self, step: Step, state: PLLState) -> torch.Tensor:
         feats = step.features if step.features_strong is None else (step.features + step.features_strong) / 2
         m = self.hp.momentum
-        state.records_mu = m * state.records_mu + (1 - m) * feats.float().mean(0)  # l.2
+        state.records_mu = m * state.records_mu + (1 - m) * step.dist.batch_mean(feats.float())  # l.2, over the
+        # global batch under DDP (one all-reduce of the feature sum and count)
         state.prior = self._estimate(state)  # l.3: the head before this step's update
         return torch.log(state.prior + self.hp.eps)  # l.4
 

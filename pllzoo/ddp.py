@@ -1,0 +1,108 @@
+"""What the trainer does differently under G > 1 processes (``beyond.md`` §4.3-4.4): the rules in one place.
+
+* :func:`check_ready` — before training: every component of the run opted in
+  (``distributed = True``), its ``sync`` declarations are valid, and the batch splits into G
+  equal slices; otherwise one :class:`~pllzoo.errors.PLLZooError` line naming what is not ready.
+* :func:`rank_slice` — D1: rank g trains on the contiguous slice ``[g·b, (g+1)·b)`` of the global
+  batch, so :meth:`~pllzoo.distributed.DistContext.gather` gives the 1-process batch in order.
+* :class:`DataParallelNet` — the network's training passes (``forward``, ``forward_with_features``)
+  through :class:`torch.nn.parallel.DistributedDataParallel` (gradients averaged over ranks: the
+  gradient of the global-batch mean for per-sample-mean losses, D5), optionally with SyncBatchNorm.
+* :func:`sync_rows` — D2: after ``pllzoo_post_step``, the rows of every ``"rows"`` table written at
+  the ranks' batch indices are all-gathered and scattered into every replica.
+"""
+
+from __future__ import annotations
+
+from typing import Mapping
+
+import torch
+
+from pllzoo.components import SYNC_MODES, Component, label
+from pllzoo.distributed import DistContext
+from pllzoo.errors import PLLZooError
+from pllzoo.run import TrainConfig
+from pllzoo.state import PLLState
+
+
+def check_ready(dist: DistContext, components: Mapping[str, Component], config: TrainConfig,
+                n_modules: int = 0) -> None:
+    """Refuse, before training, a run that would not be the 1-process run under ``dist.world`` processes.
+
+    :raises PLLZooError: one line: components that did not opt in, a bad ``sync`` declaration, a
+        batch size not divisible by the world size, ``train.drop_last=false``, or extra modules.
+    """
+    if not dist.active:
+        return
+    g = dist.world
+    not_ready = [f"{slot} {label(c)!r}" for slot, c in components.items() if not getattr(c, "distributed", False)]
+    if not_ready:
+        raise PLLZooError(f"not ready for {g} processes (DDP): {', '.join(not_ready)}; run them in one process "
+                          f"(docs/distributed.md lists the methods that are)")
+    for slot, comp in components.items():
+        for key, mode in comp.sync.items():
+            if mode not in SYNC_MODES or key not in comp.provides:
+                raise PLLZooError(f"{slot} {label(comp)!r}: sync[{key!r}] = {mode!r}; declare a key it provides "
+                                  f"with one of {', '.join(SYNC_MODES)}")
+    if config.batch_size % g:
+        raise PLLZooError(f"train.batch_size {config.batch_size} is not divisible by the {g} processes; "
+                          f"pick a multiple of {g} (each process trains on batch_size / {g})")
+    if not config.drop_last:
+        raise PLLZooError(f"train.drop_last=false under {g} processes: the last, smaller batch would not split "
+                          "into equal slices; keep drop_last=true")
+    if n_modules:
+        raise PLLZooError(f"the recipe's extra modules (pllzoo_modules) are not synchronised under {g} processes "
+                          "yet; run it in one process")
+
+
+def rank_slice(global_idx: torch.Tensor, dist: DistContext) -> torch.Tensor:
+    """This rank's contiguous slice ``[g·b, (g+1)·b)`` of the global batch's indices ``[B]`` → ``[b]`` (D1)."""
+    if not dist.active:
+        return global_idx
+    b = global_idx.shape[0] // dist.world
+    return global_idx[dist.rank * b : (dist.rank + 1) * b]
+
+
+def row_keys(components: Mapping[str, Component]) -> list[str]:
+    """The state keys declared ``"rows"`` by a run's components, sorted (the same order on every rank)."""
+    return sorted(k for c in components.values() for k, mode in c.sync.items() if mode == "rows")
+
+
+@torch.no_grad()
+def sync_rows(state: PLLState, keys: list[str], idx: torch.Tensor, dist: DistContext) -> None:
+    """Scatter every rank's rows ``state[key][idx]`` into every replica of ``state[key]`` (D2).
+
+    Within a step the ranks' indices are disjoint (D1), so the order of the scatter does not matter;
+    one gather of the indices ``[B]`` and one of the rows ``[B, ...]`` per key.
+    """
+    if not dist.active or not keys:
+        return
+    idx_all = dist.gather(idx)  # [B]
+    for key in keys:
+        table = getattr(state, key)  # [N, ...]
+        table[idx_all] = dist.gather(table[idx])
+
+
+class DataParallelNet(torch.nn.Module):
+    """A :class:`~pllzoo.models.PLLNet`'s training passes under DDP: ``net(x)`` → logits,
+    ``net(x, features=True)`` → ``(logits, features)``, each through DDP's forward, so its gradient
+    hooks fire once per backward however many passes a step makes.  Evaluation uses the bare network.
+    """
+
+    class _Passes(torch.nn.Module):
+        def __init__(self, model: torch.nn.Module) -> None:
+            super().__init__()
+            self.model = model
+
+        def forward(self, x: torch.Tensor, features: bool = False):
+            return self.model.forward_with_features(x) if features else self.model(x)
+
+    def __init__(self, model: torch.nn.Module, dist: DistContext, sync_bn: bool = False) -> None:
+        super().__init__()
+        if sync_bn:
+            torch.nn.SyncBatchNorm.convert_sync_batchnorm(model)  # in place for the BN layers' replacements
+        ids = [dist.device.index] if dist.device is not None and dist.device.type == "cuda" else None
+        self.ddp = torch.nn.parallel.DistributedDataParallel(self._Passes(model), device_ids=ids)
+
+    def forward(self, x: torch.Tensor, features: bool = False):
+        return self.ddp(x, features=features)

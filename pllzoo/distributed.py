@@ -1,0 +1,172 @@
+"""The distributed context of a run: rank, world size and the few collectives components need.
+
+One process (no ``torchrun``) is the default and sees :data:`SINGLE`: world 1, every collective
+an identity, no process group, no overhead.  Under ``torchrun`` (or any launcher that sets
+``RANK``/``WORLD_SIZE``/``LOCAL_RANK``), :func:`init_from_env` starts the ``torch.distributed``
+process group (NCCL on CUDA, device ``cuda:LOCAL_RANK``; gloo on CPU) and every later
+:func:`current` returns a context over it.  A test may build one by hand over a group it
+initialised itself (``init_method="file://..."``).
+
+Semantics (``beyond.md`` §4.4): :meth:`DistContext.gather` concatenates in rank order, so with the
+trainer's contiguous per-rank slices of the global batch (D1) gathering a per-sample tensor gives
+back the 1-process batch in its order; :meth:`DistContext.all_reduce_sum` sums over ranks;
+:meth:`DistContext.broadcast` copies rank ``src``'s tensor.  Every rank must call a collective
+the same number of times in the same order: a branch around one must be taken by all ranks
+or none (decide it from replicated values, or all-reduce the decision first).
+"""
+
+from __future__ import annotations
+
+import datetime
+import os
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+from pllzoo.errors import PLLZooError
+
+DEFAULT_TIMEOUT_S = 300.0
+"""Process-group timeout: a rank that waits this long in a collective fails instead of hanging
+(``PLLZOO_DIST_TIMEOUT_S`` overrides it)."""
+
+
+@dataclass(frozen=True)
+class DistContext:
+    """Rank ``rank`` of ``world`` processes; ``device`` is where this rank trains (``cuda:LOCAL_RANK``)."""
+
+    rank: int = 0
+    world: int = 1
+    local_rank: int = 0
+    device: torch.device | None = None  # None: the device the caller chose (single process)
+
+    @property
+    def is_main(self) -> bool:
+        """True on rank 0, the only rank that writes run folders, logs, checkpoints and results."""
+        return self.rank == 0
+
+    @property
+    def active(self) -> bool:
+        """True when more than one process trains the run (collectives communicate)."""
+        return self.world > 1
+
+    def gather(self, x: torch.Tensor) -> torch.Tensor:
+        """All ranks' ``x`` ``[b, ...]`` concatenated along dim 0 in rank order → ``[G·b, ...]``; no grad.
+
+        Every rank must pass the same shape (the trainer's slices are all of size b).
+        """
+        if self.world == 1:
+            return x
+        x = x.contiguous()
+        parts = [torch.empty_like(x) for _ in range(self.world)]
+        torch.distributed.all_gather(parts, x)
+        return torch.cat(parts)
+
+    def all_reduce_sum(self, x: torch.Tensor) -> torch.Tensor:
+        """The sum of ``x`` over ranks (a new tensor; ``x`` itself is left as it was)."""
+        if self.world == 1:
+            return x
+        out = x.detach().clone()
+        torch.distributed.all_reduce(out, op=torch.distributed.ReduceOp.SUM)
+        return out
+
+    def broadcast(self, x: torch.Tensor, src: int = 0) -> torch.Tensor:
+        """Rank ``src``'s ``x`` on every rank (a new tensor on the other ranks; same shape and dtype)."""
+        if self.world == 1:
+            return x
+        out = x.detach().clone().contiguous()
+        torch.distributed.broadcast(out, src=src)
+        return out
+
+    def broadcast_object(self, obj: Any, src: int = 0) -> Any:
+        """Rank ``src``'s picklable ``obj`` (tensors inside included) on every rank; once per run, not per step."""
+        if self.world == 1:
+            return obj
+        box = [obj if self.rank == src else None]
+        torch.distributed.broadcast_object_list(box, src=src, device=self._comm_device())
+        return box[0]
+
+    def batch_mean(self, x: torch.Tensor) -> torch.Tensor:
+        """The mean over the *global* batch of the per-sample rows ``x`` ``[b, ...]`` → ``[...]``.
+
+        World 1: ``x.mean(0)`` (bit-identical to a run without this context).  Otherwise the row
+        sums and counts are all-reduced (one collective) and divided: the mean over ``Γ_t`` (D9).
+        """
+        if self.world == 1:
+            return x.mean(0)
+        flat = x.reshape(x.shape[0], -1)
+        count = torch.full((1,), x.shape[0], dtype=flat.dtype, device=flat.device)
+        total = self.all_reduce_sum(torch.cat([flat.sum(0), count]))  # [F + 1]
+        return (total[:-1] / total[-1]).reshape(x.shape[1:])
+
+    def any(self, flag: bool) -> bool:
+        """True on every rank when ``flag`` is true on some rank (a collective decision)."""
+        if self.world == 1:
+            return flag
+        device = self._comm_device() or torch.device("cpu")
+        return bool(self.all_reduce_sum(torch.tensor([int(flag)], device=device)).item() > 0)
+
+    def _comm_device(self) -> torch.device | None:
+        """The device collectives' scratch tensors live on: this rank's GPU under NCCL, else the CPU."""
+        if self.world > 1 and torch.distributed.get_backend() == "nccl":
+            return self.device
+        return None
+
+
+SINGLE = DistContext()
+"""The context of a run without torchrun: rank 0 of 1."""
+
+
+def distributed_available() -> bool:
+    """Whether this torch build has ``torch.distributed`` (some macOS/Windows builds lack it)."""
+    return torch.distributed.is_available()
+
+
+def current() -> DistContext:
+    """The context of this process: over the default process group once one is initialised, else :data:`SINGLE`."""
+    if not (distributed_available() and torch.distributed.is_initialized()):
+        return SINGLE
+    rank, world = torch.distributed.get_rank(), torch.distributed.get_world_size()
+    local = int(os.environ.get("LOCAL_RANK", rank))
+    device = torch.device("cuda", local) if torch.distributed.get_backend() == "nccl" else torch.device("cpu")
+    return DistContext(rank=rank, world=world, local_rank=local, device=device)
+
+
+def timeout_s() -> float:
+    """The process-group timeout in seconds (:data:`DEFAULT_TIMEOUT_S` or ``PLLZOO_DIST_TIMEOUT_S``)."""
+    return float(os.environ.get("PLLZOO_DIST_TIMEOUT_S", DEFAULT_TIMEOUT_S))
+
+
+def init_from_env(device: str = "auto") -> DistContext:
+    """Start the process group when launched by torchrun; return :func:`current`.
+
+    Without torchrun (or with ``WORLD_SIZE`` 1) nothing is started and :data:`SINGLE` comes back.
+    ``device``: ``cpu`` gives gloo; ``auto``/``cuda`` give NCCL on ``cuda:LOCAL_RANK`` when CUDA is
+    present, else gloo.  Idempotent: a group already initialised is kept.
+
+    :raises PLLZooError: one line, when distributed training is asked for but unavailable.
+    """
+    launched = distributed_available() and torch.distributed.is_torchelastic_launched()
+    if not launched or int(os.environ.get("WORLD_SIZE", "1")) <= 1:
+        return current()
+    if torch.distributed.is_initialized():
+        return current()
+    local = int(os.environ.get("LOCAL_RANK", "0"))
+    cuda = device != "cpu" and torch.cuda.is_available()
+    if device.startswith("cuda") and not cuda:
+        raise PLLZooError("--device cuda under torchrun, but torch sees no CUDA device; use --device cpu (gloo)")
+    if cuda:
+        if local >= torch.cuda.device_count():
+            raise PLLZooError(f"LOCAL_RANK {local}, but torch sees {torch.cuda.device_count()} CUDA device(s); "
+                              "start at most one process per GPU (--nproc-per-node)")
+        torch.cuda.set_device(local)
+    backend = "nccl" if cuda else "gloo"
+    kwargs: dict[str, Any] = {"device_id": torch.device("cuda", local)} if cuda else {}
+    torch.distributed.init_process_group(backend, timeout=datetime.timedelta(seconds=timeout_s()), **kwargs)
+    return current()
+
+
+def shutdown() -> None:
+    """Destroy the process group this process started (no-op without one)."""
+    if distributed_available() and torch.distributed.is_initialized():
+        torch.distributed.destroy_process_group()
