@@ -1,0 +1,123 @@
+"""What each of the 2 gloo processes of tests/test_distributed.py runs (a module, so spawn can import it).
+
+:func:`spawn` starts ``world`` processes with ``torch.multiprocessing.spawn`` over a ``file://``
+rendezvous in a temporary folder and a short timeout; process ``rank`` runs ``job(ctx, *args)`` and
+its answer is saved to ``result-<rank>.pt`` for the test to read.
+"""
+
+from __future__ import annotations
+
+import datetime
+import math
+import os
+from pathlib import Path
+from typing import Any, Callable
+
+import torch
+from torch import nn
+
+TIMEOUT_S = 60  # a hang fails the test within a minute
+
+
+def mlp_nobn(num_classes: int, input_shape: tuple[int, ...], hidden: int = 16):
+    """Flatten → Linear(d, 16) → ReLU → Linear(16, K): an MLP without BatchNorm (exact DDP equivalence)."""
+    from pllzoo.models import PLLNet
+
+    d = math.prod(input_shape)
+    return PLLNet(nn.Sequential(nn.Flatten(1), nn.Linear(d, hidden), nn.ReLU()), nn.Linear(hidden, num_classes))
+
+
+def add_test_model() -> None:
+    from pllzoo.models import MODELS
+
+    MODELS["mlp-nobn"] = mlp_nobn
+
+
+def _entry(rank: int, world: int, folder: str, job: Callable[..., Any], args: tuple) -> None:
+    os.environ["PLLZOO_LOAD_PLUGINS"] = "baselines,solar,ltpll"
+    torch.set_num_threads(1)
+    torch.distributed.init_process_group("gloo", init_method=f"file://{folder}/rendezvous", rank=rank,
+                                         world_size=world, timeout=datetime.timedelta(seconds=TIMEOUT_S))
+    try:
+        from pllzoo import distributed
+
+        add_test_model()
+        torch.save(job(distributed.current(), *args), Path(folder) / f"result-{rank}.pt")
+    finally:
+        torch.distributed.destroy_process_group()
+
+
+def spawn(job: Callable[..., Any], folder: Path, *args: Any, world: int = 2) -> list[Any]:
+    """Run ``job(ctx, *args)`` on ``world`` gloo processes; their answers, by rank."""
+    folder.mkdir(parents=True, exist_ok=True)
+    torch.multiprocessing.spawn(_entry, args=(world, str(folder), job, args), nprocs=world, join=True)
+    return [torch.load(folder / f"result-{r}.pt", weights_only=False) for r in range(world)]
+
+
+# ---------------------------------------------------------------------- jobs
+def train(ctx, method: str, overrides: dict[str, Any], cfg, seed: int, run_dir: str | None = None,
+          resume: bool = False) -> dict[str, Any]:
+    """Train ``method`` on conftest's tiny data; the records, the final state and model, the batches' indices."""
+    import sys
+
+    sys.path.insert(0, str(Path(__file__).parent))
+    from conftest import make_tiny_data
+    from pllzoo.registry import get_registry
+    from pllzoo.trainer import Trainer
+
+    reg = get_registry()
+    data = make_tiny_data()
+    comps = reg.build_components(reg.method(method), overrides, (data.name, data.kind))
+    trainer = Trainer(data, comps, cfg, seed=seed, device=torch.device("cpu"),
+                      run_dir=Path(run_dir) if run_dir else None, dist=ctx)
+    seen: list[torch.Tensor] = []
+    step = trainer.step
+
+    def recording(stage, epoch, idx, *a, **kw):
+        seen.append(idx.clone())
+        return step(stage, epoch, idx, *a, **kw)
+
+    trainer.step = recording
+    records = trainer.fit(resume=resume)
+    return {"records": [{k: v for k, v in r.items() if k != "wall_s"} for r in records],
+            "state": trainer.state.state_dict(), "model": {k: v.clone() for k, v in trainer.model.state_dict().items()},
+            "batches": seen, "wrote": sorted(p.name for p in Path(run_dir).iterdir()) if run_dir else []}
+
+
+def train_many(ctx, jobs: list[tuple]) -> list[Any]:
+    """:func:`train` for each ``(method, overrides, cfg, seed)``, in one pair of processes (one start-up)."""
+    return [train(ctx, *job) for job in jobs]
+
+
+def refusals(ctx, cases: list[tuple[str, dict[str, Any], Any]]) -> list[str]:
+    """The one-line error of building a Trainer for each ``(method, overrides, cfg)`` under ``ctx``."""
+    import sys
+
+    sys.path.insert(0, str(Path(__file__).parent))
+    from conftest import make_tiny_data
+    from pllzoo.errors import PLLZooError
+    from pllzoo.registry import get_registry
+    from pllzoo.trainer import Trainer
+
+    reg, data, out = get_registry(), make_tiny_data(), []
+    for method, overrides, cfg in cases:
+        comps = reg.build_components(reg.method(method), overrides, (data.name, data.kind))
+        try:
+            Trainer(data, comps, cfg, seed=1, device=torch.device("cpu"), dist=ctx)
+            out.append("")
+        except PLLZooError as exc:
+            out.append(str(exc))
+    return out
+
+
+def rows(ctx, n: int, k: int, batches: list[torch.Tensor]) -> torch.Tensor:
+    """A ``"rows"`` table after steps in which each rank writes its slice of each global batch."""
+    from pllzoo import ddp
+    from pllzoo.state import PLLState
+
+    state = PLLState({"table": torch.zeros(n, k)})
+    for step, global_idx in enumerate(batches):
+        idx = ddp.rank_slice(global_idx, ctx)
+        state.table[idx] = idx.float()[:, None] * 10 + step + torch.arange(k).float()  # this rank's rows only
+        ddp.sync_rows(state, ["table"], idx, ctx)
+    return state.table

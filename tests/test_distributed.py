@@ -1,0 +1,169 @@
+"""Multi-process training (torchrun/DDP) on CPU: 2 gloo processes equal 1 process with the global batch.
+
+``beyond.md`` §4.6.  One pair of processes (tests/ddp_workers.py, spawned once per module) trains every
+ready method with per-rank batch B/2; the references train here in one process with batch B.
+Tolerance (float32, the mlp-nobn of ddp_workers, 3 epochs of 6 steps): the gradients are averaged
+over 2 slices instead of summed over one batch, so the numbers agree up to float32 reduction order:
+losses and tables to ``RTOL``/``ATOL`` below, accuracies exactly.  The LR is small on purpose: at
+lr 0.1 CORR's −log(|1 − p| + 1e−9) saturates on this toy (loss 2.7 → 12 in 3 epochs) and the float32
+differences grow chaotically (2e-4 relative by epoch 3); at 0.02 they stay at ~1e-7.
+"""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+
+import ddp_workers
+from conftest import make_tiny_data
+from pllzoo.distributed import SINGLE, DistContext
+from pllzoo.run import TrainConfig
+
+pytestmark = pytest.mark.skipif(
+    not (torch.distributed.is_available() and torch.distributed.is_gloo_available()),
+    reason="torch.distributed with the gloo backend is unavailable in this torch build")
+
+RTOL, ATOL = 1e-5, 1e-6  # measured: max |Δ| ~1e-7 on losses and tables (float32)
+CFG = TrainConfig(model="mlp-nobn", epochs=3, lr=0.02, weight_decay=1e-4, batch_size=16)
+READY = {  # method -> hyper-parameter overrides
+    "proden": {}, "cc": {}, "corr": {}, "corr-records": {}, "proden-records": {}, "cc-records": {},
+}
+
+
+@pytest.fixture(scope="module")
+def test_model():
+    from pllzoo.models import MODELS
+
+    ddp_workers.add_test_model()
+    yield
+    MODELS.pop("mlp-nobn", None)
+
+
+@pytest.fixture(scope="module")
+def two_ranks(tmp_path_factory, test_model):
+    """Every READY method trained by 2 processes (per-rank batch 8), once per module: ``{method: [rank0, rank1]}``."""
+    jobs = [(m, o, CFG, 3) for m, o in READY.items()]
+    out = ddp_workers.spawn(ddp_workers.train_many, tmp_path_factory.mktemp("ddp"), jobs)
+    return {m: [out[0][i], out[1][i]] for i, m in enumerate(READY)}
+
+
+def _one_process(method: str, overrides=None, cfg=CFG, run_dir=None, on_epoch=None, resume=False):
+    from pllzoo.registry import get_registry
+    from pllzoo.trainer import Trainer
+
+    reg, data = get_registry(), make_tiny_data()
+    comps = reg.build_components(reg.method(method), overrides or {}, (data.name, data.kind))
+    trainer = Trainer(data, comps, cfg, seed=3, device=torch.device("cpu"), run_dir=run_dir, on_epoch=on_epoch)
+    seen = []
+    step = trainer.step
+    trainer.step = lambda stage, epoch, idx, *a, **kw: (seen.append(idx.clone()), step(stage, epoch, idx, *a, **kw))[1]
+    records = [{k: v for k, v in r.items() if k != "wall_s"} for r in trainer.fit(resume=resume)]
+    return {"records": records, "state": trainer.state.state_dict(), "model": trainer.model.state_dict(),
+            "batches": seen}
+
+
+def _assert_same_run(got: dict, ref: dict) -> None:
+    """Per-epoch records (accuracies exact, losses to tolerance), method state and weights to tolerance."""
+    assert len(got["records"]) == len(ref["records"])
+    for a, b in zip(got["records"], ref["records"]):
+        assert a.keys() == b.keys()
+        for key in a:
+            if isinstance(b[key], float) and not key.startswith("acc"):
+                assert math.isclose(a[key], b[key], rel_tol=RTOL, abs_tol=ATOL), (key, a[key], b[key])
+            else:
+                assert a[key] == b[key], (key, a[key], b[key])
+    assert got["state"].keys() == ref["state"].keys()
+    for key, value in ref["state"].items():
+        torch.testing.assert_close(got["state"][key], value, rtol=RTOL, atol=ATOL, msg=key)
+    for key, value in ref["model"].items():
+        torch.testing.assert_close(got["model"][key], value, rtol=RTOL, atol=ATOL, msg=key)
+
+
+def test_single_process_context_is_the_identity():
+    x = torch.randn(4, 3)
+    assert SINGLE.world == 1 and SINGLE.is_main and not SINGLE.active
+    assert SINGLE.gather(x) is x and SINGLE.all_reduce_sum(x) is x and SINGLE.broadcast(x) is x
+    assert torch.equal(SINGLE.batch_mean(x), x.mean(0)) and SINGLE.any(True) and not SINGLE.any(False)
+
+
+def test_sampler_slices_concatenate_to_the_one_process_batches(two_ranks, test_model):
+    """D1: same steps per epoch; rank 0's slice then rank 1's is the 1-process batch; no duplicates."""
+    ref = _one_process("proden")["batches"]
+    rank0, rank1 = (r["batches"] for r in two_ranks["proden"])
+    assert len(rank0) == len(rank1) == len(ref) == 3 * (96 // 16)
+    for a, b, whole in zip(rank0, rank1, ref):
+        assert a.numel() == b.numel() == 8
+        assert torch.equal(torch.cat([a, b]), whole)
+    per_epoch = torch.stack([torch.cat([a, b]) for a, b in zip(rank0, rank1)]).view(3, -1)
+    assert all(row.unique().numel() == row.numel() for row in per_epoch)
+
+
+def test_rows_tables_are_equal_on_every_rank_and_to_one_process(tmp_path):
+    """D2: after steps of per-rank writes, both replicas equal the table one process writes."""
+    n, k = 12, 3
+    g = torch.Generator().manual_seed(0)
+    batches = [torch.randperm(n, generator=g)[:4] for _ in range(5)]
+    replicas = ddp_workers.spawn(ddp_workers.rows, tmp_path, n, k, batches)
+    assert torch.equal(replicas[0], replicas[1])
+    assert torch.equal(replicas[0], ddp_workers.rows(SINGLE, n, k, batches))
+    assert replicas[0].abs().sum() > 0
+
+
+@pytest.mark.parametrize("method", list(READY))
+def test_two_processes_equal_one_process(two_ranks, method, test_model):
+    """Per-epoch losses and accuracies, the method state and the weights: 2 × batch 8 = 1 × batch 16."""
+    ref = _one_process(method, READY[method])
+    for rank in two_ranks[method]:
+        _assert_same_run(rank, ref)
+    for key, value in two_ranks[method][0]["state"].items():  # the replicas agree bit for bit
+        assert torch.equal(value, two_ranks[method][1]["state"][key]), key
+
+
+def test_not_ready_recipes_are_refused_before_training(tmp_path, test_model):
+    cases = [("solar", {}, CFG), ("proden", {"loss.mixup": True}, CFG),
+             ("proden", {}, TrainConfig(model="mlp-nobn", batch_size=15)),
+             ("proden", {}, TrainConfig(model="mlp-nobn", batch_size=16, drop_last=False))]
+    errors = ddp_workers.spawn(ddp_workers.refusals, tmp_path, cases)[0]
+    assert errors[0].startswith("not ready for 2 processes (DDP): ") and "solar." in errors[0]
+    assert "'proden.loss'" in errors[1] and "proden.confidence" not in errors[1]
+    assert "batch_size 15 is not divisible by the 2 processes" in errors[2]
+    assert "drop_last=false" in errors[3]
+    assert all("\n" not in e for e in errors)
+
+
+def test_resume_a_one_process_checkpoint_with_two_processes(tmp_path, test_model):
+    """A checkpoint is the same for any G: one process stops after epoch 2, two processes finish the run;
+    rank 0 alone wrote; equal to the uninterrupted 1-process run."""
+    cfg = TrainConfig(model="mlp-nobn", epochs=4, lr=0.02, batch_size=16, checkpoint_every=1)
+
+    class Cut(Exception):
+        pass
+
+    def cut(records):
+        if len(records) == 2:
+            raise Cut
+
+    (tmp_path / "run").mkdir()
+    with pytest.raises(Cut):
+        _one_process("corr-records", cfg=cfg, run_dir=tmp_path / "run", on_epoch=cut)
+    full = _one_process("corr-records", cfg=cfg)
+    ranks = ddp_workers.spawn(ddp_workers.train, tmp_path / "spawn", "corr-records", {}, cfg, 3,
+                              str(tmp_path / "run"), True)
+    for rank in ranks:
+        _assert_same_run(rank, full)
+    ckpt = torch.load(tmp_path / "run" / "checkpoint.pt", weights_only=False)
+    assert ckpt["epoch"] == 3 and len(ckpt["records"]) == 4
+
+
+def test_batch_mean_is_over_the_global_batch(tmp_path):
+    """D9: RECORDS' feature mean; each rank holds half of the rows."""
+    x = torch.arange(12.0).view(6, 2)
+    means = ddp_workers.spawn(_halves_mean, tmp_path, x)
+    torch.testing.assert_close(means[0], x.mean(0))
+    assert torch.equal(means[0], means[1])
+
+
+def _halves_mean(ctx: DistContext, x: torch.Tensor) -> torch.Tensor:
+    return ctx.batch_mean(x[ctx.rank * 3 : (ctx.rank + 1) * 3])
