@@ -19,6 +19,11 @@ does not stop the bench: its traceback goes to ``runs/<run-id>/error.txt``, the
 other runs finish, ``results.csv`` lists it with ``status`` "failed" and the
 one-line ``error``, and :class:`~pllzoo.jobs.RunsFailed` names every failed run
 at the end; ``resume=True`` reruns only those.  ``--jobs N`` does the same.
+
+Under torchrun (``dist.world`` > 1, :mod:`pllzoo.distributed`) every process plans the same runs;
+rank 0 runs :func:`execute` (run folders, locks, logs, checkpoints, ``results.csv``) and, before
+each run it trains, broadcasts which one; the other ranks run :func:`follow`, which trains the
+same runs with them and writes nothing.
 """
 
 from __future__ import annotations
@@ -33,7 +38,7 @@ from typing import Any, Callable
 
 import pandas as pd
 
-from pllzoo import checkpoint
+from pllzoo import checkpoint, distributed
 from pllzoo.errors import PLLZooError
 from pllzoo.jobs import RunsFailed, failure_line, record_failure
 from pllzoo.planning import (DEVICE_VIEWS, RunPlan, _route, carve, check_seeds, device_views, hashed_train,
@@ -47,8 +52,8 @@ from pllzoo.threads import default_threads, set_threads
 from pllzoo.trainer import Trainer
 
 __all__ = [  # planning lives in pllzoo.planning, run folders in pllzoo.runfolders; both re-exported here
-    "DEVICE_VIEWS", "RunPlan", "_route", "carve", "check_seeds", "device_views", "execute", "hashed_train",
-    "parse_overrides", "plan", "results_lock", "train_config",
+    "DEVICE_VIEWS", "RunPlan", "_route", "carve", "check_seeds", "device_views", "execute", "follow",
+    "hashed_train", "parse_overrides", "plan", "results_lock", "train_config",
 ]
 
 
@@ -82,6 +87,9 @@ def execute(
     if overwrite and resume:
         raise PLLZooError("--overwrite and --resume exclude each other; --overwrite retrains finished runs, "
                           "--resume keeps them")
+    dist = distributed.current()
+    if dist.active and jobs > 1:
+        raise PLLZooError(f"--jobs {jobs} under torchrun: the {dist.world} processes train one run at a time")
     deadline = checkpoint.clock() + 60 * time_limit if time_limit is not None else None
     threads = threads or default_threads(jobs)
     runs_dir = Path(out) / "runs"
@@ -133,6 +141,7 @@ def execute(
                 i = len(finals)
                 try:
                     _stop_before(p, deadline)
+                    dist.broadcast_object(("train", i, resume))  # the other ranks train it with us (follow)
                     finals.append(_train(registry, p, target, resume, on_epoch, on_run, deadline, threads)[-1])
                     settle(swaps, i, ok=True)
                 except checkpoint.Stopped as exc:
@@ -165,6 +174,7 @@ def execute(
             failed.update(worker_failed)
             settle_all(swaps, finals, failed)
     finally:
+        dist.broadcast_object(("done",))  # releases the other ranks (follow)
         for i in list(swaps):  # an interruption: the temporary folders go, the old run folders stay
             settle(swaps, i, ok=False, discard=True)
         for lock in locks:
@@ -175,6 +185,31 @@ def execute(
         raise RunsFailed(failure_line(named, attempted, runs_dir), rows,
                          [(plans[i], why) for i, why in sorted(failed.items())])
     return rows
+
+
+def follow(registry: Registry, plans: list[RunPlan], time_limit: float | None = None) -> None:
+    """A rank other than 0 under torchrun: train each run rank 0 announces, with it, until it says done.
+
+    Nothing is written.  A run that fails or stops here fails or stops on rank 0 too (the ranks compute the
+    same numbers and decide stops collectively), so this rank goes on to rank 0's next announcement.
+    """
+    import torch
+
+    dist = distributed.current()
+    deadline = checkpoint.clock() + 60 * time_limit if time_limit is not None else None
+    with checkpoint.stop_signals():
+        while True:
+            message = dist.broadcast_object(None)
+            if message[0] == "done":
+                return
+            _, i, resume = message
+            p = plans[i]
+            comps = registry.build_components(p.method, p.component_overrides, (p.data.name, p.data.kind))
+            trainer = Trainer(p.data, comps, p.train, p.seed, torch.device(p.config["device"]), None,
+                              {"method": p.method.name, "dataset": p.data.name}, None, p.view_workers,
+                              deadline=deadline, check=p.check, dist=dist)
+            with contextlib.suppress(Exception, checkpoint.Stopped):  # rank 0 records it
+                trainer.fit(resume=resume)
 
 
 def _name(p: RunPlan) -> str:
@@ -238,8 +273,9 @@ def _train(registry, p: RunPlan, run_dir: Path, resume: bool, on_epoch, on_run, 
     write_json(run_dir / "config.json", p.config)
     bookkeeping = {f: getattr(p.train, f) for f in sorted(BOOKKEEPING_FIELDS)}
     plugins = p.plugins or plugins_env(registry, p.method)  # from plan(): a --jobs worker's registry lacks the infos
+    processes = {"processes": distributed.current().world} if distributed.current().active else {}  # torchrun
     write_json(run_dir / "env.json", {**env_info(device), **plugins, "view_workers": p.view_workers,
-                                      "bookkeeping": bookkeeping})
+                                      "bookkeeping": bookkeeping, **processes})
     comps = registry.build_components(p.method, p.component_overrides, (p.data.name, p.data.kind))
     base = {"method": p.method.name, "dataset": p.data.name}
     log = run_dir / "log.jsonl"

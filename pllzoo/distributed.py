@@ -17,6 +17,7 @@ or none (decide it from replicated values, or all-reduce the decision first).
 
 from __future__ import annotations
 
+import contextlib
 import datetime
 import os
 from dataclasses import dataclass
@@ -166,7 +167,15 @@ def init_from_env(device: str = "auto") -> DistContext:
     return current()
 
 
-def shutdown() -> None:
-    """Destroy the process group this process started (no-op without one)."""
+def shutdown(wait: bool = True) -> None:
+    """Destroy the process group this process started (no-op without one).
+
+    ``wait``: first wait until every rank got here (a barrier), so no rank tears its side down while
+    another still uses it (gloo aborts the early one's process otherwise).  A barrier that fails (a rank
+    died) is ignored: the group is destroyed anyway.
+    """
     if distributed_available() and torch.distributed.is_initialized():
+        if wait:
+            with contextlib.suppress(RuntimeError):
+                torch.distributed.barrier()
         torch.distributed.destroy_process_group()

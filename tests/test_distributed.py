@@ -167,3 +167,33 @@ def test_batch_mean_is_over_the_global_batch(tmp_path):
 
 def _halves_mean(ctx: DistContext, x: torch.Tensor) -> torch.Tensor:
     return ctx.batch_mean(x[ctx.rank * 3 : (ctx.rank + 1) * 3])
+
+
+def test_torchrun_bench_equals_one_process_and_rank0_alone_writes(tmp_path):
+    """The real CLI path: ``torchrun --standalone --nproc-per-node 2 -m pllzoo bench`` on a synthetic-lt subset
+    (a linear model: no BatchNorm) gives the 1-process run's id, accuracies and losses (to RTOL); the run
+    folder holds what one process writes, and the table is printed once."""
+    import os
+    import subprocess
+    import sys
+
+    import pandas as pd
+
+    args = ["bench", "--methods", "proden", "--dataset", "synthetic-lt", "--subset", "256", "--epochs", "2",
+            "--batch-size", "32", "--device", "cpu", "--hp", "train.model=linear", "--hp", "train.lr=0.02"]
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "PLLZOO_DIST_TIMEOUT_S": "60"}
+    run = lambda *launch, out: subprocess.run(  # noqa: E731
+        [sys.executable, *launch, "-m", "pllzoo", *args, "--out", str(out)], env=env, capture_output=True,
+        text=True, timeout=180)
+    one = run(out=tmp_path / "one")
+    two = run("-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2", out=tmp_path / "two")
+    assert one.returncode == 0, one.stderr[-2000:]
+    assert two.returncode == 0, two.stderr[-2000:]
+    assert two.stdout.count("results: ") == 1
+    a, b = (pd.read_csv(tmp_path / d / "results.csv") for d in ("one", "two"))
+    assert list(a["run"]) == list(b["run"]) and list(a["acc_all"]) == list(b["acc_all"])
+    assert math.isclose(a["loss"][0], b["loss"][0], rel_tol=RTOL)
+    files = lambda d: sorted(p.relative_to(d).as_posix() for p in d.rglob("*"))  # noqa: E731
+    assert files(tmp_path / "one") == files(tmp_path / "two")
+    env_two = (tmp_path / "two" / "runs" / b["run"][0] / "env.json").read_text()
+    assert '"processes": 2' in env_two

@@ -18,6 +18,7 @@ from __future__ import annotations
 import contextlib
 import os
 import shlex
+import warnings
 from pathlib import Path
 
 import click
@@ -26,7 +27,7 @@ from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from pllzoo import bench as bench_lib
-from pllzoo import checkpoint
+from pllzoo import checkpoint, distributed
 from pllzoo.cli import cli, warn_failed_plugins
 from pllzoo.data.base import DataOptions
 from pllzoo.errors import PLLZooError
@@ -106,8 +107,29 @@ def _continue_command(ctx: click.Context) -> str:
 @click.pass_context
 def bench(ctx, methods, dataset, seeds, epochs, batch_size, data_dir, split, phi, imb, imb_type, holdout, subset,
           device, view_workers, hps, out, resume, overwrite, offline, check, jobs, threads, time_limit, shard) -> None:
-    """Run METHODS head-to-head on DATASET over SEEDS and print All/Many/Medium/Few."""
+    """Run METHODS head-to-head on DATASET over SEEDS and print All/Many/Medium/Few.
+
+    Under ``torchrun --nproc-per-node G -m pllzoo bench ...`` each run trains data-parallel on G processes
+    (docs/distributed.md); rank 0 writes everything and prints the table, the others print nothing.
+    """
+    dist = distributed.init_from_env(device)
+    try:
+        _bench(ctx, dist, methods, dataset, seeds, epochs, batch_size, data_dir, split, phi, imb, imb_type, holdout,
+               subset, device, view_workers, hps, out, resume, overwrite, offline, check, jobs, threads, time_limit,
+               shard)
+    finally:  # every way out (a table, failed runs, a stop, a planning error) is reached by all ranks
+        if dist.active:
+            distributed.shutdown()
+
+
+def _bench(ctx, dist, methods, dataset, seeds, epochs, batch_size, data_dir, split, phi, imb, imb_type, holdout,
+           subset, device, view_workers, hps, out, resume, overwrite, offline, check, jobs, threads, time_limit,
+           shard) -> None:
+    if not dist.is_main:  # torchrun: rank 0 reports warnings (the data's, reused runs, ...) once
+        warnings.simplefilter("ignore")
     reg = get_registry()
+    if dist.active and jobs > 1:  # before rank 0 and the others part ways
+        raise PLLZooError(f"--jobs {jobs} under torchrun: the {dist.world} processes train one run at a time")
     warn_failed_plugins(reg)  # one line each, to stderr: a method may be missing because of it
     check_out(Path(out))
     if resume and overwrite:
@@ -120,10 +142,13 @@ def bench(ctx, methods, dataset, seeds, epochs, batch_size, data_dir, split, phi
         reg, _csv(methods), dataset, _seeds(seeds), options, epochs=epochs, batch_size=batch_size,
         hp=bench_lib.parse_overrides(hps), device=device, view_workers=view_workers, check=check, shard=part,
     )
-    if part is not None:
+    if part is not None and dist.is_main:
         click.echo(f"shard {part[0]}/{part[1]}: {len(plans)} run(s) of the grid", err=True)
-        if not plans:  # more shards than runs (a large array job): nothing to do is not an error
-            return
+    if not plans:  # more shards than runs (a large array job): nothing to do is not an error
+        return
+    if not dist.is_main:  # torchrun: train rank 0's runs with it, write and print nothing
+        bench_lib.follow(reg, plans, time_limit)
+        return
     err = Console(stderr=True)
     stopped: BaseException | None = None
     failure: RunsFailed | None = None
