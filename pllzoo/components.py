@@ -60,7 +60,9 @@ class Component:
     * ``name`` / ``slot`` — set by the registry on registration.
     * ``distributed`` — ``True`` once the component is correct under DDP (G > 1 processes with
       the trainer's contiguous slices of each global batch, ``beyond.md`` §4.3): the trainer refuses,
-      before training, a multi-process run with a component that has not opted in.
+      before training, a multi-process run with a component that has not opted in.  Declared on the
+      class itself (a subclass does not inherit it: it may change what is synchronised) or set on the
+      instance from ``self.hp`` (:func:`is_distributed`).
     * ``sync`` — ``{state key: mode}`` for the keys it ``provides``, how the key stays equal on
       every rank (only read under G > 1):
 
@@ -141,6 +143,13 @@ def parse_method_string(text: str) -> tuple[str, dict[str, str | None]]:
             raise PLLZooError(f"slot {slot!r} cannot be empty; only {', '.join(sorted(OPTIONAL_SLOTS))} can be none")
         swaps[slot] = None if comp == "none" else comp
     return base, swaps
+
+
+def is_distributed(comp: Component) -> bool:
+    """Whether ``comp`` opted in to DDP: its instance's ``distributed``, else its own class's (not inherited)."""
+    if "distributed" in vars(comp):
+        return bool(comp.distributed)
+    return bool(vars(type(comp)).get("distributed", False))
 
 
 def label(comp: Component) -> str:

@@ -18,7 +18,7 @@ from typing import Mapping
 
 import torch
 
-from pllzoo.components import SYNC_MODES, Component, label
+from pllzoo.components import SYNC_MODES, Component, is_distributed, label
 from pllzoo.distributed import DistContext
 from pllzoo.errors import PLLZooError
 from pllzoo.run import TrainConfig
@@ -35,7 +35,7 @@ def check_ready(dist: DistContext, components: Mapping[str, Component], config: 
     if not dist.active:
         return
     g = dist.world
-    not_ready = [f"{slot} {label(c)!r}" for slot, c in components.items() if not getattr(c, "distributed", False)]
+    not_ready = [f"{slot} {label(c)!r}" for slot, c in components.items() if not is_distributed(c)]
     if not_ready:
         raise PLLZooError(f"not ready for {g} processes (DDP): {', '.join(not_ready)}; run them in one process "
                           f"(docs/distributed.md lists the methods that are)")

@@ -72,6 +72,8 @@ class Confident(Component):
     needs = frozenset()                 # state keys of other components it reads
     provides = frozenset()              # state keys it writes (allocates in pllzoo_setup_stage)
     views = frozenset()                 # extra views: "strong", "features"
+    distributed = True                  # correct under torchrun/DDP (per sample, no state)
+    sync = {}                           # DDP: {provided key: "rows" | "replicated"} (docs/distributed.md)
 
     @hookimpl
     def pllzoo_select(self, step):      # the role hook of slot "selection"
@@ -307,13 +309,27 @@ def shipped_registry():
     return Registry.build(pm, [i for i in infos if i.shipped])
 
 
+def _ddp_cell(cls: type) -> str:
+    """Whether a component (with its default hyper-parameters) is ready for torchrun, and its ``"rows"`` keys."""
+    try:
+        comp = cls()
+    except Exception:  # defaults that need a run: the class declaration
+        comp = cls.__new__(cls)
+    from pllzoo.components import is_distributed
+
+    if not is_distributed(comp):
+        return "not with its defaults" if vars(cls).get("distributed", False) else "–"
+    rows = sorted(k for k, mode in comp.sync.items() if mode == "rows")
+    return "ready" + (f" (rows: {', '.join(f'`{k}`' for k in rows)})" if rows else "")
+
+
 def _components_section() -> str:
     from pllzoo.components import SLOTS
 
     reg = shipped_registry()
     shipped = {p.name: p for p in reg.plugins if p.shipped and p.error is None}
-    rows = ["| slot | component | plugin | reads (`needs`) | writes (`provides`) | views | run hooks |",
-            "|---|---|---|---|---|---|---|"]
+    rows = ["| slot | component | plugin | reads (`needs`) | writes (`provides`) | views | run hooks | DDP |",
+            "|---|---|---|---|---|---|---|---|"]
     for slot in SLOTS:
         for name, (cls, plugin) in sorted(reg.components[slot].items()):
             if plugin not in shipped:
@@ -322,11 +338,13 @@ def _components_section() -> str:
             cell = lambda xs: ", ".join(f"`{x}`" for x in xs) or "–"  # noqa: E731
             hooks = ", ".join(h.removeprefix("pllzoo_") for h in d["hooks"])
             rows.append(f"| {slot} | `{name}` | {shipped[plugin].dist or plugin} | {cell(d['needs'])} | "
-                        f"{cell(d['provides'])} | {cell(d['views'])} | {hooks} |")
+                        f"{cell(d['provides'])} | {cell(d['views'])} | {hooks} | {_ddp_cell(cls)} |")
     return ("## What the shipped components read and write\n\n"
             "Keys of `state` (or `step.scratch`) each shipped component reads from other components (`needs`) "
             "and writes (`provides`), the views it asks for with its default hyper-parameters (the protocol "
-            "losses and SoLar's loss drop the strong view with `cr=False`), and the run hooks it implements. "
+            "losses and SoLar's loss drop the strong view with `cr=False`), and the run hooks it implements; "
+            "DDP: whether it is ready for torchrun (docs/distributed.md; the protocol losses only without mixup), "
+            "with the per-sample tables synchronised by rows. "
             "`pllzoo methods --hparams` and `pllzoo plugins --json` show the same for every installed "
             "component.\n\n" + "\n".join(rows) + "\n")
 

@@ -197,3 +197,16 @@ def test_torchrun_bench_equals_one_process_and_rank0_alone_writes(tmp_path):
     assert files(tmp_path / "one") == files(tmp_path / "two")
     env_two = (tmp_path / "two" / "runs" / b["run"][0] / "env.json").read_text()
     assert '"processes": 2' in env_two
+
+
+def test_the_opt_in_is_not_inherited():
+    """A subclass may change what a step writes (PiCO's confidences subclass PRODEN's): it opts in itself."""
+    from pllzoo.components import is_distributed
+    from pllzoo_baselines.proden import Confidence, ProdenLoss
+
+    class Derived(Confidence):
+        pass
+
+    assert is_distributed(Confidence()) and not is_distributed(Derived())
+    assert not is_distributed(ProdenLoss())  # mixup on by default: pairs within a rank's slice
+    assert is_distributed(ProdenLoss(ProdenLoss.HParams(mixup=False)))

@@ -40,7 +40,7 @@ class ProtocolLoss(Component):
         super().__init__(hp)
         self.views = frozenset({"strong"}) if self.hp.cr else frozenset()
         # under DDP mixup would pair within a rank's slice, not the global batch (beyond.md D7): refused for now
-        self.distributed = type(self).distributed and not self.hp.mixup
+        self.distributed = bool(vars(type(self)).get("distributed", False)) and not self.hp.mixup  # own class only
 
     @classmethod
     def dataset_defaults(cls, dataset: str, kind: str) -> dict[str, Any]:
