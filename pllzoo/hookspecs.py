@@ -47,6 +47,14 @@ Call order within one run (the trainer, ``pllzoo/trainer.py``)::
             pllzoo_on_epoch_end(run, epoch, state)
             evaluate: logits -> pllzoo_predict(logits, state, features) -> argmax
 
+Under torchrun (G > 1 processes, ``docs/distributed.md``) every hook runs on every process, the
+``step`` hooks on this process's slice of the global batch.  Only components that opted in
+(``distributed = True`` on their class) may run; they declare per provided state key how it stays
+equal across processes (``sync``: ``"rows"`` tables are all-gathered at the batch indices and
+scattered after :meth:`~RunSpec.pllzoo_post_step`; ``"replicated"`` keys are computed identically
+everywhere) and form batch statistics over the global batch through ``step.dist``/``run.dist``
+(:class:`pllzoo.distributed.DistContext`; the identity in one process).
+
 Arguments are passed by keyword, so an implementation may accept any subset of
 a spec's arguments (pluggy's opt-in arguments).  Specs gain arguments over time;
 they are never renamed or reordered.
