@@ -121,3 +121,14 @@ def rows(ctx, n: int, k: int, batches: list[torch.Tensor]) -> torch.Tensor:
         state.table[idx] = idx.float()[:, None] * 10 + step + torch.arange(k).float()  # this rank's rows only
         ddp.sync_rows(state, ["table"], idx, ctx)
     return state.table
+
+
+def batch_mean_of_halves(ctx, x: torch.Tensor) -> torch.Tensor:
+    """``ctx.batch_mean`` with each rank holding its half of the rows of ``x``."""
+    half = x.shape[0] // ctx.world
+    return ctx.batch_mean(x[ctx.rank * half : (ctx.rank + 1) * half])
+
+
+def several(ctx, calls: list[tuple[Callable[..., Any], tuple]]) -> list[Any]:
+    """Each ``job(ctx, *args)`` of ``calls`` in turn, in one pair of processes (one start-up)."""
+    return [job(ctx, *args) for job, args in calls]
