@@ -27,8 +27,11 @@ pytestmark = pytest.mark.skipif(
 
 RTOL, ATOL = 1e-5, 1e-6  # measured: losses and logs ≤ 2.8e-7 relative, state and weights ≤ 1.8e-7 (float32)
 CFG = TrainConfig(model="mlp-nobn", epochs=3, lr=0.02, weight_decay=1e-4, batch_size=16)
-READY = {  # method -> hyper-parameter overrides
-    "proden": {}, "cc": {}, "corr": {}, "corr-records": {}, "proden-records": {}, "cc-records": {},
+MIXUP = {"loss.mixup": True}  # tabular defaults turn the protocol's mixup off: force it on (D7)
+READY = {  # test id -> (method, hyper-parameter overrides)
+    "proden": ("proden", {}), "cc": ("cc", {}), "corr": ("corr", {}), "corr-records": ("corr-records", {}),
+    "proden-records": ("proden-records", {}), "cc-records": ("cc-records", {}),
+    "proden-mixup": ("proden", MIXUP), "cc-mixup": ("cc", MIXUP), "corr-records-mixup": ("corr-records-mixup", {}),
 }
 
 
@@ -44,7 +47,7 @@ def test_model():
 @pytest.fixture(scope="module")
 def two_ranks(tmp_path_factory, test_model):
     """Every READY method trained by 2 processes (per-rank batch 8), once per module: ``{method: [rank0, rank1]}``."""
-    jobs = [(m, o, CFG, 3) for m, o in READY.items()]
+    jobs = [(m, o, CFG, 3) for m, o in READY.values()]
     out = ddp_workers.spawn(ddp_workers.train_many, tmp_path_factory.mktemp("ddp"), jobs)
     return {m: [out[0][i], out[1][i]] for i, m in enumerate(READY)}
 
@@ -52,7 +55,7 @@ def two_ranks(tmp_path_factory, test_model):
 N_ROWS, K_ROWS = 12, 3
 ROW_BATCHES = [torch.randperm(N_ROWS, generator=torch.Generator().manual_seed(s))[:4] for s in range(5)]
 X_MEAN = torch.arange(12.0).view(6, 2)
-REFUSED = [("solar", {}, CFG), ("proden", {"loss.mixup": True}, CFG),
+REFUSED = [("solar", {}, CFG), ("valen", {}, CFG),
            ("proden", {}, TrainConfig(model="mlp-nobn", batch_size=15)),
            ("proden", {}, TrainConfig(model="mlp-nobn", batch_size=16, drop_last=False))]
 
@@ -124,20 +127,21 @@ def test_rows_tables_are_equal_on_every_rank_and_to_one_process(small_jobs):
     assert replicas[0].abs().sum() > 0
 
 
-@pytest.mark.parametrize("method", list(READY))
-def test_two_processes_equal_one_process(two_ranks, method, test_model):
-    """Per-epoch losses and accuracies, the method state and the weights: 2 × batch 8 = 1 × batch 16."""
-    ref = _one_process(method, READY[method])
-    for rank in two_ranks[method]:
+@pytest.mark.parametrize("case", list(READY))
+def test_two_processes_equal_one_process(two_ranks, case, test_model):
+    """Per-epoch losses and accuracies, the method state and the weights: 2 × batch 8 = 1 × batch 16
+    (with mixup: the same coefficient and pairing over the global batch as one process, D7)."""
+    ref = _one_process(*READY[case])
+    for rank in two_ranks[case]:
         _assert_same_run(rank, ref)
-    for key, value in two_ranks[method][0]["state"].items():  # the replicas agree bit for bit
-        assert torch.equal(value, two_ranks[method][1]["state"][key]), key
+    for key, value in two_ranks[case][0]["state"].items():  # the replicas agree bit for bit
+        assert torch.equal(value, two_ranks[case][1]["state"][key]), key
 
 
 def test_not_ready_recipes_are_refused_before_training(small_jobs):
     errors = small_jobs[0][1]
     assert errors[0].startswith("not ready for 2 processes (DDP): ") and "solar." in errors[0]
-    assert "'proden.loss'" in errors[1] and "proden.confidence" not in errors[1]
+    assert "'valen." in errors[1] and "pllzoo.all" not in errors[1]  # names the components not ready, only them
     assert "batch_size 15 is not divisible by the 2 processes" in errors[2]
     assert "drop_last=false" in errors[3]
     assert all("\n" not in e for e in errors)
@@ -213,5 +217,4 @@ def test_the_opt_in_is_not_inherited():
         pass
 
     assert is_distributed(Confidence()) and not is_distributed(Derived())
-    assert not is_distributed(ProdenLoss())  # mixup on by default: pairs within a rank's slice
-    assert is_distributed(ProdenLoss(ProdenLoss.HParams(mixup=False)))
+    assert is_distributed(ProdenLoss()) and is_distributed(ProdenLoss(ProdenLoss.HParams(mixup=False)))  # D7
