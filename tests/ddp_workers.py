@@ -132,3 +132,21 @@ def batch_mean_of_halves(ctx, x: torch.Tensor) -> torch.Tensor:
 def several(ctx, calls: list[tuple[Callable[..., Any], tuple]]) -> list[Any]:
     """Each ``job(ctx, *args)`` of ``calls`` in turn, in one pair of processes (one start-up)."""
     return [job(ctx, *args) for job, args in calls]
+
+
+def masked_mean_grads(ctx, values: torch.Tensor, mask: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """This rank's gradient of ``masked_mean(v², mask, ctx)`` and of the naive local one over its half of the rows,
+    and the scaled loss averaged over ranks."""
+    from pllzoo.losses import masked_mean
+
+    half = values.shape[0] // ctx.world
+    rows = slice(ctx.rank * half, (ctx.rank + 1) * half)
+    grads = []
+    for dist in (ctx, None):
+        v = values[rows].clone().requires_grad_(True)
+        loss = masked_mean(v ** 2, mask[rows], dist) if dist is not None else masked_mean(v ** 2, mask[rows])
+        loss.backward()
+        grads.append(v.grad)
+        if dist is not None:
+            value = ctx.all_reduce_sum(loss.detach()) / ctx.world
+    return grads[0], grads[1], value

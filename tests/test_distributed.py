@@ -32,6 +32,7 @@ READY = {  # test id -> (method, hyper-parameter overrides)
     "proden": ("proden", {}), "cc": ("cc", {}), "corr": ("corr", {}), "corr-records": ("corr-records", {}),
     "proden-records": ("proden-records", {}), "cc-records": ("cc-records", {}),
     "proden-mixup": ("proden", MIXUP), "cc-mixup": ("cc", MIXUP), "corr-records-mixup": ("corr-records-mixup", {}),
+    "lws-mixup": ("lws", MIXUP), "mse": ("mse", {}), "exp-mixup": ("exp", MIXUP),  # MSE/EXP: |S| = K rows masked (D5)
 }
 
 
@@ -55,6 +56,8 @@ def two_ranks(tmp_path_factory, test_model):
 N_ROWS, K_ROWS = 12, 3
 ROW_BATCHES = [torch.randperm(N_ROWS, generator=torch.Generator().manual_seed(s))[:4] for s in range(5)]
 X_MEAN = torch.arange(12.0).view(6, 2)
+V_MASK = torch.arange(1.0, 9.0)
+MASK = torch.tensor([True, False, False, False, True, True, True, False])  # 1 selected row on rank 0, 3 on rank 1
 REFUSED = [("solar", {}, CFG), ("valen", {}, CFG),
            ("proden", {}, TrainConfig(model="mlp-nobn", batch_size=15)),
            ("proden", {}, TrainConfig(model="mlp-nobn", batch_size=16, drop_last=False))]
@@ -64,7 +67,7 @@ REFUSED = [("solar", {}, CFG), ("valen", {}, CFG),
 def small_jobs(tmp_path_factory, test_model):
     """The rows table, the refusals and the global mean of 2 processes, in one spawn: ``[rank0, rank1]``."""
     calls = [(ddp_workers.rows, (N_ROWS, K_ROWS, ROW_BATCHES)), (ddp_workers.refusals, (REFUSED,)),
-             (ddp_workers.batch_mean_of_halves, (X_MEAN,))]
+             (ddp_workers.batch_mean_of_halves, (X_MEAN,)), (ddp_workers.masked_mean_grads, (V_MASK, MASK))]
     return ddp_workers.spawn(ddp_workers.several, tmp_path_factory.mktemp("small"), calls)
 
 
@@ -218,3 +221,18 @@ def test_the_opt_in_is_not_inherited():
 
     assert is_distributed(Confidence()) and not is_distributed(Derived())
     assert is_distributed(ProdenLoss()) and is_distributed(ProdenLoss(ProdenLoss.HParams(mixup=False)))  # D7
+
+
+def test_subset_mean_is_scaled_to_the_global_subset(small_jobs):
+    """D5: with masked_mean(values, mask, dist) the ranks' averaged gradients (what DDP applies) are those of
+    the global masked mean; the naive local masked mean's are not (the ranks' subsets differ in size)."""
+    values = V_MASK.clone().requires_grad_(True)
+    from pllzoo.losses import masked_mean
+
+    masked_mean(values ** 2, MASK).backward()
+    scaled = torch.cat([rank[3][0] for rank in small_jobs]) / 2  # DDP: the mean of the ranks' gradients
+    naive = torch.cat([rank[3][1] for rank in small_jobs]) / 2
+    torch.testing.assert_close(scaled, values.grad)
+    assert not torch.allclose(naive, values.grad)
+    torch.testing.assert_close(small_jobs[0][3][2], masked_mean(V_MASK ** 2, MASK))  # the loss value, every rank
+    assert torch.equal(small_jobs[0][3][2], small_jobs[1][3][2])
