@@ -97,7 +97,7 @@ def draw_mixup(step: Step, alpha: float, rows: torch.Tensor | None = None, n_row
     dist, keep = step.dist, None
     n = step.batch.size * dist.world
     if rows is not None:
-        rows = dist.gather(rows)  # [B]
+        rows = dist.gather(rows.to(torch.uint8)).bool() if dist.active else rows  # [B]
         n = int(rows.sum()) if n_rows is None else n_rows
         keep = true_rows(rows, n)
     lam = mixup_coefficient(step.generator, alpha)

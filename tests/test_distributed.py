@@ -33,6 +33,7 @@ READY = {  # test id -> (method, hyper-parameter overrides)
     "proden-records": ("proden-records", {}), "cc-records": ("cc-records", {}),
     "proden-mixup": ("proden", MIXUP), "cc-mixup": ("cc", MIXUP), "corr-records-mixup": ("corr-records-mixup", {}),
     "lws-mixup": ("lws", MIXUP), "mse": ("mse", {}), "exp-mixup": ("exp", MIXUP),  # MSE/EXP: |S| = K rows masked (D5)
+    "htc": ("htc", {"loss.ramp_epochs": 1}),  # η = 0.9 from epoch 1: the selected-row terms at full weight (D10)
 }
 
 
@@ -67,7 +68,8 @@ REFUSED = [("solar", {}, CFG), ("valen", {}, CFG),
 def small_jobs(tmp_path_factory, test_model):
     """The rows table, the refusals and the global mean of 2 processes, in one spawn: ``[rank0, rank1]``."""
     calls = [(ddp_workers.rows, (N_ROWS, K_ROWS, ROW_BATCHES)), (ddp_workers.refusals, (REFUSED,)),
-             (ddp_workers.batch_mean_of_halves, (X_MEAN,)), (ddp_workers.masked_mean_grads, (V_MASK, MASK))]
+             (ddp_workers.batch_mean_of_halves, (X_MEAN,)), (ddp_workers.masked_mean_grads, (V_MASK, MASK)),
+             (ddp_workers.module_grads, ())]
     return ddp_workers.spawn(ddp_workers.several, tmp_path_factory.mktemp("small"), calls)
 
 
@@ -83,6 +85,7 @@ def _one_process(method: str, overrides=None, cfg=CFG, run_dir=None, on_epoch=No
     trainer.step = lambda stage, epoch, idx, *a, **kw: (seen.append(idx.clone()), step(stage, epoch, idx, *a, **kw))[1]
     records = [{k: v for k, v in r.items() if k != "wall_s"} for r in trainer.fit(resume=resume)]
     return {"records": records, "state": trainer.state.state_dict(), "model": trainer.model.state_dict(),
+            "modules": {f"{m}.{k}": v for m, mod in trainer.modules.items() for k, v in mod.state_dict().items()},
             "batches": seen}
 
 
@@ -99,8 +102,10 @@ def _assert_same_run(got: dict, ref: dict) -> None:
     assert got["state"].keys() == ref["state"].keys()
     for key, value in ref["state"].items():
         torch.testing.assert_close(got["state"][key], value, rtol=RTOL, atol=ATOL, msg=key)
-    for key, value in ref["model"].items():
-        torch.testing.assert_close(got["model"][key], value, rtol=RTOL, atol=ATOL, msg=key)
+    for part in ("model", "modules"):  # the network, and the extra modules (HTC's tail classifier and A)
+        assert got[part].keys() == ref[part].keys()
+        for key, value in ref[part].items():
+            torch.testing.assert_close(got[part][key], value, rtol=RTOL, atol=ATOL, msg=key)
 
 
 def test_single_process_context_is_the_identity():
@@ -236,3 +241,13 @@ def test_subset_mean_is_scaled_to_the_global_subset(small_jobs):
     assert not torch.allclose(naive, values.grad)
     torch.testing.assert_close(small_jobs[0][3][2], masked_mean(V_MASK ** 2, MASK))  # the loss value, every rank
     assert torch.equal(small_jobs[0][3][2], small_jobs[1][3][2])
+
+
+def test_extra_modules_start_equal_and_average_their_gradients(small_jobs):
+    """The components' extra modules (not wrapped in DDP, pllzoo.ddp): rank 0's initial values everywhere, the
+    gradients averaged over ranks after backward, an unreached parameter without a gradient."""
+    a, b = (rank[4] for rank in small_jobs)
+    assert torch.equal(a["weight"], b["weight"])
+    assert not torch.equal(a["local"], b["local"])
+    torch.testing.assert_close(a["grad"], (a["local"] + b["local"]) / 2)
+    assert torch.equal(a["grad"], b["grad"]) and a["unused"] is None and b["unused"] is None
