@@ -77,7 +77,9 @@ class Component:
 
       A component that forms a statistic over the batch (a mean, a count, a quota) must form it
       over the *global* batch through ``step.dist``; a per-sample-mean loss over the local slice
-      is already right (DDP averages the gradients of equal slices).
+      is already right (DDP averages the gradients of equal slices), a mean over a subset is not
+      (``masked_mean(values, mask, step.dist)`` scales it, ``beyond.md`` D5), and mixup pairs over
+      the global batch (:mod:`pllzoo.mixup`).
     """
 
     HParams: ClassVar[type] = NoHParams

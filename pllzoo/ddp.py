@@ -10,6 +10,16 @@
   gradient of the global-batch mean for per-sample-mean losses, D5), optionally with SyncBatchNorm.
 * :func:`sync_rows` — D2: after ``pllzoo_post_step``, the rows of every ``"rows"`` table written at
   the ranks' batch indices are all-gathered and scattered into every replica.
+* :func:`broadcast_modules`, :func:`average_grads` — the components' extra modules (``pllzoo_modules``:
+  HTC's tail classifier and weighting module, ...) are not wrapped in DDP: they are called on
+  features (outputs of the DDP network) several times a step and by the predictor, and one DDP
+  wrapper per module would need one reducer each.  Instead the trainer does by hand what DDP does for
+  the network: rank 0's parameters and buffers are broadcast when the stage's modules are collected,
+  and after each backward their gradients are averaged over ranks (one all-reduce of all of them,
+  flattened), before the optimizer step.  For per-sample-mean losses this is the gradient of the
+  global-batch mean, as for the network (D5).  A parameter that no rank's backward reached keeps no
+  gradient (as in one process, the optimizer skips it); a module that shares parameters with the
+  network gets them averaged twice, which changes nothing (the ranks' gradients are already equal).
 """
 
 from __future__ import annotations
@@ -25,12 +35,11 @@ from pllzoo.run import TrainConfig
 from pllzoo.state import PLLState
 
 
-def check_ready(dist: DistContext, components: Mapping[str, Component], config: TrainConfig,
-                n_modules: int = 0) -> None:
+def check_ready(dist: DistContext, components: Mapping[str, Component], config: TrainConfig) -> None:
     """Refuse, before training, a run that would not be the 1-process run under ``dist.world`` processes.
 
     :raises PLLZooError: one line: components that did not opt in, a bad ``sync`` declaration, a
-        batch size not divisible by the world size, ``train.drop_last=false``, or extra modules.
+        batch size not divisible by the world size, or ``train.drop_last=false``.
     """
     if not dist.active:
         return
@@ -50,9 +59,6 @@ def check_ready(dist: DistContext, components: Mapping[str, Component], config: 
     if not config.drop_last:
         raise PLLZooError(f"train.drop_last=false under {g} processes: the last, smaller batch would not split "
                           "into equal slices; keep drop_last=true")
-    if n_modules:
-        raise PLLZooError(f"the recipe's extra modules (pllzoo_modules) are not synchronised under {g} processes "
-                          "yet; run it in one process")
 
 
 def rank_slice(global_idx: torch.Tensor, dist: DistContext) -> torch.Tensor:
@@ -81,6 +87,32 @@ def sync_rows(state: PLLState, keys: list[str], idx: torch.Tensor, dist: DistCon
     for key in keys:
         table = getattr(state, key)  # [N, ...]
         table[idx_all] = dist.gather(table[idx])
+
+
+@torch.no_grad()
+def broadcast_modules(modules: Mapping[str, torch.nn.Module], dist: DistContext) -> None:
+    """Rank 0's parameters and buffers of the extra modules on every rank (as DDP does for the network)."""
+    if not dist.active:
+        return
+    for name in sorted(modules):  # the same order on every rank
+        for tensor in modules[name].state_dict().values():
+            tensor.copy_(dist.broadcast(tensor))
+
+
+@torch.no_grad()
+def average_grads(params: list[torch.nn.Parameter], dist: DistContext) -> None:
+    """Every parameter's gradient averaged over ranks, in place: one all-reduce of the flattened gradients
+    and a reached-flag per parameter (a parameter no rank's backward reached keeps ``grad = None``)."""
+    if not dist.active or not params:
+        return
+    grads = [p.grad.reshape(-1).float() if p.grad is not None else p.new_zeros(p.numel(), dtype=torch.float32)
+             for p in params]
+    reached = torch.tensor([float(p.grad is not None) for p in params], device=grads[0].device)
+    total = dist.all_reduce_sum(torch.cat([*grads, reached]))
+    sizes = [p.numel() for p in params]
+    summed, flags = total[: sum(sizes)].split(sizes), total[sum(sizes):]
+    for p, g, flag in zip(params, summed, flags.tolist()):
+        p.grad = (g / dist.world).view_as(p).to(p.dtype) if flag > 0 else None
 
 
 class DataParallelNet(torch.nn.Module):

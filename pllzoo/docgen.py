@@ -343,7 +343,7 @@ def _components_section() -> str:
             "Keys of `state` (or `step.scratch`) each shipped component reads from other components (`needs`) "
             "and writes (`provides`), the views it asks for with its default hyper-parameters (the protocol "
             "losses and SoLar's loss drop the strong view with `cr=False`), and the run hooks it implements; "
-            "DDP: whether it is ready for torchrun (docs/distributed.md; the protocol losses only without mixup), "
+            "DDP: whether it is ready for torchrun (docs/distributed.md), "
             "with the per-sample tables synchronised by rows. "
             "`pllzoo methods --hparams` and `pllzoo plugins --json` show the same for every installed "
             "component.\n\n" + "\n".join(rows) + "\n")

@@ -300,7 +300,9 @@ class RunSpec:
         (``run.model`` is the stage's freshly built network).  The trainer moves every
         module to ``run.device``, adds the parameters that require grad to the SGD
         optimizer (same LR schedule and weight decay as the network), saves all of
-        them in each checkpoint and restores them on resume.
+        them in each checkpoint and restores them on resume.  Under torchrun (G > 1) they are not
+        wrapped in DDP: the trainer broadcasts rank 0's values once and averages their gradients
+        over the processes after each backward (:mod:`pllzoo.ddp`).
 
         Answered by: every component that implements it (called in slot order); all
         offers are kept, named ``<slot>.<name>``.

@@ -5,18 +5,30 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
+from pllzoo.distributed import SINGLE, DistContext
+
 
 def soft_cross_entropy(logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
     """Per-sample ``-sum_j t_ij log softmax(z_i)_j`` → ``[B]`` (log-softmax, never log of a softmax)."""
     return -(targets * F.log_softmax(logits.float(), dim=1)).sum(dim=1)
 
 
-def masked_mean(values: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
-    """Mean of ``values [B]`` over a bool mask or float weights ``[B]``; 0 when the mask is empty."""
+def masked_mean(values: torch.Tensor, mask: torch.Tensor | None, dist: DistContext = SINGLE) -> torch.Tensor:
+    """Mean of ``values [B]`` over a bool mask or float weights ``[B]``; 0 when the mask is empty.
+
+    ``dist`` (``step.dist``): under G > 1 processes, ``values`` and ``mask`` are this rank's slice and
+    the mean is over the *global* batch's mask (``beyond.md`` D5): the local loss is
+    G·Σ_i w_i·v_i / Σ_G w (one all-reduce of the weight sum), so that DDP's average of the ranks'
+    gradients is the gradient of the global masked mean.  Every rank must call it.  Without a mask the
+    local mean is already right (equal slices).
+    """
     if mask is None:
         return values.mean()
     w = mask.to(values.dtype)
-    return (values * w).sum() / w.sum().clamp_min(1e-12)
+    if not dist.active:
+        return (values * w).sum() / w.sum().clamp_min(1e-12)
+    total = dist.all_reduce_sum(w.sum().detach())  # Σ_G w
+    return (values * w).sum() * dist.world / total.clamp_min(1e-12)
 
 
 def normalize_rows(x: torch.Tensor) -> torch.Tensor:

@@ -4,15 +4,27 @@ One coefficient per batch, l = max(l', 1 − l') with l' ~ Beta(α, α) (SoLar's
 π; the mixed input l·x + (1 − l)·x[π] goes through an extra train-mode forward pass, and any
 per-sample loss ℓ(z, a) is mixed as l·ℓ(z, a) + (1 − l)·ℓ(z, a[π]).  For soft-target cross-entropy
 (linear in its targets) this equals CE with mixed targets l·q + (1 − l)·q[π].
+
+Under torchrun (G > 1 processes, ``beyond.md`` D7, exact pairing) the mixup is the one-process mixup
+of the global batch: every rank draws l and π of the n mixed rows (n = B, or |R_G| over a subset)
+from its generators, which stay in lockstep (every rank makes the same draws in the same order: the
+same number of rows, decided from replicated or gathered values), so l and π are the same on every
+rank and equal to the one-process draw; the inputs and labels of the global batch are gathered
+(``step.dist.gather``, rank order = the one-process order, D1), so row j pairs with the global row
+π(j); rank g computes the mixed rows j ∈ [g·n/G, (g+1)·n/G) (its own slice for the whole batch) and
+its loss G·Σ_j ℓ_j / n, so that DDP's average of the gradients is that of the global mean (D5).
+In one process :class:`Mixup` is the plain formula above, bit for bit.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Callable
 
 import numpy as np
 import torch
 
+from pllzoo.distributed import DistContext
 from pllzoo.run import Step
 from pllzoo.syncs import host_side
 
@@ -33,24 +45,80 @@ def true_rows(mask: torch.Tensor, count: int) -> torch.Tensor:
     return torch.sort((~mask).to(torch.uint8), stable=True).indices[:count]
 
 
+@dataclass(frozen=True)
+class Mixup:
+    """One mixup draw over the n rows mixed in the global batch, and this rank's share of them.
+
+    ``lam`` = l; ``own`` = this rank's positions ``[lo, hi)`` among the n rows (all of them in one
+    process); ``partner`` = π over ``own`` → long ``[hi − lo]``; ``keep`` = the global positions of the
+    mixed rows (None: the whole batch).  :meth:`take` gathers a per-sample tensor of the step and keeps
+    the mixed rows, :meth:`mix` and :meth:`pair` read the share, :meth:`mean` is the D5 mean.
+    """
+
+    lam: float
+    own: slice
+    partner: torch.Tensor
+    n: int
+    keep: torch.Tensor | None
+    dist: DistContext
+
+    def take(self, x: torch.Tensor) -> torch.Tensor:
+        """The rows to mix of a per-sample tensor of this rank's batch ``[b, ...]`` → ``[n, ...]`` (gathered; no grad
+        under G > 1)."""
+        x = self.dist.gather(x)
+        return x if self.keep is None else x.index_select(0, self.keep)
+
+    def mix(self, x: torch.Tensor) -> torch.Tensor:
+        """l·x_j + (1 − l)·x_π(j) for this rank's j, from :meth:`take`'s ``[n, ...]`` → ``[hi − lo, ...]``."""
+        return self.lam * x[self.own] + (1 - self.lam) * x[self.partner]
+
+    def pair(self, a: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """(a_j, a_π(j)) for this rank's j, from :meth:`take`'s ``[n, ...]``."""
+        return a[self.own], a[self.partner]
+
+    def mean(self, values: torch.Tensor) -> torch.Tensor:
+        """The mean over the n mixed rows of per-row ``values`` ``[hi − lo]``: ``values.mean()`` in one process, else
+        G·Σ values / n (DDP averages the ranks' gradients: the gradient of the global mean, D5)."""
+        if not self.dist.active:
+            return values.mean()
+        return values.sum() * (self.dist.world / self.n)
+
+
+def draw_mixup(step: Step, alpha: float, rows: torch.Tensor | None = None, n_rows: int | None = None) -> Mixup:
+    """l and π for the step's batch (or its ``rows``), this rank's share (see the module docstring).
+
+    :param rows: bool ``[b]``, this rank's rows to mix (None: all); under G > 1 the mixed set is the
+        union of the ranks' rows, in global batch order.
+    :param n_rows: |R| over the *global* batch (in one process the True entries of ``rows``) if the caller
+        knows it; otherwise it is read here (a host sync: the permutation's size depends on it).
+    Sync-free over the whole batch: l comes from the host generator, π from ``step.device_generator``
+    (the same generator on CPU, so the CPU stream is unchanged).
+    """
+    dist, keep = step.dist, None
+    n = step.batch.size * dist.world
+    if rows is not None:
+        rows = dist.gather(rows.to(torch.uint8)).bool() if dist.active else rows  # [B]
+        n = int(rows.sum()) if n_rows is None else n_rows
+        keep = true_rows(rows, n)
+    lam = mixup_coefficient(step.generator, alpha)
+    gen = step.device_generator if step.device_generator is not None else step.generator
+    perm = torch.randperm(n, generator=gen, device=gen.device).to(step.batch.x.device)  # [n], the same on every rank
+    lo, hi = dist.rank * n // dist.world, (dist.rank + 1) * n // dist.world  # (0, n) in one process
+    return Mixup(lam=lam, own=slice(lo, hi), partner=perm[lo:hi], n=n, keep=keep, dist=dist)
+
+
 def mixup_loss(step: Step, loss_fn: PerSampleLoss, labels: torch.Tensor, alpha: float,
                rows: torch.Tensor | None = None, n_rows: int | None = None) -> torch.Tensor:
     """Mean mixed loss over the batch (or its ``rows``, a bool mask): one extra forward pass.
 
-    :param labels: per-sample label information ``[B, ...]`` that ``loss_fn(logits, labels)`` reads
-        (soft targets, candidate rows, ...); permuted along with the inputs.
-    :param n_rows: the number of True entries of ``rows`` if the caller knows it; otherwise it is read
-        here (a host sync: the mixed batch's size, and so the forward pass and the random draws,
-        depend on it).
-    Sync-free over the whole batch: the coefficient comes from the host generator, the permutation
-    from ``step.device_generator`` (the same generator on CPU, so the CPU stream is unchanged).
+    :param labels: per-sample label information ``[b, ...]`` that ``loss_fn(logits, labels)`` reads
+        (soft targets, candidate rows, ...), without grad; permuted along with the inputs.
+    :param rows, n_rows: as :func:`draw_mixup` (``n_rows``: the global |R|).
+    Under G > 1 the global batch's mixup (module docstring): every rank must call it, with the same
+    decision whether to.
     """
-    x, a = step.batch.x, labels
-    if rows is not None:
-        keep = true_rows(rows, int(rows.sum()) if n_rows is None else n_rows)
-        x, a = x.index_select(0, keep), labels.index_select(0, keep)
-    lam = mixup_coefficient(step.generator, alpha)
-    gen = step.device_generator if step.device_generator is not None else step.generator
-    perm = torch.randperm(x.shape[0], generator=gen, device=gen.device).to(x.device)
-    logits = step.forward(lam * x + (1 - lam) * x[perm])  # train mode: BN sees the mixed batch
-    return (lam * loss_fn(logits, a) + (1 - lam) * loss_fn(logits, a[perm])).mean()
+    m = draw_mixup(step, alpha, rows, n_rows)
+    x, a = m.take(step.batch.x), m.take(labels)
+    logits = step.forward(m.mix(x))  # train mode: BN sees the mixed rows
+    a_own, a_partner = m.pair(a)
+    return m.mean(m.lam * loss_fn(logits, a_own) + (1 - m.lam) * loss_fn(logits, a_partner))

@@ -20,7 +20,8 @@ from worker processes and its own stream (:mod:`pllzoo.prefetch`).
 Under torchrun (``dist.world`` = G > 1, :mod:`pllzoo.distributed`, :mod:`pllzoo.ddp`): every rank
 draws the epoch's permutation as one process does and trains on its contiguous slice of each global
 batch of ``train.batch_size`` (B/G rows); the network's training passes go through DDP; after
-``pllzoo_post_step`` the ``"rows"`` tables are synchronised; the epoch's loss and step logs are
+``pllzoo_post_step`` the ``"rows"`` tables are synchronised; the components' extra modules start from
+rank 0's values and their gradients are averaged over ranks after each backward; the epoch's loss and step logs are
 averaged over ranks.  Evaluation runs on every rank over the full test set (identical replicas give
 identical numbers, no collective).  Rank 0 alone writes checkpoints and calls ``on_epoch``/``on_resume``;
 on resume it reads the checkpoint and broadcasts it, so G may differ from the run that wrote it.
@@ -240,7 +241,9 @@ class Trainer:
             for name, module in offered.items():
                 self.modules[f"{slot}.{name}"] = module.to(self.device)
         self.run.modules = dict(self.modules)  # any component may use another's module (HTC's ensemble)
-        ddp.check_ready(self.dist, self.components, self.config, n_modules=len(self.modules))
+        ddp.broadcast_modules(self.modules, self.dist)  # G > 1: rank 0's initial values (DDP does the network's)
+        # G > 1: their gradients are averaged over ranks after each backward (pllzoo.ddp: not wrapped in DDP)
+        self.module_params = [p for m in self.modules.values() for p in m.parameters() if p.requires_grad]
         params = list(self.model.parameters()) + [p for m in self.modules.values() for p in m.parameters()]
         self.optimizer = torch.optim.SGD(
             [p for p in params if p.requires_grad], lr=self.config.lr, momentum=self.config.momentum,
@@ -471,6 +474,7 @@ class Trainer:
         check_loss("loss", comps["loss"], loss, values)
         self.optimizer.zero_grad(set_to_none=True)
         loss.backward()
+        ddp.average_grads(self.module_params, self.dist)  # the extra modules' DDP (no-op in one process)
         self.optimizer.step()
         with torch.no_grad():
             self.calls.all("pllzoo_post_step", step=step, state=self.state)

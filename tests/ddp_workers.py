@@ -81,6 +81,7 @@ def train(ctx, method: str, overrides: dict[str, Any], cfg, seed: int, run_dir: 
     records = trainer.fit(resume=resume)
     return {"records": [{k: v for k, v in r.items() if k != "wall_s"} for r in records],
             "state": trainer.state.state_dict(), "model": {k: v.clone() for k, v in trainer.model.state_dict().items()},
+            "modules": {f"{m}.{k}": v.clone() for m, mod in trainer.modules.items() for k, v in mod.state_dict().items()},
             "batches": seen, "wrote": sorted(p.name for p in Path(run_dir).iterdir()) if run_dir else []}
 
 
@@ -132,3 +133,38 @@ def batch_mean_of_halves(ctx, x: torch.Tensor) -> torch.Tensor:
 def several(ctx, calls: list[tuple[Callable[..., Any], tuple]]) -> list[Any]:
     """Each ``job(ctx, *args)`` of ``calls`` in turn, in one pair of processes (one start-up)."""
     return [job(ctx, *args) for job, args in calls]
+
+
+def masked_mean_grads(ctx, values: torch.Tensor, mask: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """This rank's gradient of ``masked_mean(v², mask, ctx)`` and of the naive local one over its half of the rows,
+    and the scaled loss averaged over ranks."""
+    from pllzoo.losses import masked_mean
+
+    half = values.shape[0] // ctx.world
+    rows = slice(ctx.rank * half, (ctx.rank + 1) * half)
+    grads = []
+    for dist in (ctx, None):
+        v = values[rows].clone().requires_grad_(True)
+        loss = masked_mean(v ** 2, mask[rows], dist) if dist is not None else masked_mean(v ** 2, mask[rows])
+        loss.backward()
+        grads.append(v.grad)
+        if dist is not None:
+            value = ctx.all_reduce_sum(loss.detach()) / ctx.world
+    return grads[0], grads[1], value
+
+
+def module_grads(ctx) -> dict[str, Any]:
+    """Extra modules under G > 1: a module initialised differently on each rank gets rank 0's values
+    (``broadcast_modules``); after a backward on rank-dependent inputs the gradients are averaged
+    (``average_grads``), and a parameter no backward reached keeps no gradient."""
+    from pllzoo import ddp
+
+    torch.manual_seed(10 + ctx.rank)
+    used, unused = nn.Linear(3, 2), nn.Linear(2, 2)
+    ddp.broadcast_modules({"b": unused, "a": used}, ctx)
+    x = torch.arange(6.0).view(2, 3) + ctx.rank
+    used(x).square().sum().backward()
+    local = used.weight.grad.clone()
+    ddp.average_grads([*used.parameters(), *unused.parameters()], ctx)
+    return {"weight": used.weight.detach().clone(), "local": local, "grad": used.weight.grad.clone(),
+            "unused": unused.weight.grad}

@@ -25,10 +25,15 @@ pytestmark = pytest.mark.skipif(
     not (torch.distributed.is_available() and torch.distributed.is_gloo_available()),
     reason="torch.distributed with the gloo backend is unavailable in this torch build")
 
-RTOL, ATOL = 1e-5, 1e-6  # measured: losses and logs ≤ 2.8e-7 relative, state and weights ≤ 1.8e-7 (float32)
+RTOL, ATOL = 1e-5, 1e-6  # measured: losses and logs ≤ 2.8e-7 relative, state ≤ 2.4e-7, weights ≤ 1.2e-7 (float32)
 CFG = TrainConfig(model="mlp-nobn", epochs=3, lr=0.02, weight_decay=1e-4, batch_size=16)
-READY = {  # method -> hyper-parameter overrides
-    "proden": {}, "cc": {}, "corr": {}, "corr-records": {}, "proden-records": {}, "cc-records": {},
+MIXUP = {"loss.mixup": True}  # tabular defaults turn the protocol's mixup off: force it on (D7)
+READY = {  # test id -> (method, hyper-parameter overrides)
+    "proden": ("proden", {}), "cc": ("cc", {}), "corr": ("corr", {}), "corr-records": ("corr-records", {}),
+    "proden-records": ("proden-records", {}), "cc-records": ("cc-records", {}),
+    "proden-mixup": ("proden", MIXUP), "cc-mixup": ("cc", MIXUP), "corr-records-mixup": ("corr-records-mixup", {}),
+    "lws-mixup": ("lws", MIXUP), "mse": ("mse", {}), "exp-mixup": ("exp", MIXUP),  # MSE/EXP: |S| = K rows masked (D5)
+    "htc": ("htc", {"loss.ramp_epochs": 1}),  # η = 0.9 from epoch 1: the selected-row terms at full weight (D10)
 }
 
 
@@ -44,7 +49,7 @@ def test_model():
 @pytest.fixture(scope="module")
 def two_ranks(tmp_path_factory, test_model):
     """Every READY method trained by 2 processes (per-rank batch 8), once per module: ``{method: [rank0, rank1]}``."""
-    jobs = [(m, o, CFG, 3) for m, o in READY.items()]
+    jobs = [(m, o, CFG, 3) for m, o in READY.values()]
     out = ddp_workers.spawn(ddp_workers.train_many, tmp_path_factory.mktemp("ddp"), jobs)
     return {m: [out[0][i], out[1][i]] for i, m in enumerate(READY)}
 
@@ -52,7 +57,9 @@ def two_ranks(tmp_path_factory, test_model):
 N_ROWS, K_ROWS = 12, 3
 ROW_BATCHES = [torch.randperm(N_ROWS, generator=torch.Generator().manual_seed(s))[:4] for s in range(5)]
 X_MEAN = torch.arange(12.0).view(6, 2)
-REFUSED = [("solar", {}, CFG), ("proden", {"loss.mixup": True}, CFG),
+V_MASK = torch.arange(1.0, 9.0)
+MASK = torch.tensor([True, False, False, False, True, True, True, False])  # 1 selected row on rank 0, 3 on rank 1
+REFUSED = [("solar", {}, CFG), ("valen", {}, CFG),
            ("proden", {}, TrainConfig(model="mlp-nobn", batch_size=15)),
            ("proden", {}, TrainConfig(model="mlp-nobn", batch_size=16, drop_last=False))]
 
@@ -61,7 +68,8 @@ REFUSED = [("solar", {}, CFG), ("proden", {"loss.mixup": True}, CFG),
 def small_jobs(tmp_path_factory, test_model):
     """The rows table, the refusals and the global mean of 2 processes, in one spawn: ``[rank0, rank1]``."""
     calls = [(ddp_workers.rows, (N_ROWS, K_ROWS, ROW_BATCHES)), (ddp_workers.refusals, (REFUSED,)),
-             (ddp_workers.batch_mean_of_halves, (X_MEAN,))]
+             (ddp_workers.batch_mean_of_halves, (X_MEAN,)), (ddp_workers.masked_mean_grads, (V_MASK, MASK)),
+             (ddp_workers.module_grads, ())]
     return ddp_workers.spawn(ddp_workers.several, tmp_path_factory.mktemp("small"), calls)
 
 
@@ -77,6 +85,7 @@ def _one_process(method: str, overrides=None, cfg=CFG, run_dir=None, on_epoch=No
     trainer.step = lambda stage, epoch, idx, *a, **kw: (seen.append(idx.clone()), step(stage, epoch, idx, *a, **kw))[1]
     records = [{k: v for k, v in r.items() if k != "wall_s"} for r in trainer.fit(resume=resume)]
     return {"records": records, "state": trainer.state.state_dict(), "model": trainer.model.state_dict(),
+            "modules": {f"{m}.{k}": v for m, mod in trainer.modules.items() for k, v in mod.state_dict().items()},
             "batches": seen}
 
 
@@ -93,8 +102,10 @@ def _assert_same_run(got: dict, ref: dict) -> None:
     assert got["state"].keys() == ref["state"].keys()
     for key, value in ref["state"].items():
         torch.testing.assert_close(got["state"][key], value, rtol=RTOL, atol=ATOL, msg=key)
-    for key, value in ref["model"].items():
-        torch.testing.assert_close(got["model"][key], value, rtol=RTOL, atol=ATOL, msg=key)
+    for part in ("model", "modules"):  # the network, and the extra modules (HTC's tail classifier and A)
+        assert got[part].keys() == ref[part].keys()
+        for key, value in ref[part].items():
+            torch.testing.assert_close(got[part][key], value, rtol=RTOL, atol=ATOL, msg=key)
 
 
 def test_single_process_context_is_the_identity():
@@ -124,20 +135,21 @@ def test_rows_tables_are_equal_on_every_rank_and_to_one_process(small_jobs):
     assert replicas[0].abs().sum() > 0
 
 
-@pytest.mark.parametrize("method", list(READY))
-def test_two_processes_equal_one_process(two_ranks, method, test_model):
-    """Per-epoch losses and accuracies, the method state and the weights: 2 × batch 8 = 1 × batch 16."""
-    ref = _one_process(method, READY[method])
-    for rank in two_ranks[method]:
+@pytest.mark.parametrize("case", list(READY))
+def test_two_processes_equal_one_process(two_ranks, case, test_model):
+    """Per-epoch losses and accuracies, the method state and the weights: 2 × batch 8 = 1 × batch 16
+    (with mixup: the same coefficient and pairing over the global batch as one process, D7)."""
+    ref = _one_process(*READY[case])
+    for rank in two_ranks[case]:
         _assert_same_run(rank, ref)
-    for key, value in two_ranks[method][0]["state"].items():  # the replicas agree bit for bit
-        assert torch.equal(value, two_ranks[method][1]["state"][key]), key
+    for key, value in two_ranks[case][0]["state"].items():  # the replicas agree bit for bit
+        assert torch.equal(value, two_ranks[case][1]["state"][key]), key
 
 
 def test_not_ready_recipes_are_refused_before_training(small_jobs):
     errors = small_jobs[0][1]
     assert errors[0].startswith("not ready for 2 processes (DDP): ") and "solar." in errors[0]
-    assert "'proden.loss'" in errors[1] and "proden.confidence" not in errors[1]
+    assert "'valen." in errors[1] and "pllzoo.all" not in errors[1]  # names the components not ready, only them
     assert "batch_size 15 is not divisible by the 2 processes" in errors[2]
     assert "drop_last=false" in errors[3]
     assert all("\n" not in e for e in errors)
@@ -213,5 +225,29 @@ def test_the_opt_in_is_not_inherited():
         pass
 
     assert is_distributed(Confidence()) and not is_distributed(Derived())
-    assert not is_distributed(ProdenLoss())  # mixup on by default: pairs within a rank's slice
-    assert is_distributed(ProdenLoss(ProdenLoss.HParams(mixup=False)))
+    assert is_distributed(ProdenLoss()) and is_distributed(ProdenLoss(ProdenLoss.HParams(mixup=False)))  # D7
+
+
+def test_subset_mean_is_scaled_to_the_global_subset(small_jobs):
+    """D5: with masked_mean(values, mask, dist) the ranks' averaged gradients (what DDP applies) are those of
+    the global masked mean; the naive local masked mean's are not (the ranks' subsets differ in size)."""
+    values = V_MASK.clone().requires_grad_(True)
+    from pllzoo.losses import masked_mean
+
+    masked_mean(values ** 2, MASK).backward()
+    scaled = torch.cat([rank[3][0] for rank in small_jobs]) / 2  # DDP: the mean of the ranks' gradients
+    naive = torch.cat([rank[3][1] for rank in small_jobs]) / 2
+    torch.testing.assert_close(scaled, values.grad)
+    assert not torch.allclose(naive, values.grad)
+    torch.testing.assert_close(small_jobs[0][3][2], masked_mean(V_MASK ** 2, MASK))  # the loss value, every rank
+    assert torch.equal(small_jobs[0][3][2], small_jobs[1][3][2])
+
+
+def test_extra_modules_start_equal_and_average_their_gradients(small_jobs):
+    """The components' extra modules (not wrapped in DDP, pllzoo.ddp): rank 0's initial values everywhere, the
+    gradients averaged over ranks after backward, an unreached parameter without a gradient."""
+    a, b = (rank[4] for rank in small_jobs)
+    assert torch.equal(a["weight"], b["weight"])
+    assert not torch.equal(a["local"], b["local"])
+    torch.testing.assert_close(a["grad"], (a["local"] + b["local"]) / 2)
+    assert torch.equal(a["grad"], b["grad"]) and a["unused"] is None and b["unused"] is None

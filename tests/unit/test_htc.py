@@ -10,6 +10,7 @@ import pytest
 import torch
 
 from pllzoo import PLLState, PLLZooError, Stage
+from pllzoo.distributed import SINGLE
 from pllzoo.metrics import shot_groups
 from pllzoo.run import Batch, Step, TrainConfig
 from pllzoo.syncs import count_syncs
@@ -151,7 +152,7 @@ def test_one_selected_row_skips_mixup():
     batch = Batch(index=torch.arange(2), x=torch.ones(2, 4), candidates=(t > 0).float(), y_true=torch.zeros(2).long())
     g = torch.Generator().manual_seed(0)
     step = SimpleNamespace(targets=t, batch=batch, generator=g, device_generator=g,
-                           forward_with_features=forward_with_features)
+                           forward_with_features=forward_with_features, dist=SINGLE)
     z = torch.zeros(2, 3)  # every CE against a distribution is ln 3 = 1.098612
     one = torch.tensor([True, False])
     first = branch_loss(step, z, z, t, one, None, 0.5, 4.0, lambda lg, _: lg)  # first epoch: L_pseu

@@ -31,7 +31,7 @@ def cc_loss(logits: torch.Tensor, candidates: torch.Tensor) -> torch.Tensor:
 class CCLoss(ProtocolLoss):
     """The classifier-consistent loss (Alg. l.1) on candidate rows, with consistency and mixup."""
 
-    distributed = True  # without mixup (ProtocolLoss)
+    distributed = True  # with or without mixup (ProtocolLoss: the global batch's)
 
     def labels(self, step: Step, state: PLLState) -> torch.Tensor:
         return step.batch.candidates

@@ -27,6 +27,10 @@ Deviations:
   * The loss honours ``step.mask`` (a mean over the selected rows; all rows with the recipe's
     ``pllzoo.all``), so CORR composes with a selection, e.g. SoLar's.
   * With a selection, mixup permutes the whole batch, as the release (selection does not enter it).
+
+Under torchrun (G > 1): w rows synchronised (``"rows"``); the means over the global batch's mask
+(D5); the mixup of l.4 is the one-process mixup of the global batch (both views and t gathered, one l
+and one π of the B rows on every rank; :mod:`pllzoo.mixup`).
 """
 
 from __future__ import annotations
@@ -38,7 +42,7 @@ import torch.nn.functional as F
 
 from pllzoo import Component, Method, PLLState, Run, Step, hookimpl, hp
 from pllzoo.losses import masked_mean, normalize_rows
-from pllzoo.mixup import mixup_coefficient
+from pllzoo.mixup import draw_mixup
 
 NEG_EPS = 1e-9  # −log(|1 − p| + 1e−9) (the release's constant)
 
@@ -100,30 +104,28 @@ class CorrLoss(Component):
     """Negative learning on non-targets + KL to the targets, on the weak and strong views (l.2, l.4)."""
 
     HParams = LossHParams
+    distributed = True  # the mixup of l.4 is the global batch's (pllzoo.mixup); means over the global mask (D5)
 
     def __init__(self, hp: LossHParams | None = None) -> None:
         super().__init__(hp)
         self.views = frozenset({"strong", "joint"} if self.hp.joint_forward else {"strong"})
-        # under DDP mixup would pair within a rank's slice, not the global batch (beyond.md D7): refused for now
-        self.distributed = not self.hp.mixup
 
     @hookimpl
     def pllzoo_loss(self, step: Step, state: PLLState) -> torch.Tensor:
         t = step.targets
-        loss = masked_mean(corr_per_sample(step.logits, step.logits_strong, t), step.mask)  # l.2
+        loss = masked_mean(corr_per_sample(step.logits, step.logits_strong, t), step.mask, step.dist)  # l.2
         step.logs["corr"] = loss.detach()
-        if self.hp.mixup and step.epoch >= self.hp.mixup_start_epoch and step.batch.size > 1:  # l.4
-            lam = mixup_coefficient(step.generator, self.hp.mixup_alpha)
-            gen = step.device_generator if step.device_generator is not None else step.generator
-            perm = torch.randperm(step.batch.size, generator=gen, device=gen.device).to(t.device)
-            x_w, x_s = step.batch.x, step.batch.x_strong
-            mix_w, mix_s = lam * x_w + (1 - lam) * x_w[perm], lam * x_s + (1 - lam) * x_s[perm]
+        global_size = step.batch.size * step.dist.world  # B: the same decision on every rank
+        if self.hp.mixup and step.epoch >= self.hp.mixup_start_epoch and global_size > 1:  # l.4
+            m = draw_mixup(step, self.hp.mixup_alpha)  # l and π of the global batch; this rank's rows (its slice)
+            mix_w, mix_s = m.mix(m.take(step.batch.x)), m.mix(m.take(step.batch.x_strong))
             if self.hp.joint_forward:
-                z_w, z_s = step.forward(torch.cat([mix_w, mix_s])).split(step.batch.size)
+                z_w, z_s = step.forward(torch.cat([mix_w, mix_s])).split(mix_w.shape[0])
             else:
                 z_w, z_s = step.forward(mix_w), step.forward(mix_s)
-            mixed = corr_per_sample(z_w, z_s, lam * t + (1 - lam) * t[perm])
-            mix = masked_mean(mixed, step.mask)
+            t_own, t_partner = m.pair(m.take(t))
+            mixed = corr_per_sample(z_w, z_s, m.lam * t_own + (1 - m.lam) * t_partner)
+            mix = masked_mean(mixed, step.mask, step.dist)  # own rows = this rank's slice: its mask applies
             step.logs["corr_mix"] = mix.detach()
             loss = loss + self.hp.mixup_weight * mix
         return loss

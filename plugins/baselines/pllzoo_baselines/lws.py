@@ -13,6 +13,11 @@ silently drops the non-candidate term).  The targets handed to other components 
 consistency) are w re-normalised within the candidate set.
 
 Deviations: none in the maths; σ is torch's stable sigmoid (the official code computes it piecewise).
+
+Under torchrun (G > 1): w is replicated and its rows synchronised after each step (``"rows"``); the
+post-step forward of l.3 runs on every rank on its slice (train mode, no grad: row by row the
+one-process forward, with a network without BatchNorm or with SyncBatchNorm); the loss is a
+per-sample mean (``protocol.py``).
 """
 
 from __future__ import annotations
@@ -48,6 +53,8 @@ class Weights(Component):
     """The weight table w ∈ R^{N×K}, refreshed by a post-step forward pass."""
 
     provides = frozenset({"lws_weights"})
+    distributed = True
+    sync = {"lws_weights": "rows"}  # l.3 writes the batch rows only (a per-row forward of the replicated model)
 
     @hookimpl
     def pllzoo_setup_stage(self, run: Run, state: PLLState) -> None:
@@ -75,6 +82,7 @@ class LWSLoss(ProtocolLoss):
 
     HParams = LWSHParams
     needs = frozenset({"lws_weights"})
+    distributed = True  # a per-sample mean (ProtocolLoss: global mask and mixup)
 
     def labels(self, step: Step, state: PLLState) -> torch.Tensor:
         return torch.stack([state.lws_weights[step.batch.index], step.batch.candidates], dim=-1)  # [B, K, 2]

@@ -12,6 +12,10 @@ flipping: ~0.2 % of CIFAR-10-LT at φ = 0.5) both losses divide by zero (EXP: �
 the official code has no guard.  ``mask`` (default) leaves such samples out — they carry no
 supervision; ``clamp`` uses K − |S| ≥ 1; ``none`` reproduces the official NaN.
 Test: tests/unit/test_mse_exp.py::test_full_candidate_set_guard.
+
+Under torchrun (G > 1): no state; with ``mask`` the mean over the informative rows is the global
+batch's (each rank's local sum scaled by G / their global count, ``masked_mean`` with ``step.dist``,
+D5), as is the mixup (``protocol.py``).
 """
 
 from __future__ import annotations
@@ -76,12 +80,14 @@ class _ComplementaryLoss(ProtocolLoss):
 class MSELoss(_ComplementaryLoss):
     """The unbiased MSE risk over complementary labels, with consistency and mixup."""
 
+    distributed = True  # per-sample; the informative-rows mean is over the global batch (masked_mean, D5)
     fn = staticmethod(mse_loss)
 
 
 class EXPLoss(_ComplementaryLoss):
     """The bounded EXP risk over complementary labels, with consistency and mixup."""
 
+    distributed = True  # per-sample; the informative-rows mean is over the global batch (masked_mean, D5)
     fn = staticmethod(exp_loss)
 
 

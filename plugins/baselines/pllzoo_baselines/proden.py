@@ -68,7 +68,7 @@ class Confidence(Component):
 class ProdenLoss(ProtocolLoss):
     """−Σ_j w_ij log p_ij on the weak view (Alg. l.2), with the protocol's consistency and mixup."""
 
-    distributed = True  # without mixup (ProtocolLoss)
+    distributed = True  # with or without mixup (ProtocolLoss: the global batch's)
 
     def per_sample(self, logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
         return soft_cross_entropy(logits, labels)

@@ -10,6 +10,11 @@ How is not public; this is our inference (SoLar paper §4.1), modelled on SoLar'
 where a_i is what the method's loss reads for sample i: its targets (PRODEN, LWS weights) or its
 candidate row (CC, MSE, EXP).  For soft-target CE the mixed term equals CE with mixed targets.
 ``cr`` and ``mixup`` are on by default and off on tabular data ("not applicable to tabular data").
+
+Under torchrun (G > 1, ``docs/distributed.md``) the means over a selection mask are over the global
+batch's mask (``masked_mean`` with ``step.dist``, D5) and the mixup is the global batch's (one l, one
+π of the B rows, the same on every rank and equal to the one-process draw; :mod:`pllzoo.mixup`), so a
+subclass that opts in (``distributed = True`` on its own class) needs only its state's ``sync``.
 """
 
 from __future__ import annotations
@@ -39,8 +44,6 @@ class ProtocolLoss(Component):
     def __init__(self, hp: Any | None = None) -> None:
         super().__init__(hp)
         self.views = frozenset({"strong"}) if self.hp.cr else frozenset()
-        # under DDP mixup would pair within a rank's slice, not the global batch (beyond.md D7): refused for now
-        self.distributed = bool(vars(type(self)).get("distributed", False)) and not self.hp.mixup  # own class only
 
     @classmethod
     def dataset_defaults(cls, dataset: str, kind: str) -> dict[str, Any]:
@@ -57,9 +60,9 @@ class ProtocolLoss(Component):
     @hookimpl
     def pllzoo_loss(self, step: Step, state: PLLState) -> torch.Tensor:
         a = self.labels(step, state)
-        loss = masked_mean(self.per_sample(step.logits, a), step.mask)
+        loss = masked_mean(self.per_sample(step.logits, a), step.mask, step.dist)
         if self.hp.cr:
-            loss = loss + masked_mean(self.per_sample(step.logits_strong, a), step.mask)
-        if self.hp.mixup and step.batch.size > 1:
+            loss = loss + masked_mean(self.per_sample(step.logits_strong, a), step.mask, step.dist)
+        if self.hp.mixup and step.batch.size * step.dist.world > 1:  # the global batch's size: the same on every rank
             loss = loss + mixup_loss(step, self.per_sample, a, self.hp.mixup_alpha)
         return loss

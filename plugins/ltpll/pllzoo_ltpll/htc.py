@@ -59,6 +59,15 @@ Deviations:
   * Evaluation: the record is the final model's (or pllzoo's model selection), not the best test-set
     ensemble checkpoint; head-only and tail-only accuracies: ``--hp predict.output=head|tail``.
   * On tabular data the "strong" view is the un-augmented input; HTC is published for images only.
+
+Under torchrun (G > 1, D10): W rows synchronised (``"rows"``), so π^H (from the replicated W) is the same
+on every rank; each head's R is selected over the global batch (ℓ and argmax u gathered, budgets from the
+global B, the shared :mod:`pllzoo.selection` routines; the rank keeps its slice), so |R_G| and the
+"epoch 0 / R = ∅" and "|R| = 1" branches are the same on every rank; L_cr and L_mix are means over R_G
+(local G·Σ_{R_loc}/|R_G|, D5); L_mix mixes over the global R (weak images and u gathered, one l and one σ
+on every rank: :mod:`pllzoo.mixup`); the tail classifier and A get rank 0's initial values and their
+gradients averaged over ranks (:mod:`pllzoo.ddp`).  The mixup passes run on every rank, on its share of
+R (possibly no row).
 """
 
 from __future__ import annotations
@@ -70,8 +79,10 @@ import torch
 import torch.nn.functional as F
 
 from pllzoo import Component, Method, PLLState, PLLZooError, Run, Step, hookimpl, hp
+from pllzoo.ddp import rank_slice
+from pllzoo.distributed import SINGLE, DistContext
 from pllzoo.losses import masked_mean, normalize_rows, soft_cross_entropy
-from pllzoo.mixup import mixup_coefficient, true_rows
+from pllzoo.mixup import draw_mixup
 from pllzoo.selection import classwise_quota, small_loss_mask
 
 BranchLogits = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]  # (logits, features) -> a branch's logits
@@ -102,32 +113,45 @@ def fusion_loss(targets: torch.Tensor, p_fused: torch.Tensor) -> torch.Tensor:
     return -(targets * torch.log(p_fused + 1e-8)).sum(1).mean()
 
 
-def select(z_w: torch.Tensor, u: torch.Tensor, prior: torch.Tensor, alpha: float, batch_size: int) -> torch.Tensor:
-    """R of get_loss: per class j = argmax u_i, the k_j smallest ℓ_i = CE(z_w,i, u_i) → bool ``[B]``."""
-    pseudo = u.argmax(1)  # [B]
+def select(z_w: torch.Tensor, u: torch.Tensor, prior: torch.Tensor, alpha: float, batch_size: int,
+           dist: DistContext = SINGLE) -> torch.Tensor:
+    """R of get_loss: per class j = argmax u_i, the k_j smallest ℓ_i = CE(z_w,i, u_i) → bool ``[B]``.
+
+    Over the *global* batch (D4): under G > 1 each rank's ℓ and argmax ``[b]`` are gathered, and every rank
+    computes the same global mask ``[B]`` (``batch_size`` = the global B); its slice is the rank's R.
+    """
+    pseudo = dist.gather(u.argmax(1))  # [B]
+    loss = dist.gather(soft_cross_entropy(z_w.detach(), u))  # ℓ, [B]
     quota = classwise_quota(pseudo, prior, alpha, batch_size)  # k_j = max(min(⌈B π_j α⌉, |B_j|), 1)
-    return small_loss_mask(pseudo, soft_cross_entropy(z_w.detach(), u), quota)
+    return small_loss_mask(pseudo, loss, quota)
 
 
 def mixup_term(step: Step, rows: torch.Tensor, n_rows: int, u: torch.Tensor, mixup_alpha: float,
                logits_of: BranchLogits) -> torch.Tensor:
-    """L_mix over the ``n_rows`` selected weak images: one extra train-mode forward pass."""
-    keep = true_rows(rows, n_rows)  # [n]
-    x, a = step.batch.x.index_select(0, keep), u.index_select(0, keep)
-    lam = mixup_coefficient(step.generator, mixup_alpha)  # l = max(l', 1 − l'), l' ~ Beta(α, α)
-    gen = step.device_generator if step.device_generator is not None else step.generator
-    perm = torch.randperm(n_rows, generator=gen, device=gen.device).to(x.device)
-    logits, feats = step.forward_with_features(lam * x + (1 - lam) * x[perm])
-    return soft_cross_entropy(logits_of(logits, feats), lam * a + (1 - lam) * a[perm]).mean()
+    """L_mix over the ``n_rows`` selected weak images (of the global batch): one extra train-mode forward pass.
+
+    l = max(l', 1 − l'), l' ~ Beta(α, α), σ a permutation of R (:func:`pllzoo.mixup.draw_mixup`: under G > 1
+    the same l and σ on every rank, the weak images and u of the batch gathered, each rank mixing its share
+    of R and scaling its sum by G/|R_G|, D5/D7).
+    """
+    m = draw_mixup(step, mixup_alpha, rows, n_rows)
+    x, a = m.take(step.batch.x), m.take(u)  # [|R|, ...]
+    logits, feats = step.forward_with_features(m.mix(x))
+    a_own, a_partner = m.pair(a)
+    return m.mean(soft_cross_entropy(logits_of(logits, feats), m.lam * a_own + (1 - m.lam) * a_partner))
 
 
 def branch_loss(step: Step, z_w: torch.Tensor, z_s: torch.Tensor, u: torch.Tensor, rows: torch.Tensor,
                 n_rows: int | None, eta: float, mixup_alpha: float, logits_of: BranchLogits) -> torch.Tensor:
-    """get_loss of one branch given its selection ``rows`` (``n_rows`` = |R|; None: the first epoch)."""
+    """get_loss of one branch given its selection ``rows`` (``n_rows`` = |R|; None: the first epoch).
+
+    Under G > 1 ``rows`` is this rank's slice of the global R and ``n_rows`` = |R_G|, so the branches taken
+    are the same on every rank; the means over R are the global ones (D5), L_pseu a full-batch mean.
+    """
     pseu = soft_cross_entropy(z_w, step.targets).mean()  # L_pseu on the stored W
     if not n_rows:  # e < 1, or R = ∅
         return pseu
-    cr = masked_mean(soft_cross_entropy(z_s, u), rows)  # L_cr, strong view
+    cr = masked_mean(soft_cross_entropy(z_s, u), rows, step.dist)  # L_cr, strong view
     mix = mixup_term(step, rows, n_rows, u, mixup_alpha, logits_of) if n_rows > 1 else 0.0
     return eta * (mix + cr) + pseu
 
@@ -145,6 +169,8 @@ class HTCConfidence(Component):
     HParams = ConfidenceHParams
     provides = frozenset({"confidence"})
     needs = frozenset({"htc_tail_logits"})  # z^T_w of this step, from htc.loss
+    distributed = True
+    sync = {"confidence": "rows"}  # l.7 writes the batch rows only
 
     @hookimpl
     def pllzoo_setup_stage(self, run: Run, state: PLLState) -> None:
@@ -182,6 +208,7 @@ class HTCLoss(Component):
     needs = frozenset({"confidence"})
     provides = frozenset({"htc_tail_logits"})  # step.scratch: the pre-step z^T_w for l.7
     views = frozenset({"strong", "features"})
+    distributed = True  # R over the global batch (D4), subset means scaled (D5), global mixup (D7); modules: pllzoo.ddp
 
     @hookimpl
     def pllzoo_modules(self, run: Run) -> dict[str, torch.nn.Module]:
@@ -206,15 +233,16 @@ class HTCLoss(Component):
         z_tw, z_ts = self.tail(step.features), self.tail(step.features_strong)  # [B, K]
         step.scratch["htc_tail_logits"] = z_tw.detach()
         y_tail = tail_target(z_hw, self.prior_head, self.hp.tau)  # l.4
-        batch = step.batch.size  # B: the actual batch size (code: X_w.shape[0])
-        rows_h = select(z_hw, t, self.prior_head, self.alpha, batch)
-        rows_t = select(z_tw, y_tail, self.prior_tail, self.alpha, batch)
+        batch = step.batch.size * step.dist.world  # B: the global batch's size (code: X_w.shape[0])
+        rows_h = select(z_hw, t, self.prior_head, self.alpha, batch, step.dist)  # [B], the same on every rank
+        rows_t = select(z_tw, y_tail, self.prior_tail, self.alpha, batch, step.dist)
         counts = [None, None]
         if self.epoch >= 1:  # the step's one host read: |R| of both heads (see the module docstring)
             counts = torch.stack([rows_h.sum(), rows_t.sum()]).tolist()
         beta = self.hp.mixup_alpha
-        loss_h = branch_loss(step, z_hw, z_hs, t, rows_h, counts[0], self.eta, beta, lambda z, _: z)  # l.3
-        loss_t = branch_loss(step, z_tw, z_ts, y_tail, rows_t, counts[1], self.eta, beta,
+        mine_h, mine_t = rank_slice(rows_h, step.dist), rank_slice(rows_t, step.dist)  # this rank's rows [b]
+        loss_h = branch_loss(step, z_hw, z_hs, t, mine_h, counts[0], self.eta, beta, lambda z, _: z)  # l.3
+        loss_t = branch_loss(step, z_tw, z_ts, y_tail, mine_t, counts[1], self.eta, beta,
                              lambda _, feats: self.tail(feats))  # l.4
         p_fused = ensemble(self.attention, z_hw.detach(), z_tw.detach(), self.prior_head, self.hp.weight_eps)
         fusion = fusion_loss(t, p_fused)  # l.5: only A gets gradients
@@ -240,6 +268,7 @@ class HTCEnsemble(Component):
     HParams = EnsembleHParams
     needs = frozenset({"confidence"})
     views = frozenset({"features"})
+    distributed = True  # the replicated W and modules: the same prediction on every rank
     MODULES = ("loss.tail", "loss.attention")
 
     @hookimpl
