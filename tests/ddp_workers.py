@@ -168,3 +168,30 @@ def module_grads(ctx) -> dict[str, Any]:
     ddp.average_grads([*used.parameters(), *unused.parameters()], ctx)
     return {"weight": used.weight.detach().clone(), "local": local, "grad": used.weight.grad.clone(),
             "unused": unused.weight.grad}
+
+
+def sinkhorn_rows(ctx, logits: list[torch.Tensor], candidates: list[torch.Tensor], prior: torch.Tensor,
+                  queue_length: int) -> dict[str, Any]:
+    """SoLar's refinery (``solar.sinkhorn``) over a few global batches ``logits[t]`` ``[B, K]``, each rank holding
+    its slice: this rank's pseudo-label rows per step and the final queue state (``beyond.md`` D3)."""
+    from types import SimpleNamespace
+
+    from pllzoo import ddp
+    from pllzoo.run import Batch, Stage, Step, TrainConfig
+    from pllzoo.state import PLLState
+    from pllzoo_solar.refinery import SinkhornRefinery
+
+    b_global, k = logits[0].shape
+    refinery, state = SinkhornRefinery(SinkhornRefinery.HParams(queue_length=queue_length)), PLLState()
+    state.prior = prior.clone()
+    run = SimpleNamespace(num_classes=k, config=TrainConfig(batch_size=b_global), device=torch.device("cpu"),
+                          candidates=torch.cat(candidates).bool())
+    refinery.pllzoo_setup_stage(run=run, state=state)
+    rows, gen = [], torch.Generator().manual_seed(0)
+    for t, (z, cand) in enumerate(zip(logits, candidates)):
+        idx = ddp.rank_slice(torch.arange(t * b_global, (t + 1) * b_global), ctx)
+        z_loc, c_loc = ddp.rank_slice(z, ctx), ddp.rank_slice(cand, ctx).float()
+        step = Step(batch=Batch(idx, z_loc, c_loc, z_loc.argmax(1)), logits=z_loc, probs=torch.softmax(z_loc, 1),
+                    forward=None, generator=gen, epoch=0, stage=Stage(), nominal_batch_size=b_global, dist=ctx)
+        rows.append(refinery.pllzoo_label_update(step=step, state=state))
+    return {"rows": rows, "state": {key: v.clone() for key, v in state.state_dict().items()}}

@@ -59,6 +59,11 @@ ROW_BATCHES = [torch.randperm(N_ROWS, generator=torch.Generator().manual_seed(s)
 X_MEAN = torch.arange(12.0).view(6, 2)
 V_MASK = torch.arange(1.0, 9.0)
 MASK = torch.tensor([True, False, False, False, True, True, True, False])  # 1 selected row on rank 0, 3 on rank 1
+_sk = torch.Generator().manual_seed(7)
+SK_LOGITS = [3 * torch.randn(16, 5, generator=_sk) for _ in range(5)]  # 5 global batches of B = 16, K = 5
+SK_CAND = [(torch.rand(16, 5, generator=_sk) < 0.4) | torch.eye(5, dtype=torch.bool)[torch.arange(16) % 5]
+           for _ in range(5)]
+SK_PRIOR = torch.tensor([0.4, 0.25, 0.15, 0.12, 0.08])
 REFUSED = [("solar", {}, CFG), ("valen", {}, CFG),
            ("proden", {}, TrainConfig(model="mlp-nobn", batch_size=15)),
            ("proden", {}, TrainConfig(model="mlp-nobn", batch_size=16, drop_last=False))]
@@ -69,7 +74,8 @@ def small_jobs(tmp_path_factory, test_model):
     """The rows table, the refusals and the global mean of 2 processes, in one spawn: ``[rank0, rank1]``."""
     calls = [(ddp_workers.rows, (N_ROWS, K_ROWS, ROW_BATCHES)), (ddp_workers.refusals, (REFUSED,)),
              (ddp_workers.batch_mean_of_halves, (X_MEAN,)), (ddp_workers.masked_mean_grads, (V_MASK, MASK)),
-             (ddp_workers.module_grads, ())]
+             (ddp_workers.module_grads, ()),
+             (ddp_workers.sinkhorn_rows, (SK_LOGITS, SK_CAND, SK_PRIOR, 2))]
     return ddp_workers.spawn(ddp_workers.several, tmp_path_factory.mktemp("small"), calls)
 
 
@@ -251,3 +257,16 @@ def test_extra_modules_start_equal_and_average_their_gradients(small_jobs):
     assert not torch.equal(a["local"], b["local"])
     torch.testing.assert_close(a["grad"], (a["local"] + b["local"]) / 2)
     assert torch.equal(a["grad"], b["grad"]) and a["unused"] is None and b["unused"] is None
+
+
+def test_sinkhorn_rows_on_two_ranks_equal_one_process(small_jobs):
+    """D3: each rank's pseudo-labels are its rows of the one-process solution over [queue; global batch] (the queue
+    of 2 global batches is full from the third step on); the queue, its pointer and the warm start are the
+    one-process ones, on both ranks."""
+    ref = ddp_workers.sinkhorn_rows(SINGLE, SK_LOGITS, SK_CAND, SK_PRIOR, 2)
+    a, b = (rank[5] for rank in small_jobs)
+    for t, whole in enumerate(ref["rows"]):
+        assert torch.equal(torch.cat([a["rows"][t], b["rows"][t]]), whole), t
+    assert ref["state"]["queue_filled"] == 32
+    for key, value in ref["state"].items():
+        assert torch.equal(a["state"][key], value) and torch.equal(b["state"][key], value), key

@@ -12,3 +12,5 @@ from pllzoo.builtin import LogitAdjustment as _HostLogitAdjustment
 
 class LogitAdjustment(_HostLogitAdjustment):
     """SoLar-LA: subtract ζ·log r (SoLar's estimated prior) from the test logits."""
+
+    distributed = True  # reads the replicated prior at evaluation (the opt-in is not inherited)

@@ -27,6 +27,13 @@ Deviations:
     tests/unit/test_solar_prior.py::test_candidate_mle_*; benchmark: benchmarks/cifar10lt-cpu/.
   * ``init="oracle"`` keeps the oracle prior fixed (γ = 0), our reading of "trains from the real
     class prior". Test: tests/unit/test_solar_prior.py::test_oracle_is_fixed.
+
+Under torchrun (G > 1, ``beyond.md`` D8): the prior is ``"replicated"``.  Offline votes come from the
+evaluation pass over the whole training set that every rank makes with its identical replica (no
+collective; the votes are the same integers on every rank); online votes of each step are counted on
+the rank's slice and all-reduced (K integer-valued counts, exact), so ``prior_votes`` stays equal on every
+rank.  Both stages run under DDP: the final stage re-initialises the network from the same seed on every
+rank (DDP broadcasts rank 0's weights anyway) and carries only r.
 """
 
 from __future__ import annotations
@@ -104,6 +111,9 @@ class PriorEstimator(Component):
 
     HParams = PriorHParams
     provides = frozenset({"prior", "prior_votes"})
+    # G > 1: "replicated" — offline votes from the evaluation pass every rank makes over the whole training set
+    # with identical replicas (no collective); online votes all-reduced per step (K integer counts)
+    distributed = True
 
     @classmethod
     def dataset_defaults(cls, dataset: str, kind: str) -> dict[str, Any]:
@@ -126,8 +136,8 @@ class PriorEstimator(Component):
 
     @hookimpl
     def pllzoo_post_step(self, step: Step, state: PLLState) -> None:
-        if self.hp.mode == "online":
-            state.prior_votes += count_argmax(step.probs, step.batch.candidates)
+        if self.hp.mode == "online":  # G > 1: the votes of the global batch (the ranks' counts summed, exact)
+            state.prior_votes += step.dist.all_reduce_sum(count_argmax(step.probs, step.batch.candidates))
 
     @hookimpl
     def pllzoo_on_epoch_end(self, run: Run, state: PLLState) -> dict[str, Any]:

@@ -20,6 +20,18 @@ Deviations (each a hyper-parameter where it can change results):
     Tests: test_solar_refinery.py::test_kernel_queue_equals_solving_from_scratch,
     test_kernel_queue_rebuilt_after_a_restore
 
+Under torchrun (G > 1 processes, ``beyond.md`` D3, the replicated design): the masked log-probabilities
+log C of the ranks' slices are gathered (B×K numbers per step, rank order = the one-process batch, D1);
+every rank builds the kernel rows of the global batch, solves the same Sinkhorn problem over
+[queue; C_G] with the same prior and warm start, keeps its rows g·b … (g+1)·b − 1 of the batch's
+solution as its targets and pushes C_G into its queue, so the queue, its pointer and the warm start
+stay identical on every rank (``"replicated"``) and equal the one-process ones.  The solver itself calls
+no collective, so no branch inside it can make ranks wait for each other; on identical inputs on one
+kind of device it takes the same branches.  The confidences of l.5 are written at the rank's batch
+rows and synchronised by the trainer (``"rows"``).  ``sinkhorn_relaxed_count`` is reported by rank 0
+alone (the trainer sums ``*_count`` logs over ranks).
+Test: tests/test_distributed.py::test_sinkhorn_rows_on_two_ranks_equal_one_process (bitwise).
+
 Host synchronisation: none per step. "Is the queue full?" is a host count (read from
 ``state.queue_filled`` once after a restore); the solver's decisions stay on the device off the CPU;
 ``sinkhorn_iters`` and ``sinkhorn_relaxed_count`` are logged as device tensors. Test: tests/test_sync_free.py.
@@ -32,6 +44,7 @@ from dataclasses import dataclass
 import torch
 
 from pllzoo import Component, PLLState, Run, Step, hookimpl, hp
+from pllzoo.ddp import rank_slice
 from pllzoo.losses import normalize_rows
 from pllzoo.syncs import host_reads_are_free
 from pllzoo_solar.kernel_queue import KernelQueue
@@ -57,6 +70,8 @@ class SinkhornRefinery(Component):
     HParams = RefineryHParams
     needs = frozenset({"prior"})
     provides = frozenset({"confidence", "queue", "queue_ptr", "queue_filled", "sinkhorn_log_beta"})
+    distributed = True  # the replicated Sinkhorn over [queue; global batch] (D3); the rest: "replicated"
+    sync = {"confidence": "rows"}  # l.5 writes the batch rows only
 
     def __init__(self, hp=None) -> None:
         super().__init__(hp)
@@ -84,12 +99,16 @@ class SinkhornRefinery(Component):
 
     @hookimpl
     def pllzoo_label_update(self, step: Step, state: PLLState) -> torch.Tensor:
-        log_c = masked_log_softmax(step.logits.detach(), step.batch.candidates)  # Alg. l.1, [B, K]
+        dist = step.dist
+        # Alg. l.1 over the global batch: [B, K] (G > 1: the ranks' rows gathered in rank order, D3)
+        log_c = dist.gather(masked_log_softmax(step.logits.detach(), step.batch.candidates))
         kq = self._kernels(state, step.nominal_batch_size)
         rk, e = kq.batch_rows(log_c, check=host_reads_are_free(log_c.device))  # the queue's rows are kept
-        q, iters, relaxed = self._solve(state, kq, log_c, rk, e)  # l.2–3
-        self._push(state, kq, log_c, rk, e)  # l.4
-        step.logs["sinkhorn_relaxed_count"] = relaxed  # device tensors: read once per epoch
+        q, iters, relaxed = self._solve(state, kq, log_c, rk, e)  # l.2–3, the same problem on every rank
+        self._push(state, kq, log_c, rk, e)  # l.4: the global batch, into the identical queue
+        q = rank_slice(q, dist)  # this rank's rows of the solution [b, K]
+        # device tensors: read once per epoch; a count is summed over ranks, so rank 0 alone reports it
+        step.logs["sinkhorn_relaxed_count"] = relaxed if dist.is_main else torch.zeros_like(relaxed)
         step.logs["sinkhorn_iters"] = iters
         step.logs["pseudo_acc"] = (q.argmax(1) == step.batch.y_true).float().mean()  # logging only
         return q
