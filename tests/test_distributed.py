@@ -28,12 +28,21 @@ pytestmark = pytest.mark.skipif(
 RTOL, ATOL = 1e-5, 1e-6  # measured: losses and logs ≤ 2.8e-7 relative, state ≤ 2.4e-7, weights ≤ 1.2e-7 (float32)
 CFG = TrainConfig(model="mlp-nobn", epochs=3, lr=0.02, weight_decay=1e-4, batch_size=16)
 MIXUP = {"loss.mixup": True}  # tabular defaults turn the protocol's mixup off: force it on (D7)
+SOLAR_FAST = {"estimator.est_epochs": 0, "label_update.queue_length": 1, "loss.warmup_epochs": 0,
+              "selection.warmup_epochs": 0}
 READY = {  # test id -> (method, hyper-parameter overrides)
     "proden": ("proden", {}), "cc": ("cc", {}), "corr": ("corr", {}), "corr-records": ("corr-records", {}),
     "proden-records": ("proden-records", {}), "cc-records": ("cc-records", {}),
     "proden-mixup": ("proden", MIXUP), "cc-mixup": ("cc", MIXUP), "corr-records-mixup": ("corr-records-mixup", {}),
     "lws-mixup": ("lws", MIXUP), "mse": ("mse", {}), "exp-mixup": ("exp", MIXUP),  # MSE/EXP: |S| = K rows masked (D5)
     "htc": ("htc", {"loss.ramp_epochs": 1}),  # η = 0.9 from epoch 1: the selected-row terms at full weight (D10)
+    # SoLar (D3/D4/D5/D7/D8): a queue of one global batch (full from the second step), ramps done at epoch 0
+    "solar": ("solar", {**SOLAR_FAST, "estimator.est_epochs": 1, "loss.mixup": True}),  # + the pre-estimation stage
+    "solar-online-cr": ("solar", {**SOLAR_FAST, "label_update.queue_length": 2, "estimator.mode": "online",
+                                  "loss.cr": True}),  # votes all-reduced per step; the sync-free empty-R branch
+    "solar-global-selection": ("solar-global-selection", SOLAR_FAST),
+    "solar-no-selection": ("solar-no-selection", {k: v for k, v in SOLAR_FAST.items() if "selection" not in k}),
+    "proden-s-cpe": ("proden-s-cpe", {k: v for k, v in SOLAR_FAST.items() if "label_update" not in k}),
 }
 
 
@@ -64,7 +73,7 @@ SK_LOGITS = [3 * torch.randn(16, 5, generator=_sk) for _ in range(5)]  # 5 globa
 SK_CAND = [(torch.rand(16, 5, generator=_sk) < 0.4) | torch.eye(5, dtype=torch.bool)[torch.arange(16) % 5]
            for _ in range(5)]
 SK_PRIOR = torch.tensor([0.4, 0.25, 0.15, 0.12, 0.08])
-REFUSED = [("solar", {}, CFG), ("valen", {}, CFG),
+REFUSED = [("pico", {}, CFG), ("valen", {}, CFG),
            ("proden", {}, TrainConfig(model="mlp-nobn", batch_size=15)),
            ("proden", {}, TrainConfig(model="mlp-nobn", batch_size=16, drop_last=False))]
 
@@ -154,7 +163,7 @@ def test_two_processes_equal_one_process(two_ranks, case, test_model):
 
 def test_not_ready_recipes_are_refused_before_training(small_jobs):
     errors = small_jobs[0][1]
-    assert errors[0].startswith("not ready for 2 processes (DDP): ") and "solar." in errors[0]
+    assert errors[0].startswith("not ready for 2 processes (DDP): ") and "pico." in errors[0]
     assert "'valen." in errors[1] and "pllzoo.all" not in errors[1]  # names the components not ready, only them
     assert "batch_size 15 is not divisible by the 2 processes" in errors[2]
     assert "drop_last=false" in errors[3]

@@ -18,6 +18,14 @@ is a ``torch.where``). With mixup it reads |R| once: the mixup pass runs the net
 rows, so the shape of that forward pass (and BatchNorm's statistics over exactly those rows) and the
 number of random draws for π depend on |R|; a fixed-size pass would change what is computed.
 Test: tests/test_sync_free.py.
+
+Under torchrun (G > 1, ``beyond.md`` D5/D7): the mask is this rank's slice of the global R (the selection
+gathers), the means over R (L_ce, L_cr) and over U are the global ones (``masked_mean(..., step.dist)``:
+local G·Σ/|R_G|, whose DDP average is the global mean), the "R empty" branch and the mixup's "|R| > 1"
+are decided from |R_G| (one all-reduce of the local count; the host read stays one, with mixup only), and
+L_mix mixes over the global R (:func:`pllzoo.mixup.mixup_loss` with ``n_rows`` = |R_G|: the same l and π on
+every rank, each rank's share of the mixed rows).  The first epoch's mean over the batch needs nothing.
+Test: tests/test_distributed.py (solar cases).
 """
 
 from __future__ import annotations
@@ -49,6 +57,7 @@ class SolarLoss(Component):
 
     HParams = SolarLossHParams
     needs = frozenset({"confidence"})
+    distributed = True  # subset means over R_G and U_G (D5), branches from |R_G|, mixup over the global R (D7)
 
     def __init__(self, hp: Any | None = None) -> None:
         super().__init__(hp)
@@ -65,24 +74,27 @@ class SolarLoss(Component):
 
     @hookimpl
     def pllzoo_loss(self, step: Step, state: PLLState) -> torch.Tensor:
+        dist = step.dist  # G > 1: means over R and U are the global ones (D5), R_G's count decides the branches
         rn = soft_cross_entropy(step.logits, state.confidence[step.batch.index])  # ℓ_rn, [B]
         if self.hp.first_epoch_rn and self.epoch == 0:  # Alg. l.2
-            return rn.mean()
+            return rn.mean()  # a full-batch mean: DDP's average over equal slices is the global mean
         reliable, q = step.mask.bool(), step.targets
-        loss = masked_mean(soft_cross_entropy(step.logits, q), reliable)  # L_ce
+        loss = masked_mean(soft_cross_entropy(step.logits, q), reliable, dist)  # L_ce
         if self.hp.cr:
-            loss = loss + masked_mean(soft_cross_entropy(step.logits_strong, q), reliable)
+            loss = loss + masked_mean(soft_cross_entropy(step.logits_strong, q), reliable, dist)
+        n_reliable = dist.all_reduce_sum(reliable.sum())  # |R_G| (one process: |R|), on the device
         if self.hp.mixup:  # the step's one host read: the mixed batch is the reliable rows (see the docstring)
-            n_reliable = int(reliable.sum())
+            n_reliable = int(n_reliable)
             if n_reliable == 0:  # Alg. l.2
                 return rn.mean()
             if n_reliable > 1:  # mixing one sample with itself changes nothing
                 loss = loss + mixup_loss(step, soft_cross_entropy, q, self.hp.mixup_alpha, rows=reliable,
                                          n_rows=n_reliable)
             step.logs["eta"] = self.eta
-            return self.eta * loss + (1.0 - self.eta) * masked_mean(rn, ~reliable)  # masked_mean(∅) = 0
+            return self.eta * loss + (1.0 - self.eta) * masked_mean(rn, ~reliable, dist)  # masked_mean(∅) = 0
         # no host read: an empty R selects the re-normalised loss (l.2) on the device; the other branch gets
         # zero gradients, so the step is the same
-        any_reliable = reliable.any()
+        any_reliable = n_reliable > 0
         step.logs["eta"] = any_reliable.to(torch.float64) * self.eta  # 0 where l.2 applied: the epoch sum is unchanged
-        return torch.where(any_reliable, self.eta * loss + (1.0 - self.eta) * masked_mean(rn, ~reliable), rn.mean())
+        unreliable = masked_mean(rn, ~reliable, dist)
+        return torch.where(any_reliable, self.eta * loss + (1.0 - self.eta) * unreliable, rn.mean())

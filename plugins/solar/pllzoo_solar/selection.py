@@ -17,6 +17,10 @@ Deviations:
     ties in the loss keep batch order (the reference's sort is unstable).
     Test: tests/unit/test_solar_selection.py
   * ``confidence="cosine"`` normalises e_i, as the paper's text says; the code's dot product is the default.
+Under torchrun (G > 1, ``beyond.md`` D4): ℓ, ŷ and e of the ranks' slices are gathered (3B numbers per step),
+every rank computes the global mask with the budgets of the global B (the shared :mod:`pllzoo.selection`
+routines, ties in batch order) and keeps its slice, so |R_G| is the same on every rank; the selected
+fractions are logged over the global batch.  Test: tests/test_distributed.py (solar cases).
 Host synchronisation: none (class counts by ``scatter_add``, not CUDA's syncing ``bincount``).
 Test: tests/test_sync_free.py.
 """
@@ -29,6 +33,7 @@ from typing import Any
 import torch
 
 from pllzoo import Component, PLLState, Run, Step, hookimpl, hp
+from pllzoo.ddp import rank_slice
 from pllzoo.losses import soft_cross_entropy
 from pllzoo.metrics import shot_groups
 from pllzoo.selection import classwise_quota, global_small_loss_mask, small_loss_mask  # noqa: F401 (re-exported)
@@ -59,6 +64,7 @@ class ClasswiseSelection(Component):
 
     HParams = SelectionHParams
     needs = frozenset({"prior"})
+    distributed = True  # selection over the global batch (D4): |R_G| is the same on every rank
 
     @classmethod
     def dataset_defaults(cls, dataset: str, kind: str) -> dict[str, Any]:
@@ -75,22 +81,25 @@ class ClasswiseSelection(Component):
 
     @hookimpl
     def pllzoo_select(self, step: Step, state: PLLState) -> torch.Tensor:
+        dist = step.dist  # G > 1: the inputs of the global batch gathered, the global mask, this rank's slice (D4)
         q, p = step.targets, step.probs
-        loss = soft_cross_entropy(step.logits.detach(), q)  # Alg. l.2
+        loss = dist.gather(soft_cross_entropy(step.logits.detach(), q))  # Alg. l.2, [B]
+        score = dist.gather(confidence_score(q, p, self.hp.confidence))  # e_i, [B]
         if self.hp.mode == "classwise":
-            pseudo = q.argmax(1)
+            pseudo = dist.gather(q.argmax(1))  # [B]
             quota = classwise_quota(pseudo, state.prior, self.rho, step.nominal_batch_size, self.hp.at_least_one)
             mask = small_loss_mask(pseudo, loss, quota)
         elif self.hp.mode == "global":
             mask = global_small_loss_mask(loss, self.rho)
         else:
             mask = torch.zeros_like(loss, dtype=torch.bool)
-        mask |= confidence_score(q, p, self.hp.confidence) > self.hp.tau  # l.5–6
+        mask |= score > self.hp.tau  # l.5–6
         self._log(step, mask)
-        return mask
+        return rank_slice(mask, dist)  # [b]
 
     def _log(self, step: Step, mask: torch.Tensor) -> None:
-        group = self._group[step.batch.y_true]  # true labels: logging only
+        """Selected fractions of the global batch (``mask`` ``[B]``), the same on every rank."""
+        group = self._group[step.dist.gather(step.batch.y_true)]  # true labels: logging only
         for gid, name in enumerate(("many", "medium", "few")):
             members = (group == gid).float()
             step.logs[f"selected_{name}"] = (mask.float() * members).sum() / members.sum().clamp_min(1.0)
