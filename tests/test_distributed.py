@@ -170,9 +170,14 @@ def test_not_ready_recipes_are_refused_before_training(small_jobs):
     assert all("\n" not in e for e in errors)
 
 
-def test_resume_a_one_process_checkpoint_with_two_processes(tmp_path, test_model):
-    """A checkpoint is the same for any G: one process stops after epoch 2, two processes finish the run;
-    rank 0 alone wrote; equal to the uninterrupted 1-process run."""
+@pytest.mark.parametrize("method, overrides", [
+    ("corr-records", {}),
+    ("solar", {**SOLAR_FAST, "estimator.est_epochs": 1, "label_update.queue_length": 2}),  # the queue restored
+], ids=["corr-records", "solar"])
+def test_resume_a_one_process_checkpoint_with_two_processes(tmp_path, test_model, method, overrides):
+    """A checkpoint is the same for any G: one process stops after its second epoch, two processes finish the run;
+    rank 0 alone wrote; equal to the uninterrupted 1-process run (SoLar: stopped in its final stage, with the
+    Sinkhorn queue and the carried prior in the checkpoint)."""
     cfg = TrainConfig(model="mlp-nobn", epochs=4, lr=0.02, batch_size=16, checkpoint_every=1)
 
     class Cut(Exception):
@@ -184,14 +189,14 @@ def test_resume_a_one_process_checkpoint_with_two_processes(tmp_path, test_model
 
     (tmp_path / "run").mkdir()
     with pytest.raises(Cut):
-        _one_process("corr-records", cfg=cfg, run_dir=tmp_path / "run", on_epoch=cut)
-    full = _one_process("corr-records", cfg=cfg)
-    ranks = ddp_workers.spawn(ddp_workers.train, tmp_path / "spawn", "corr-records", {}, cfg, 3,
+        _one_process(method, overrides, cfg=cfg, run_dir=tmp_path / "run", on_epoch=cut)
+    full = _one_process(method, overrides, cfg=cfg)
+    ranks = ddp_workers.spawn(ddp_workers.train, tmp_path / "spawn", method, overrides, cfg, 3,
                               str(tmp_path / "run"), True)
     for rank in ranks:
         _assert_same_run(rank, full)
     ckpt = torch.load(tmp_path / "run" / "checkpoint.pt", weights_only=False)
-    assert ckpt["epoch"] == 3 and len(ckpt["records"]) == 4
+    assert ckpt["epoch"] == 3 and len(ckpt["records"]) == len(full["records"])
 
 
 def test_batch_mean_is_over_the_global_batch(small_jobs):
