@@ -9,7 +9,8 @@ initialised itself (``init_method="file://..."``).
 
 Semantics (``beyond.md`` §4.4): :meth:`DistContext.gather` concatenates in rank order, so with the
 trainer's contiguous per-rank slices of the global batch (D1) gathering a per-sample tensor gives
-back the 1-process batch in its order; :meth:`DistContext.all_reduce_sum` sums over ranks;
+back the 1-process batch in its order (:meth:`DistContext.gather_with_grad` does so with a gradient, for a
+loss of the local rows against the global batch: PiCO's contrast set, D11); :meth:`DistContext.all_reduce_sum` sums over ranks;
 :meth:`DistContext.broadcast` copies rank ``src``'s tensor.  Every rank must call a collective
 the same number of times in the same order: a branch around one must be taken by all ranks
 or none (decide it from replicated values, or all-reduce the decision first).
@@ -63,6 +64,22 @@ class DistContext:
         torch.distributed.all_gather(parts, x)
         return torch.cat(parts)
 
+    def gather_with_grad(self, x: torch.Tensor) -> torch.Tensor:
+        """:meth:`gather` that passes gradients back to every rank's ``x`` ``[b, ...]`` → ``[G·b, ...]`` (D11).
+
+        Backward: the incoming gradient ``[G·b, ...]`` is summed over ranks (one all-reduce: every rank's loss
+        may depend on every row) and this rank keeps its slice ``[g·b, (g+1)·b)``.  So when each rank's loss
+        L_g takes its local rows directly (anchors) and the gathered rows as the rest of its terms, the ranks'
+        gradients averaged (what DDP and :func:`pllzoo.ddp.average_grads` apply) are those of the 1-process
+        loss (1/G)·Σ_g L_g over the concatenated batch: the gradient reaching a row of rank g is its own direct
+        term plus Σ_g' ∂L_g'/∂row.  Only all_gather and all_reduce: it runs on gloo too.  Every rank must then
+        run the backward (the all-reduce is a collective); world 1: ``x`` itself.
+        Test: tests/test_distributed.py::test_gather_with_grad_gives_the_one_process_gradients.
+        """
+        if self.world == 1:
+            return x
+        return _GatherWithGrad.apply(x, self)
+
     def all_reduce_sum(self, x: torch.Tensor) -> torch.Tensor:
         """The sum of ``x`` over ranks (a new tensor; ``x`` itself is left as it was)."""
         if self.world == 1:
@@ -112,6 +129,21 @@ class DistContext:
         if self.world > 1 and torch.distributed.get_backend() == "nccl":
             return self.device
         return None
+
+
+class _GatherWithGrad(torch.autograd.Function):
+    """all_gather forward; backward: all_reduce SUM of the full gradient, this rank's slice (:meth:`DistContext.gather_with_grad`)."""
+
+    @staticmethod
+    def forward(ctx, x: torch.Tensor, dist: DistContext) -> torch.Tensor:  # type: ignore[override]
+        ctx.dist, ctx.rows = dist, x.shape[0]
+        return dist.gather(x)
+
+    @staticmethod
+    def backward(ctx, grad: torch.Tensor):  # type: ignore[override]
+        total = ctx.dist.all_reduce_sum(grad.contiguous())
+        start = ctx.dist.rank * ctx.rows
+        return total[start : start + ctx.rows], None
 
 
 SINGLE = DistContext()

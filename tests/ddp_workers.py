@@ -195,3 +195,26 @@ def sinkhorn_rows(ctx, logits: list[torch.Tensor], candidates: list[torch.Tensor
                     forward=None, generator=gen, epoch=0, stage=Stage(), nominal_batch_size=b_global, dist=ctx)
         rows.append(refinery.pllzoo_label_update(step=step, state=state))
     return {"rows": rows, "state": {key: v.clone() for key, v in state.state_dict().items()}}
+
+
+def gather_grads(ctx, x: torch.Tensor, k: torch.Tensor, queue: torch.Tensor, labels: torch.Tensor,
+                 queue_labels: torch.Tensor) -> dict[str, Any]:
+    """This rank's gradients, each rank holding its half of the rows ``x`` ``[B, d]``: of a loss of its rows against
+    the gathered batch (``gather_with_grad``, and the naive ``gather`` without gradient), and of PiCO's supervised
+    contrastive loss over [q_G; k_G; queue] (D11), with that loss's value averaged over ranks."""
+    import torch.nn.functional as F
+
+    from pllzoo_baselines.pico import contrastive_loss
+
+    half = x.shape[0] // ctx.world
+    rows = slice(ctx.rank * half, (ctx.rank + 1) * half)
+    out: dict[str, Any] = {}
+    for name, gather in (("with_grad", ctx.gather_with_grad), ("naive", ctx.gather)):
+        v = x[rows].clone().requires_grad_(True)
+        torch.logsumexp(v @ gather(v).T, dim=1).mean().backward()
+        out[name] = v.grad
+    q = x[rows].clone().requires_grad_(True)
+    loss = contrastive_loss(F.normalize(q, dim=1), k[rows], queue, labels[rows], queue_labels, 0.5, True, ctx)
+    loss.backward()
+    out["pico"], out["pico_loss"] = q.grad, ctx.all_reduce_sum(loss.detach()) / ctx.world
+    return out

@@ -44,6 +44,9 @@ READY = {  # test id -> (method, hyper-parameter overrides)
     "solar-global-selection": ("solar-global-selection", SOLAR_FAST),
     "solar-no-selection": ("solar-no-selection", {k: v for k, v in SOLAR_FAST.items() if "selection" not in k}),
     "proden-s-cpe": ("proden-s-cpe", {k: v for k, v in SOLAR_FAST.items() if "label_update" not in k}),
+    # PiCO (D11): MoCo in epoch 0, SupCon over [q_G; k_G; queue] and W from the prototypes from epoch 1; a queue of
+    # two global batches (wraps around); the strong view is the identity on tabular data
+    "pico": ("pico", {"loss.queue": 32}),
 }
 
 
@@ -74,7 +77,11 @@ SK_LOGITS = [3 * torch.randn(16, 5, generator=_sk) for _ in range(5)]  # 5 globa
 SK_CAND = [(torch.rand(16, 5, generator=_sk) < 0.4) | torch.eye(5, dtype=torch.bool)[torch.arange(16) % 5]
            for _ in range(5)]
 SK_PRIOR = torch.tensor([0.4, 0.25, 0.15, 0.12, 0.08])
-REFUSED = [("pico", {}, CFG), ("valen", {}, CFG),
+_gq = torch.Generator().manual_seed(11)
+GQ_X, GQ_K = torch.randn(8, 5, generator=_gq), torch.nn.functional.normalize(torch.randn(8, 5, generator=_gq), dim=1)
+GQ_QUEUE = torch.nn.functional.normalize(torch.randn(6, 5, generator=_gq), dim=1)
+GQ_LABELS, GQ_QLABELS = torch.tensor([0, 1, 2, 0, 1, 1, 2, 0]), torch.tensor([2, 0, 1, 1, -1, 0])
+REFUSED = [("valen", {}, CFG),
            ("proden", {}, TrainConfig(model="mlp-nobn", batch_size=15)),
            ("proden", {}, TrainConfig(model="mlp-nobn", batch_size=16, drop_last=False))]
 
@@ -85,7 +92,8 @@ def small_jobs(tmp_path_factory, test_model):
     calls = [(ddp_workers.rows, (N_ROWS, K_ROWS, ROW_BATCHES)), (ddp_workers.refusals, (REFUSED,)),
              (ddp_workers.batch_mean_of_halves, (X_MEAN,)), (ddp_workers.masked_mean_grads, (V_MASK, MASK)),
              (ddp_workers.module_grads, ()),
-             (ddp_workers.sinkhorn_rows, (SK_LOGITS, SK_CAND, SK_PRIOR, 2))]
+             (ddp_workers.sinkhorn_rows, (SK_LOGITS, SK_CAND, SK_PRIOR, 2)),
+             (ddp_workers.gather_grads, (GQ_X, GQ_K, GQ_QUEUE, GQ_LABELS, GQ_QLABELS))]
     return ddp_workers.spawn(ddp_workers.several, tmp_path_factory.mktemp("small"), calls)
 
 
@@ -164,10 +172,10 @@ def test_two_processes_equal_one_process(two_ranks, case, test_model):
 
 def test_not_ready_recipes_are_refused_before_training(small_jobs):
     errors = small_jobs[0][1]
-    assert errors[0].startswith("not ready for 2 processes (DDP): ") and "pico." in errors[0]
-    assert "'valen." in errors[1] and "pllzoo.all" not in errors[1]  # names the components not ready, only them
-    assert "batch_size 15 is not divisible by the 2 processes" in errors[2]
-    assert "drop_last=false" in errors[3]
+    assert errors[0].startswith("not ready for 2 processes (DDP): ")
+    assert "'valen." in errors[0] and "pllzoo.all" not in errors[0]  # names the components not ready, only them
+    assert "batch_size 15 is not divisible by the 2 processes" in errors[1]
+    assert "drop_last=false" in errors[2]
     assert all("\n" not in e for e in errors)
 
 
@@ -285,3 +293,25 @@ def test_sinkhorn_rows_on_two_ranks_equal_one_process(small_jobs):
     assert ref["state"]["queue_filled"] == 32
     for key, value in ref["state"].items():
         assert torch.equal(a["state"][key], value) and torch.equal(b["state"][key], value), key
+
+
+def test_gather_with_grad_gives_the_one_process_gradients(small_jobs):
+    """D11: with ``gather_with_grad`` the ranks' gradients, averaged (what DDP applies), are those of the one-process
+    loss over the concatenated batch (anchors local, the rest gathered); a gather without gradient loses the
+    other ranks' terms.  PiCO's supervised contrastive loss over [q_G; k_G; queue] (positives from the gathered
+    pseudo-labels, anchor i's own column g·b + i excluded): the same value and gradients as one process."""
+    import torch.nn.functional as F
+
+    from pllzoo_baselines.pico import contrastive_loss
+
+    a, b = (rank[6] for rank in small_jobs)
+    x = GQ_X.clone().requires_grad_(True)
+    torch.logsumexp(x @ x.T, dim=1).mean().backward()
+    torch.testing.assert_close(torch.cat([a["with_grad"], b["with_grad"]]) / 2, x.grad)
+    assert not torch.allclose(torch.cat([a["naive"], b["naive"]]) / 2, x.grad)
+    q = GQ_X.clone().requires_grad_(True)
+    loss = contrastive_loss(F.normalize(q, dim=1), GQ_K, GQ_QUEUE, GQ_LABELS, GQ_QLABELS, 0.5, True)
+    loss.backward()
+    torch.testing.assert_close(torch.cat([a["pico"], b["pico"]]) / 2, q.grad)
+    torch.testing.assert_close(a["pico_loss"], loss.detach())
+    assert torch.equal(a["pico_loss"], b["pico_loss"])

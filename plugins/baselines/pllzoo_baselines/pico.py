@@ -13,8 +13,10 @@ Algorithm (per mini-batch; q, k are L2-normalised 128-d projections of x^w and x
   7. after each epoch: m ← 0.95 + (e/E)·(0.8 − 0.95)
 
 Deviations:
-  * one process: ``concat_all_gather`` is the identity and there is no shuffle-BN (the key encoder
-    sees the strong batch unshuffled); the queue is a ring buffer, so its length need not be a
+  * no shuffle-BN (the key encoder sees the strong batch unshuffled; under torchrun use SyncBN,
+    ``beyond.md`` D11); ``concat_all_gather`` is ``step.dist.gather``, and the contrast set is built from
+    the gathered q (with its gradient) and k, so a G-process run is the 1-process run with the global batch
+    (upstream's contrast set holds the rank's own q and k and the queue); the queue is a ring buffer, so its length need not be a
     multiple of the batch size (upstream asserts it).
   * the sequential prototype update of line 3 is computed in closed form per class
     (μ ← m^n μ + (1−m)Σ_t m^(n−1−t) q_t) — identical, without a loop over samples.
@@ -40,6 +42,7 @@ import torch
 import torch.nn.functional as F
 
 from pllzoo import Component, Method, PLLState, Run, Step, hookimpl, hp
+from pllzoo.distributed import SINGLE, DistContext
 from pllzoo.losses import soft_cross_entropy
 from pllzoo.syncs import class_counts
 from pllzoo_baselines.proden import Confidence
@@ -71,23 +74,39 @@ def prototype_update(protos: torch.Tensor, q: torch.Tensor, labels: torch.Tensor
 
 
 def contrastive_loss(q: torch.Tensor, k: torch.Tensor, queue: torch.Tensor, labels: torch.Tensor,
-                     queue_labels: torch.Tensor, temperature: float, supervised: bool) -> torch.Tensor:
-    """SupCon over [q; k; queue] (positives share a pseudo-label, self excluded) or MoCo InfoNCE."""
+                     queue_labels: torch.Tensor, temperature: float, supervised: bool,
+                     dist: DistContext = SINGLE) -> torch.Tensor:
+    """SupCon over [q; k; queue] (positives share a pseudo-label, self excluded) or MoCo InfoNCE.
+
+    Under G > 1 processes (D11) the anchors are this rank's q ``[b, d]`` and the contrast set is the global
+    batch's: [q_G; k_G; queue] with q_G gathered with its gradient (:meth:`DistContext.gather_with_grad`),
+    the positives from the gathered pseudo-labels and anchor i's own column g·b + i excluded; the mean over
+    the local anchors, averaged by DDP, is the 1-process loss.  MoCo's InfoNCE needs only the local rows.
+    """
     if not supervised:
         logits = torch.cat([(q * k).sum(1, keepdim=True), q @ queue.T], dim=1) / temperature
         return F.cross_entropy(logits, torch.zeros(q.shape[0], dtype=torch.long, device=q.device))
-    feats, all_labels = torch.cat([q, k, queue]), torch.cat([labels, labels, queue_labels])
-    logits = q @ feats.T / temperature  # [B, 2B + Q]
-    not_self = torch.ones_like(logits, dtype=torch.bool)
-    not_self.fill_diagonal_(False)  # [i, i] for i < B; index_put_ with index tensors syncs on CUDA
+    labels_all = dist.gather(labels)
+    feats, all_labels = torch.cat([dist.gather_with_grad(q), dist.gather(k), queue]), torch.cat(
+        [labels_all, labels_all, queue_labels])
+    logits = q @ feats.T / temperature  # [b, 2B + Q]
+    rows, cols = torch.arange(q.shape[0], device=q.device), torch.arange(feats.shape[0], device=q.device)
+    not_self = cols[None, :] != (dist.rank * q.shape[0] + rows)[:, None]  # [i, g·b + i]; no index_put_ (syncs on CUDA)
     positive = (labels[:, None] == all_labels[None, :]) & not_self
     log_prob = logits - torch.logsumexp(logits.masked_fill(~not_self, float("-inf")), dim=1, keepdim=True)
     return -((log_prob * positive).sum(1) / positive.sum(1)).mean()
 
 
 class PiCOLoss(Component):
-    """Classification on W plus prototype-based contrastive learning; updates W and the prototypes."""
+    """Classification on W plus prototype-based contrastive learning; updates W and the prototypes.
 
+    Under G > 1 processes (D11): the prototypes are updated with the gathered q and pseudo-labels of the
+    global batch in rank order and the queue takes the gathered keys, so both stay replicated and equal to the
+    1-process ones; the key encoder's EMA reads the replicated network and head; the contrast set is the
+    global batch's (:func:`contrastive_loss`); W is written at the batch rows (``pico.confidence``'s "rows").
+    """
+
+    distributed = True
     HParams = PiCOHParams
     needs = frozenset({"confidence"})  # W, updated in place from the prototypes (l.5)
     provides = frozenset({"pico_prototypes", "pico_queue", "pico_queue_labels", "pico_queue_ptr"})
@@ -123,12 +142,14 @@ class PiCOLoss(Component):
 
     @hookimpl
     def pllzoo_loss(self, step: Step, state: PLLState) -> torch.Tensor:
-        idx, cands = step.batch.index, step.batch.candidates
-        q = F.normalize(self.head(step.features), dim=1)  # [B, d], with grad
+        idx, cands, dist = step.batch.index, step.batch.candidates, step.dist
+        q = F.normalize(self.head(step.features), dim=1)  # [b, d], with grad
         pseudo = (step.probs * cands).argmax(1)  # l.2
         with torch.no_grad():
             score = torch.softmax(q.detach() @ state.pico_prototypes.T, dim=1)
-            state.pico_prototypes = prototype_update(state.pico_prototypes, q.detach(), pseudo, self.hp.proto_m)
+            pseudo_all = dist.gather(pseudo)  # [B]: the global batch in rank order (D11; SINGLE: itself)
+            state.pico_prototypes = prototype_update(state.pico_prototypes, dist.gather(q.detach()), pseudo_all,
+                                                     self.hp.proto_m)
             keys, queries = list(self.key.parameters()), [p.detach() for p in self.query.parameters()]
             torch._foreach_mul_(keys, self.hp.moco_m)  # l.4
             torch._foreach_add_(keys, queries, alpha=1 - self.hp.moco_m)
@@ -138,8 +159,8 @@ class PiCOLoss(Component):
                 onehot = torch.zeros_like(cands).scatter_(1, (score * cands).argmax(1, keepdim=True), 1.0)  # one_hot, no sync
                 state.confidence[idx] = self.m * state.confidence[idx] + (1 - self.m) * onehot
         cont = contrastive_loss(q, k, state.pico_queue, pseudo, state.pico_queue_labels, self.hp.temperature,
-                                supervised)
-        self._enqueue(state, k, pseudo)
+                                supervised, dist)
+        self._enqueue(state, dist.gather(k), pseudo_all)
         step.logs["contrastive"] = cont.detach()
         return soft_cross_entropy(step.logits, state.confidence[idx]).mean() + self.hp.loss_weight * cont  # l.6
 
@@ -155,6 +176,8 @@ class PiCOLoss(Component):
 
 class PiCOConfidence(Confidence):
     """PiCO's W (initialised uniform on the candidates, updated by ``pico.loss``), as targets."""
+
+    distributed = True  # W is written at the batch rows by pico.loss: "rows" (inherited sync)
 
     @hookimpl
     def pllzoo_post_step(self) -> None:
