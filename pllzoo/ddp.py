@@ -79,12 +79,15 @@ def sync_rows(state: PLLState, keys: list[str], idx: torch.Tensor, dist: DistCon
     """Scatter every rank's rows ``state[key][idx]`` into every replica of ``state[key]`` (D2).
 
     Within a step the ranks' indices are disjoint (D1), so the order of the scatter does not matter;
-    one gather of the indices ``[B]`` and one of the rows ``[B, ...]`` per key.
+    one gather of the indices ``[B]`` and one of the rows ``[B, ...]`` per key.  A key the state does not hold
+    in this stage (VALEN's d during its warm-up) is skipped; the state's keys are the same on every rank.
     """
     if not dist.active or not keys:
         return
     idx_all = dist.gather(idx)  # [B]
     for key in keys:
+        if key not in state:
+            continue
         table = getattr(state, key)  # [N, ...]
         table[idx_all] = dist.gather(table[idx])
 

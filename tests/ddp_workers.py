@@ -90,8 +90,9 @@ def train_many(ctx, jobs: list[tuple]) -> list[Any]:
     return [train(ctx, *job) for job in jobs]
 
 
-def refusals(ctx, cases: list[tuple[str, dict[str, Any], Any]]) -> list[str]:
-    """The one-line error of building a Trainer for each ``(method, overrides, cfg)`` under ``ctx``."""
+def refusals(ctx, cases: list[tuple]) -> list[str]:
+    """The one-line error of building a Trainer for each ``(method, overrides, cfg[, slot])`` under ``ctx``; with
+    ``slot``, that slot's component is marked not ready (every shipped component is)."""
     import sys
 
     sys.path.insert(0, str(Path(__file__).parent))
@@ -101,8 +102,10 @@ def refusals(ctx, cases: list[tuple[str, dict[str, Any], Any]]) -> list[str]:
     from pllzoo.trainer import Trainer
 
     reg, data, out = get_registry(), make_tiny_data(), []
-    for method, overrides, cfg in cases:
+    for method, overrides, cfg, *slot in cases:
         comps = reg.build_components(reg.method(method), overrides, (data.name, data.kind))
+        for name in slot:
+            comps[name].distributed = False  # the instance's opt-in overrides its class's
         try:
             Trainer(data, comps, cfg, seed=1, device=torch.device("cpu"), dist=ctx)
             out.append("")
@@ -218,3 +221,14 @@ def gather_grads(ctx, x: torch.Tensor, k: torch.Tensor, queue: torch.Tensor, lab
     loss.backward()
     out["pico"], out["pico_loss"] = q.grad, ctx.all_reduce_sum(loss.detach()) / ctx.world
     return out
+
+
+def valen_draw(ctx, s: torch.Tensor, seed: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """VALEN's d̃ for this rank's half of the concentrations ``s`` ``[B, K]``, and the gradient of Σ d̃² on its rows."""
+    from pllzoo_baselines.valen import dirichlet_rsample
+
+    half = s.shape[0] // ctx.world
+    mine = s[ctx.rank * half : (ctx.rank + 1) * half].clone().requires_grad_(True)
+    d = dirichlet_rsample(mine, torch.Generator().manual_seed(seed), ctx)
+    d.square().sum().backward()
+    return d.detach(), mine.grad

@@ -41,6 +41,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from pllzoo import Method, PLLState, Run, Stage, Step, hookimpl, hp
+from pllzoo.distributed import SINGLE, DistContext
 from pllzoo.losses import masked_mean, normalize_rows, soft_cross_entropy
 from pllzoo.seeding import derive_seed
 from pllzoo.syncs import host_side
@@ -65,13 +66,15 @@ def knn_adjacency(feats: torch.Tensor, k: int) -> torch.Tensor:
     return torch.sparse_coo_tensor(index, values, (n, n), check_invariants=True).coalesce()
 
 
-def adjacency_block(adj: torch.Tensor, idx: torch.Tensor) -> torch.Tensor:
-    """The batch sub-block A[idx][:, idx], densified at ``[B, B]`` only.
+def adjacency_block(adj: torch.Tensor, idx: torch.Tensor, cols: torch.Tensor | None = None) -> torch.Tensor:
+    """The batch sub-block A[idx][:, cols] (``cols`` = ``idx`` by default), densified at ``[B, B]`` only.
+
+    Under G > 1 processes ``idx`` is the rank's slice and ``cols`` the global batch's indices: ``[b, B]``.
 
     Host syncs: two per step on CUDA (each sparse ``index_select`` sizes its output from the data); the
     sync-free alternative, a dense [N, N] adjacency, does not fit memory at CIFAR scale.
     Test: tests/test_sync_free.py."""
-    return adj.index_select(0, idx).index_select(1, idx).to_dense()
+    return adj.index_select(0, idx).index_select(1, idx if cols is None else cols).to_dense()
 
 
 def concentration(a: torch.Tensor, keep: torch.Tensor) -> torch.Tensor:
@@ -80,8 +83,19 @@ def concentration(a: torch.Tensor, keep: torch.Tensor) -> torch.Tensor:
     return s / s.sum(1, keepdim=True).detach().clamp_min(1e-12) + 0.01  # rsample needs s > 0
 
 
-def dirichlet_rsample(s: torch.Tensor, generator: torch.Generator) -> torch.Tensor:
-    """d̃ ~ Dir(s) ``[B, K]``, reparameterised; torch's sampler reads the global RNG: seeded from ``generator``."""
+def dirichlet_rsample(s: torch.Tensor, generator: torch.Generator, dist: DistContext = SINGLE) -> torch.Tensor:
+    """d̃ ~ Dir(s) ``[B, K]``, reparameterised; torch's sampler reads the global RNG: seeded from ``generator``.
+
+    Under G > 1 processes ``s`` is the rank's slice ``[b, K]``: every rank draws the global batch's d̃ from the
+    gathered s (its own rows with their gradient, the others' detached) with the same seed, and keeps its rows —
+    the 1-process draw (the sampler's draws depend on the whole tensor); row i of d̃ depends on s_i only, so
+    no gradient needs to cross ranks.
+    """
+    if dist.active:
+        b, g = s.shape[0], dist.rank
+        s_all = dist.gather(s.detach())
+        d_all = dirichlet_rsample(torch.cat([s_all[: g * b], s, s_all[(g + 1) * b :]]), generator)
+        return d_all[g * b : (g + 1) * b]
     with host_side():  # a CPU generator's draw
         seed = int(torch.randint(2**62, (1,), generator=generator))
     with torch.random.fork_rng(devices=[s.device] if s.device.type == "cuda" else []):
@@ -101,9 +115,10 @@ def dirichlet_kl_uniform(alpha: torch.Tensor) -> torch.Tensor:
             + ((alpha - 1) * (torch.digamma(alpha) - torch.digamma(a0)[:, None])).sum(1))
 
 
-def graph_decode(d: torch.Tensor) -> torch.Tensor:
-    """Â = row-softmax(σ(d̃ d̃ᵀ)) ``[B, B]`` (l.4)."""
-    return torch.softmax(torch.sigmoid(d @ d.T), dim=1)
+def graph_decode(d: torch.Tensor, d_all: torch.Tensor | None = None) -> torch.Tensor:
+    """Â = row-softmax(σ(d̃ d̃ᵀ)) ``[B, B]`` (l.4); under G > 1 processes the rank's rows against the global batch's
+    d̃ (``d_all``, gathered with its gradient): ``[b, B]``."""
+    return torch.softmax(torch.sigmoid(d @ (d if d_all is None else d_all).T), dim=1)
 
 
 def make_decoder(k: int, dim: int, generator: torch.Generator) -> nn.Sequential:
@@ -128,6 +143,8 @@ class TargetsHParams(ConfidenceHParams):
 class Targets(Confidence):
     """o (PRODEN's table ``state.confidence``, warmed up by PRODEN) and d (``state.valen_d``), the targets."""
 
+    distributed = True  # both tables are written at the batch rows (l.0, l.6)
+    sync = {"confidence": "rows", "valen_d": "rows"}
     HParams = TargetsHParams
     needs = frozenset({"valen_dirichlet"})
     provides = frozenset({"confidence", "valen_d"})
@@ -172,8 +189,15 @@ class VALENHParams(ProtocolHParams):
 
 
 class VALENLoss(ProdenLoss):
-    """PRODEN's loss in the warm-up; α L_rec + β L_KL + γ L_d + θ L_o after it.  Plans the two stages."""
+    """PRODEN's loss in the warm-up; α L_rec + β L_KL + γ L_d + θ L_o after it.  Plans the two stages.
 
+    Under G > 1 processes: the kNN graph A is built on every rank over the whole training set from identical
+    inputs (replicated); d̃ is the 1-process draw of the global batch (:func:`dirichlet_rsample`); the graph term
+    compares the rank's rows of Â, against the global batch's d̃ gathered with its gradient, with A[idx, idx_G]
+    (a mean over b×B entries, which DDP averages to the B×B mean); enc and dec are extra modules (averaged).
+    """
+
+    distributed = True
     HParams = VALENHParams
     needs = frozenset({"confidence"})
     provides = frozenset({"valen_dirichlet", "valen_adj"})
@@ -218,13 +242,15 @@ class VALENLoss(ProdenLoss):
         o = state.confidence[idx]  # [B, K]
         with torch.autocast(x.device.type, dtype=torch.bfloat16, enabled=self.amp):
             a = self.enc(x).float()  # l.2: [B, K]
-        d = dirichlet_rsample(concentration(a, (o > 0).float()), step.generator)  # l.2: [B, K]
+        dist = step.dist
+        d = dirichlet_rsample(concentration(a, (o > 0).float()), step.generator, dist)  # l.2: [B, K]
         step.scratch["valen_dirichlet"] = d.detach()
-        l_d = masked_mean(soft_cross_entropy(a, o), step.mask)  # l.3
-        l_kl = masked_mean(dirichlet_kl_uniform(alpha_hat(a)), step.mask)
+        l_d = masked_mean(soft_cross_entropy(a, o), step.mask, dist)  # l.3
+        l_kl = masked_mean(dirichlet_kl_uniform(alpha_hat(a)), step.mask, dist)
+        d_all, idx_all = (dist.gather_with_grad(d), dist.gather(idx)) if dist.active else (None, None)
         l_rec = (self.hp.rec_x * F.mse_loss(self.dec(d), x.flatten(1))  # l.4
                  + 0.01 * F.binary_cross_entropy_with_logits(d, cands)
-                 + F.mse_loss(graph_decode(d), adjacency_block(state.valen_adj, idx)))
+                 + F.mse_loss(graph_decode(d, d_all), adjacency_block(state.valen_adj, idx, idx_all)))
         step.logs.update(valen_rec=l_rec.detach(), valen_kl=l_kl.detach(), valen_ld=l_d.detach(),
                          valen_lo=l_o.detach())
         return self.hp.alpha * l_rec + self.hp.beta * l_kl + self.hp.gamma * l_d + self.hp.theta * l_o
