@@ -337,3 +337,36 @@ def test_valen_draw_is_the_one_process_draw(small_jobs):
     (d0, g0), (d1, g1) = (rank[7] for rank in small_jobs)
     assert torch.equal(torch.cat([d0, d1]), d.detach())
     torch.testing.assert_close(torch.cat([g0, g1]), s.grad)
+
+
+@pytest.mark.slow
+def test_torchrun_bench_equals_one_process_for_every_shipped_method(tmp_path):
+    """Every shipped method through the real CLI under ``torchrun --nproc-per-node 2`` (one bench with all of
+    them, gloo, a linear model without BatchNorm) against one process: the same run ids, losses to 1e-4
+    relative and accuracies within one test sample (an argmax near-tie may flip after rounding)."""
+    import os
+    import subprocess
+    import sys
+
+    import pandas as pd
+
+    from conftest import registered_methods
+
+    methods = [m for m in registered_methods() if "+" not in m]
+    args = ["bench", "--methods", ",".join(methods), "--dataset", "synthetic-lt", "--subset", "256", "--epochs", "2",
+            "--batch-size", "32", "--device", "cpu", "--hp", "train.model=linear", "--hp", "train.lr=0.02",
+            "--hp", "solar:estimator.est_epochs=1"]
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "PLLZOO_DIST_TIMEOUT_S": "120"}
+    run = lambda *launch, out: subprocess.run(  # noqa: E731
+        [sys.executable, *launch, "-m", "pllzoo", *args, "--out", str(out)], env=env, capture_output=True,
+        text=True, timeout=1200)
+    one = run(out=tmp_path / "one")
+    two = run("-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2", out=tmp_path / "two")
+    assert one.returncode == 0, one.stderr[-3000:]
+    assert two.returncode == 0, two.stderr[-3000:]
+    a, b = (pd.read_csv(tmp_path / d / "results.csv").set_index("run") for d in ("one", "two"))
+    assert sorted(a.index) == sorted(b.index) and len(a) == len(methods)
+    one_sample = 100.0 / 256
+    for run_id in a.index:
+        assert math.isclose(a.loc[run_id, "loss"], b.loc[run_id, "loss"], rel_tol=1e-4), run_id
+        assert abs(a.loc[run_id, "acc_all"] - b.loc[run_id, "acc_all"]) <= one_sample + 1e-9, run_id
