@@ -370,3 +370,28 @@ def test_torchrun_bench_equals_one_process_for_every_shipped_method(tmp_path):
     for run_id in a.index:
         assert math.isclose(a.loc[run_id, "loss"], b.loc[run_id, "loss"], rel_tol=1e-4), run_id
         assert abs(a.loc[run_id, "acc_all"] - b.loc[run_id, "acc_all"]) <= one_sample + 1e-9, run_id
+
+
+@pytest.mark.slow
+def test_torchrun_with_plain_batchnorm_is_close_not_equal(tmp_path):
+    """The documented looser check with BatchNorm (docs/distributed.md): plain BN normalises each rank's b rows,
+    so G = 2 differs from one process; on synthetic-lt (``mlp``: BatchNorm1d, 3 epochs) the final loss stays
+    within 10 % and All accuracy within 3 points (measured: 0.8 % / 3.8 % and 0.2 / 0.0 points)."""
+    import os
+    import subprocess
+    import sys
+
+    import pandas as pd
+
+    args = ["bench", "--methods", "proden,cc", "--dataset", "synthetic-lt", "--subset", "512", "--epochs", "3",
+            "--batch-size", "64", "--device", "cpu", "--hp", "train.model=mlp", "--hp", "train.lr=0.02"]
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "PLLZOO_DIST_TIMEOUT_S": "60"}
+    run = lambda *launch, out: subprocess.run(  # noqa: E731
+        [sys.executable, *launch, "-m", "pllzoo", *args, "--out", str(out)], env=env, capture_output=True,
+        text=True, timeout=600)
+    assert run(out=tmp_path / "one").returncode == 0
+    assert run("-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2", out=tmp_path / "two").returncode == 0
+    a, b = (pd.read_csv(tmp_path / d / "results.csv").set_index("run") for d in ("one", "two"))
+    for run_id in a.index:
+        assert math.isclose(a.loc[run_id, "loss"], b.loc[run_id, "loss"], rel_tol=0.10), run_id
+        assert abs(a.loc[run_id, "acc_all"] - b.loc[run_id, "acc_all"]) <= 3.0, run_id
