@@ -126,6 +126,11 @@ class Step:
         z = logits.detach().float()
         return torch.softmax(z if self.logit_offset is None else z - self.logit_offset, dim=1)
 
+    def label_log_probs_of(self, logits: torch.Tensor) -> torch.Tensor:
+        """``log`` of :meth:`label_probs_of`, as a log-softmax (finite where the probabilities underflow)."""
+        z = logits.detach().float()
+        return torch.log_softmax(z if self.logit_offset is None else z - self.logit_offset, dim=1)
+
     @property
     def label_probs(self) -> torch.Tensor:
         """:meth:`label_probs_of` the weak view: ``step.probs`` itself when the run has no logit offset."""

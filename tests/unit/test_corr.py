@@ -128,3 +128,21 @@ def test_joint_forward(tiny_data):
         sizes[joint] = calls
         assert step.logits.shape == step.logits_strong.shape == (16, tiny_data.num_classes)
     assert sizes == {True: [32], False: [16, 16]}
+
+
+def test_underflowing_row_stays_normalised():
+    """The model puts all its mass on a non-candidate (class 2): p^w ⊙ p^s on {0, 1} underflows in float32.
+    The row is the normalised geometric mean computed in log space: (log p^w + log p^s)/2 on {0, 1} is
+    (−50 − 60, −55 − 58)/2 relative to class 2, so the weights are softmax((−55, −56.5)) = (0.8176, 0.1824)."""
+    state, comp = PLLState(), Confidence()
+    comp.pllzoo_setup_stage(_Run(), state)
+    step = _step()
+    step.logits = torch.tensor([[0.0, -5.0, 50.0]]) - 50.0  # log p^w ≈ (−50, −55, 0)
+    step.logits_strong = torch.tensor([[0.0, 2.0, 60.0]]) - 60.0  # log p^s ≈ (−60, −58, 0)
+    step.probs = torch.softmax(step.logits, 1)
+    assert float((step.probs * torch.softmax(step.logits_strong, 1))[0, :2].sum()) < torch.finfo(torch.float32).tiny
+    comp.pllzoo_label_update(step, state)
+    row = state.confidence[0]
+    assert abs(float(row.sum()) - 1) < 1e-6 and row[2] == 0
+    w = torch.softmax(torch.tensor([-55.0, -56.5]), 0)
+    torch.testing.assert_close(row[:2], w, atol=1e-5, rtol=1e-4)

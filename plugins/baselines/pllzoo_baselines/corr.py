@@ -23,7 +23,9 @@ Deviations:
     made in the loss, after the views' forward.  ``loss.joint_forward=false`` forwards each view on
     its own, as every other pllzoo method.  Test: tests/unit/test_corr.py::test_joint_forward.
   * Re-normalisation divides by the row sum clamped at the float32 tiny (the release adds 1e-9 to
-    it), as every pllzoo confidence update.
+    it), as every pllzoo confidence update; a row whose products all underflow is computed in log
+    space (the release's becomes 0, and its sample loses its targets: pllzoo's targets sum to 1).
+    Seen on Italian (tabular, 17.5k rows). Test: tests/unit/test_corr.py::test_underflowing_row_stays_normalised.
   * The loss honours ``step.mask`` (a mean over the selected rows; all rows with the recipe's
     ``pllzoo.all``), so CORR composes with a selection, e.g. SoLar's.
   * With a selection, mixup permutes the whole batch, as the release (selection does not enter it).
@@ -73,9 +75,24 @@ class Confidence(Component):
         targets = state.confidence[idx]  # t: read before the update (a copy: advanced indexing)
         if step.epoch >= self.hp.start_epoch:  # l.3
             keep = (targets > 0).float() if self.hp.mask == "support" else step.batch.candidates
-            agree = keep * step.label_probs * step.label_probs_of(step.logits_strong)
-            state.confidence[idx] = normalize_rows(agree.sqrt())
+            agree = (keep * step.label_probs * step.label_probs_of(step.logits_strong)).sqrt()
+            state.confidence[idx] = geometric_agreement(agree, keep, step)
         return targets
+
+
+def geometric_agreement(agree: torch.Tensor, keep: torch.Tensor, step: Step) -> torch.Tensor:
+    """Rows of ``agree`` = sqrt(m ⊙ p^w ⊙ p^s) normalised (l.3) → ``[B, K]``.
+
+    A row whose kept products underflow (sum below the float's smallest normal number: the model puts
+    all its mass outside m) is computed in log space instead, softmax over m of (log p^w + log p^s)/2 —
+    the same weights in exact arithmetic — so it still sums to 1; the release's row becomes 0 there (the
+    sample loses its targets).  Every other row is the plain normalisation, bit for bit.
+    """
+    rows = normalize_rows(agree)
+    small = agree.sum(1, keepdim=True) < torch.finfo(agree.dtype).tiny  # [B, 1]
+    log_mean = 0.5 * (step.label_log_probs_of(step.logits) + step.label_log_probs_of(step.logits_strong))
+    safe = torch.softmax(log_mean.masked_fill(keep <= 0, float("-inf")), dim=1)
+    return torch.where(small, torch.nan_to_num(safe, nan=0.0), rows)
 
 
 def corr_per_sample(logits_w: torch.Tensor, logits_s: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
