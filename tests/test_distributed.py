@@ -224,24 +224,30 @@ def test_batch_mean_is_over_the_global_batch(small_jobs):
     assert torch.equal(means[0], means[1])
 
 
-def test_torchrun_bench_equals_one_process_and_rank0_alone_writes(tmp_path):
-    """The real CLI path: ``torchrun --standalone --nproc-per-node 2 -m pllzoo bench`` on a synthetic-lt subset
-    (a linear model: no BatchNorm) gives the 1-process run's id, accuracies and losses (to RTOL); the run
-    folder holds what one process writes, and the table is printed once."""
+def _bench_one_and_two(args: list[str], tmp_path, timeout: int, dist_timeout: int = 60):
+    """``pllzoo <args>`` in one process (``--out tmp_path/one``) and under ``torchrun --standalone
+    --nproc-per-node 2`` (``tmp_path/two``) → the two completed processes."""
     import os
     import subprocess
     import sys
 
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "PLLZOO_DIST_TIMEOUT_S": str(dist_timeout)}
+    run = lambda *launch, out: subprocess.run(  # noqa: E731
+        [sys.executable, *launch, "-m", "pllzoo", *args, "--out", str(out)], env=env, capture_output=True,
+        text=True, timeout=timeout)
+    return (run(out=tmp_path / "one"),
+            run("-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2", out=tmp_path / "two"))
+
+
+def test_torchrun_bench_equals_one_process_and_rank0_alone_writes(tmp_path):
+    """The real CLI path: ``torchrun --standalone --nproc-per-node 2 -m pllzoo bench`` on a synthetic-lt subset
+    (a linear model: no BatchNorm) gives the 1-process run's id, accuracies and losses (to RTOL); the run
+    folder holds what one process writes, and the table is printed once."""
     import pandas as pd
 
     args = ["bench", "--methods", "proden", "--dataset", "synthetic-lt", "--subset", "256", "--epochs", "2",
             "--batch-size", "32", "--device", "cpu", "--hp", "train.model=linear", "--hp", "train.lr=0.02"]
-    env = {**os.environ, "OMP_NUM_THREADS": "1", "PLLZOO_DIST_TIMEOUT_S": "60"}
-    run = lambda *launch, out: subprocess.run(  # noqa: E731
-        [sys.executable, *launch, "-m", "pllzoo", *args, "--out", str(out)], env=env, capture_output=True,
-        text=True, timeout=180)
-    one = run(out=tmp_path / "one")
-    two = run("-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2", out=tmp_path / "two")
+    one, two = _bench_one_and_two(args, tmp_path, timeout=180)
     assert one.returncode == 0, one.stderr[-2000:]
     assert two.returncode == 0, two.stderr[-2000:]
     assert two.stdout.count("results: ") == 1
@@ -344,10 +350,6 @@ def test_torchrun_bench_equals_one_process_for_every_shipped_method(tmp_path):
     """Every shipped method through the real CLI under ``torchrun --nproc-per-node 2`` (one bench with all of
     them, gloo, a linear model without BatchNorm) against one process: the same run ids, losses to 1e-4
     relative and accuracies within one test sample (an argmax near-tie may flip after rounding)."""
-    import os
-    import subprocess
-    import sys
-
     import pandas as pd
 
     from conftest import registered_methods
@@ -356,12 +358,7 @@ def test_torchrun_bench_equals_one_process_for_every_shipped_method(tmp_path):
     args = ["bench", "--methods", ",".join(methods), "--dataset", "synthetic-lt", "--subset", "256", "--epochs", "2",
             "--batch-size", "32", "--device", "cpu", "--hp", "train.model=linear", "--hp", "train.lr=0.02",
             "--hp", "solar:estimator.est_epochs=1"]
-    env = {**os.environ, "OMP_NUM_THREADS": "1", "PLLZOO_DIST_TIMEOUT_S": "120"}
-    run = lambda *launch, out: subprocess.run(  # noqa: E731
-        [sys.executable, *launch, "-m", "pllzoo", *args, "--out", str(out)], env=env, capture_output=True,
-        text=True, timeout=1200)
-    one = run(out=tmp_path / "one")
-    two = run("-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2", out=tmp_path / "two")
+    one, two = _bench_one_and_two(args, tmp_path, timeout=1200, dist_timeout=120)
     assert one.returncode == 0, one.stderr[-3000:]
     assert two.returncode == 0, two.stderr[-3000:]
     a, b = (pd.read_csv(tmp_path / d / "results.csv").set_index("run") for d in ("one", "two"))
@@ -377,20 +374,11 @@ def test_torchrun_with_plain_batchnorm_is_close_not_equal(tmp_path):
     """The documented looser check with BatchNorm (docs/distributed.md): plain BN normalises each rank's b rows,
     so G = 2 differs from one process; on synthetic-lt (``mlp``: BatchNorm1d, 3 epochs) the final loss stays
     within 10 % and All accuracy within 3 points (measured: 0.8 % / 3.8 % and 0.2 / 0.0 points)."""
-    import os
-    import subprocess
-    import sys
-
     import pandas as pd
 
     args = ["bench", "--methods", "proden,cc", "--dataset", "synthetic-lt", "--subset", "512", "--epochs", "3",
             "--batch-size", "64", "--device", "cpu", "--hp", "train.model=mlp", "--hp", "train.lr=0.02"]
-    env = {**os.environ, "OMP_NUM_THREADS": "1", "PLLZOO_DIST_TIMEOUT_S": "60"}
-    run = lambda *launch, out: subprocess.run(  # noqa: E731
-        [sys.executable, *launch, "-m", "pllzoo", *args, "--out", str(out)], env=env, capture_output=True,
-        text=True, timeout=600)
-    assert run(out=tmp_path / "one").returncode == 0
-    assert run("-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2", out=tmp_path / "two").returncode == 0
+    assert all(done.returncode == 0 for done in _bench_one_and_two(args, tmp_path, timeout=600))
     a, b = (pd.read_csv(tmp_path / d / "results.csv").set_index("run") for d in ("one", "two"))
     for run_id in a.index:
         assert math.isclose(a.loc[run_id, "loss"], b.loc[run_id, "loss"], rel_tol=0.10), run_id
