@@ -13,6 +13,18 @@ def soft_cross_entropy(logits: torch.Tensor, targets: torch.Tensor) -> torch.Ten
     return -(targets * F.log_softmax(logits.float(), dim=1)).sum(dim=1)
 
 
+def normalize_masked(weights: torch.Tensor, mask: torch.Tensor, log_weights: torch.Tensor) -> torch.Tensor:
+    """Rows of ``weights ⊙ mask`` divided by their sums → ``[B, K]``; a row whose masked sum is below the
+    float's smallest normal number (the model puts all its mass outside the mask, so the products
+    underflow) is ``softmax`` over the mask of ``log_weights`` instead — the same weights in exact
+    arithmetic — so every row with a non-empty mask sums to 1.  Rows above that are
+    :func:`normalize_rows`'s, bit for bit."""
+    kept = weights * mask
+    small = kept.sum(dim=1, keepdim=True) < torch.finfo(kept.dtype).tiny  # [B, 1]
+    safe = torch.softmax(log_weights.masked_fill(mask <= 0, float("-inf")), dim=1).nan_to_num(0.0)
+    return torch.where(small, safe, normalize_rows(kept))
+
+
 def masked_mean(values: torch.Tensor, mask: torch.Tensor | None, dist: DistContext = SINGLE) -> torch.Tensor:
     """Mean of ``values [B]`` over a bool mask or float weights ``[B]``; 0 when the mask is empty.
 

@@ -43,7 +43,7 @@ import torch
 import torch.nn.functional as F
 
 from pllzoo import Component, Method, PLLState, Run, Step, hookimpl, hp
-from pllzoo.losses import masked_mean, normalize_rows
+from pllzoo.losses import masked_mean, normalize_masked, normalize_rows
 from pllzoo.mixup import draw_mixup
 
 NEG_EPS = 1e-9  # −log(|1 − p| + 1e−9) (the release's constant)
@@ -76,23 +76,9 @@ class Confidence(Component):
         if step.epoch >= self.hp.start_epoch:  # l.3
             keep = (targets > 0).float() if self.hp.mask == "support" else step.batch.candidates
             agree = (keep * step.label_probs * step.label_probs_of(step.logits_strong)).sqrt()
-            state.confidence[idx] = geometric_agreement(agree, keep, step)
+            log_agree = 0.5 * (step.label_log_probs_of(step.logits) + step.label_log_probs_of(step.logits_strong))
+            state.confidence[idx] = normalize_masked(agree, keep, log_agree)  # underflow-safe (Deviations)
         return targets
-
-
-def geometric_agreement(agree: torch.Tensor, keep: torch.Tensor, step: Step) -> torch.Tensor:
-    """Rows of ``agree`` = sqrt(m ⊙ p^w ⊙ p^s) normalised (l.3) → ``[B, K]``.
-
-    A row whose kept products underflow (sum below the float's smallest normal number: the model puts
-    all its mass outside m) is computed in log space instead, softmax over m of (log p^w + log p^s)/2 —
-    the same weights in exact arithmetic — so it still sums to 1; the release's row becomes 0 there (the
-    sample loses its targets).  Every other row is the plain normalisation, bit for bit.
-    """
-    rows = normalize_rows(agree)
-    small = agree.sum(1, keepdim=True) < torch.finfo(agree.dtype).tiny  # [B, 1]
-    log_mean = 0.5 * (step.label_log_probs_of(step.logits) + step.label_log_probs_of(step.logits_strong))
-    safe = torch.softmax(log_mean.masked_fill(keep <= 0, float("-inf")), dim=1)
-    return torch.where(small, torch.nan_to_num(safe, nan=0.0), rows)
 
 
 def corr_per_sample(logits_w: torch.Tensor, logits_s: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:

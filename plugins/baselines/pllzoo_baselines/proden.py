@@ -16,6 +16,10 @@ Deviations:
     (``mask="support"``); ``mask="candidates"`` uses the candidate set instead, so
     a candidate whose probability underflowed to 0 is not dropped forever.
     Test: tests/unit/test_proden.py::test_mask_modes.
+  * A row whose kept probabilities all underflow (the model puts its mass outside the candidates) is
+    the softmax over the kept labels of the logits (``pllzoo.losses.normalize_masked``), so it sums to
+    1; the official division gives NaN (0/0).  Every other row as before, bit for bit.
+    Test: tests/unit/test_normalize_masked.py.
 """
 
 from __future__ import annotations
@@ -25,7 +29,7 @@ from dataclasses import dataclass
 import torch
 
 from pllzoo import Component, Method, PLLState, Run, Step, hookimpl, hp
-from pllzoo.losses import normalize_rows, soft_cross_entropy
+from pllzoo.losses import normalize_masked, normalize_rows, soft_cross_entropy
 from pllzoo_baselines.protocol import ProtocolLoss
 
 
@@ -61,7 +65,8 @@ class Confidence(Component):
     def pllzoo_post_step(self, step: Step, state: PLLState) -> None:
         idx = step.batch.index
         keep = self._keep(state.confidence[idx], step.batch.candidates)
-        state.confidence[idx] = normalize_rows(step.label_probs * keep)  # Alg. l.3 (pre-step p; debiased
+        log_p = step.label_log_probs_of(step.logits)
+        state.confidence[idx] = normalize_masked(step.label_probs, keep, log_p)  # Alg. l.3 (pre-step p; debiased
         # by the run's logit offset when it has one, e.g. RECORDS: Hong et al. 2023, proden + records.prior)
 
 

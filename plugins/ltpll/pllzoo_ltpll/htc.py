@@ -44,8 +44,10 @@ Deviations:
   * Shot groups: pllzoo reports Many/Medium/Few in its own grouping (CIFAR-10: 3/4/3 classes); HTC's
     code uses 4/3/3 for CIFAR-10 (33/34/33 for CIFAR-100, as pllzoo).
     Test: tests/unit/test_htc.py::test_shot_split_is_pllzoos_not_htcs
-  * Step 7 divides by the masked sum through ``normalize_rows`` (denominator clamped at the smallest
-    normal float); the code divides unguarded (0/0 = NaN if every candidate's probability underflows).
+  * Step 7 divides by the masked sum (``pllzoo.losses.normalize_masked``); a row whose candidates'
+    probabilities all underflow is the softmax over the candidates of the logits instead (the same
+    weights exactly; seen on Italian, where it summed to 0.9975 before); the code divides unguarded
+    (0/0 = NaN).
     Test: tests/unit/test_htc.py::test_post_step_moves_w_towards_the_pre_step_tail_prediction
   * Step 4 takes log π^H of π^H clamped at 1e-12 (the code: log π^H, so a class without any candidate
     mass would give −∞ and NaN targets); identical otherwise.  Test: ::test_tail_target_by_hand
@@ -81,7 +83,7 @@ import torch.nn.functional as F
 from pllzoo import Component, Method, PLLState, PLLZooError, Run, Step, hookimpl, hp
 from pllzoo.ddp import rank_slice
 from pllzoo.distributed import SINGLE, DistContext
-from pllzoo.losses import masked_mean, normalize_rows, soft_cross_entropy
+from pllzoo.losses import masked_mean, normalize_masked, normalize_rows, soft_cross_entropy
 from pllzoo.mixup import draw_mixup
 from pllzoo.selection import classwise_quota, small_loss_mask
 
@@ -183,7 +185,8 @@ class HTCConfidence(Component):
     @hookimpl
     def pllzoo_post_step(self, step: Step, state: PLLState) -> None:
         idx, mu = step.batch.index, self.hp.mu
-        tail = normalize_rows(step.label_probs_of(step.scratch["htc_tail_logits"]) * step.batch.candidates)
+        z_tail = step.scratch["htc_tail_logits"]
+        tail = normalize_masked(step.label_probs_of(z_tail), step.batch.candidates, step.label_log_probs_of(z_tail))
         state.confidence[idx] = (1 - mu) * state.confidence[idx] + mu * tail  # l.7
 
 
