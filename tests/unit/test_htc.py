@@ -119,9 +119,11 @@ def test_post_step_moves_w_towards_the_pre_step_tail_prediction():
     expected = torch.tensor([[0.65, 0.35, 0.0], [0.0, 0.0, 1.0], [1 / 3, 1 / 3, 1 / 3]])  # row 2: not in the batch
     torch.testing.assert_close(state.confidence, expected)
     torch.testing.assert_close(comp.pllzoo_label_update(_step([2, 0], cands[[2, 0]], None), state), expected[[2, 0]])
-    # every candidate's probability underflows: normalize_rows keeps the row finite (0.4·W); the code: 0/0 = NaN
+    # every candidate's probability underflows (the code: 0/0 = NaN): the tail prediction on Y is the softmax
+    # over Y of the logits, (0.5, 0.5, 0) (pllzoo.losses.normalize_masked); W ← 0.4·[0.65, 0.35, 0] + 0.6·[0.5, 0.5, 0]
     comp.pllzoo_post_step(_step([0], cands[:1], torch.tensor([[-200.0, -200.0, 200.0]])), state)
-    torch.testing.assert_close(state.confidence[0], 0.4 * expected[0])
+    torch.testing.assert_close(state.confidence[0], torch.tensor([0.56, 0.44, 0.0]))
+    torch.testing.assert_close(state.confidence[0].sum(), torch.tensor(1.0))
 
 
 def test_selection_budget_by_hand():
