@@ -123,13 +123,16 @@ class Step:
     def label_probs_of(self, logits: torch.Tensor) -> torch.Tensor:
         """The probabilities a label update reads for ``logits`` of this batch: ``softmax(z − offset)``
         with the run's logit offset (RECORDS' ``log π̂``), ``softmax(z)`` without one; detached, float32."""
+        return torch.softmax(self._label_logits(logits), dim=1)
+
+    def _label_logits(self, logits: torch.Tensor) -> torch.Tensor:
+        """``logits`` detached, float32, minus the run's logit offset when it has one."""
         z = logits.detach().float()
-        return torch.softmax(z if self.logit_offset is None else z - self.logit_offset, dim=1)
+        return z if self.logit_offset is None else z - self.logit_offset
 
     def label_log_probs_of(self, logits: torch.Tensor) -> torch.Tensor:
         """``log`` of :meth:`label_probs_of`, as a log-softmax (finite where the probabilities underflow)."""
-        z = logits.detach().float()
-        return torch.log_softmax(z if self.logit_offset is None else z - self.logit_offset, dim=1)
+        return torch.log_softmax(self._label_logits(logits), dim=1)
 
     @property
     def label_probs(self) -> torch.Tensor:
