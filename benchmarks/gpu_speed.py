@@ -178,7 +178,13 @@ def main() -> None:
     print(f"model limit: {result['model_limit']['images_per_s']:,.0f} images/s", flush=True)
     for path in args.paths.split(","):
         for method in args.methods.split(","):
-            row = method_speed(method, path, args, reg)
+            try:
+                row = method_speed(method, path, args, reg)
+            except Exception as exc:  # noqa: BLE001 - a measurement: record the failure, time the next method
+                result.setdefault("failed", []).append(
+                    {"method": method, "path": path, "error": f"{type(exc).__name__}: {str(exc).splitlines()[0]}"})
+                print(f"{method} [{path}]: FAILED {result['failed'][-1]['error']}", flush=True)
+                continue
             result["methods"].append(row)
             print(f"{method} [{path}]: {row['s_per_epoch']:.3f} s/epoch, {row['image_passes_per_s']:,.0f} "
                   f"images×passes/s", flush=True)

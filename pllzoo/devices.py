@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from typing import Any, Callable
 
 import torch
 
@@ -33,22 +34,55 @@ def resolve_device(name: str) -> torch.device:
     return torch.device(name)
 
 
-def compile_model(model: torch.nn.Module, mode: str) -> None:
+def graph_sizes(batch: int, n_train: int, drop_last: bool, eval_batch: int, eval_rows: tuple[int, ...]) -> frozenset[int]:
+    """The leading sizes of the passes whose shape the trainer fixes: the training batch ``batch`` (this
+    rank's rows), both views in one pass (2·batch), the epoch's last short batch (without ``drop_last``),
+    and the evaluation batches over sets of ``eval_rows`` rows (full ones and each set's remainder)."""
+    sizes = {batch, 2 * batch, eval_batch}
+    if not drop_last:
+        sizes |= {n_train % batch, 2 * (n_train % batch)}
+    sizes |= {n % eval_batch for n in eval_rows}
+    return frozenset(s for s in sizes if s > 0)
+
+
+def dispatch_by_size(compiled: Callable[..., Any], eager: Callable[..., Any],
+                     sizes: frozenset[int]) -> Callable[..., Any]:
+    """A call that runs ``compiled`` on inputs whose leading size is in ``sizes``, ``eager`` otherwise."""
+
+    def call(x: torch.Tensor, *args: Any, **kwargs: Any) -> Any:
+        return (compiled if x.shape[0] in sizes else eager)(x, *args, **kwargs)
+
+    return call
+
+
+def compile_model(model: torch.nn.Module, mode: str, sizes: frozenset[int] | None = None) -> None:
     """``torch.compile`` the network in place (its state-dict keys stay), in ``mode``.
 
     The trainer's passes are launch-bound on a GPU at batch 256 (``benchmarks/gpu/README.md``: eager
-    ResNet-18 26.6k img/s, CUDA graphs 58.6k).  With ``reduce-overhead`` the fixed-shape passes (the
-    weak and strong batches, evaluation batches) replay CUDA graphs; passes whose size depends on
-    the data (SoLar's mixup over the reliable rows) run compiled without graphs rather than
-    recording one graph per size.  Each step starts with ``cudagraph_mark_step_begin``
-    (:meth:`Trainer.step`), so graph outputs of the previous step may be overwritten.
+    ResNet-18 26.6k img/s, CUDA graphs 58.6k).  With ``reduce-overhead`` the passes of a fixed shape
+    (``sizes``, from :func:`graph_sizes`: the weak and strong batches, evaluation batches) replay CUDA
+    graphs; a pass whose size depends on the data (SoLar's mixup over the reliable rows) runs *eager*.
+    Each step starts with ``cudagraph_mark_step_begin`` (:meth:`Trainer.step`), so graph outputs of the
+    previous step may be overwritten.
 
-    Experimental: on an H100 (torch 2.11) SoLar's step, which calls the network two or three times
-    before one backward, fails in ``backward`` under ``reduce-overhead`` (a saved [512] tensor is
-    modified in place; ``benchmarks/gpu/README.md``, second H100 session).  ``default`` is unaffected.
+    Why eager and not a dynamic-shape compiled pass: on an H100 (torch 2.11) SoLar's step, which
+    calls the network two or three times before one backward, failed in ``backward`` when its
+    data-sized mixup pass ran compiled (without graphs, ``cudagraph_skip_dynamic_graphs``) — "a
+    saved [512] tensor is modified in place" — while two graphed calls before one backward train
+    (``benchmarks/gpu/README.md``, second H100 session).  The compiled pass updates BatchNorm's
+    running statistics with a versioned in-place copy; the eager pass updates them inside the
+    kernel, as the graphs do.  Experimental until a device run confirms it (third H100 session).
+    ``default`` compiles every pass (no graphs).
     """
-    if mode == "reduce-overhead":
-        import torch._inductor.config as inductor_config
+    if mode == "reduce-overhead" and sizes is not None:
+        import torch._dynamo.config as dynamo_config
 
-        inductor_config.triton.cudagraph_skip_dynamic_graphs = True
+        # one static graph per fixed size (a handful, in train and eval mode) rather than one dynamic-shape
+        # graph, which cudagraph trees would not record; process-wide settings
+        dynamo_config.automatic_dynamic_shapes = False
+        limit = "recompile_limit" if hasattr(dynamo_config, "recompile_limit") else "cache_size_limit"
+        setattr(dynamo_config, limit, max(getattr(dynamo_config, limit), 2 * len(sizes) + 2))
     model.compile(mode=mode)
+    if mode == "reduce-overhead" and sizes is not None and model._compiled_call_impl is not None:
+        # nn.Module.__call__ runs _compiled_call_impl when set, else _call_impl (the eager module call)
+        model._compiled_call_impl = dispatch_by_size(model._compiled_call_impl, model._call_impl, sizes)

@@ -44,7 +44,7 @@ from pllzoo.checkpoint import (Bookkeeper, load_checkpoint, restore_rng, save_ch
                                stop_requested, stop_signals, time_stop)
 from pllzoo.components import Component, single_answerers, views_of
 from pllzoo.data.base import PLLData
-from pllzoo.devices import compile_model
+from pllzoo.devices import compile_model, graph_sizes
 from pllzoo.errors import PLLZooError
 from pllzoo.hookcalls import RunHooks, make_run_manager
 from pllzoo.metrics import covering_rate, evaluate, shot_groups
@@ -229,7 +229,11 @@ class Trainer:
             self.model = build_model(self.config.model, self.data.num_classes, tuple(self.x_train.shape[1:]))
             self.model.to(self.device)
             if self.config.compile != "none":
-                compile_model(self.model, self.config.compile)
+                local = self.config.batch_size // self.dist.world
+                evals = tuple(x.shape[0] for x in (self.x_train, self.x_test, self.x_val) if x is not None)
+                sizes = graph_sizes(local, self.x_train.shape[0], self.config.drop_last, self.config.eval_batch_size,
+                                    evals)
+                compile_model(self.model, self.config.compile, sizes)
             self.net = (ddp.DataParallelNet(self.model, self.dist, self.config.sync_bn) if self.dist.active
                         else self.model)
         self.run.model = self.model

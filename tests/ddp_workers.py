@@ -56,8 +56,10 @@ def spawn(job: Callable[..., Any], folder: Path, *args: Any, world: int = 2) -> 
 
 # ---------------------------------------------------------------------- jobs
 def train(ctx, method: str, overrides: dict[str, Any], cfg, seed: int, run_dir: str | None = None,
-          resume: bool = False) -> dict[str, Any]:
-    """Train ``method`` on conftest's tiny data; the records, the final state and model, the batches' indices."""
+          resume: bool = False, device: str = "cpu") -> dict[str, Any]:
+    """Train ``method`` on conftest's tiny data; the records, the final state and model, the batches' indices
+    (tensors on the CPU).  ``device="cuda"``: every rank trains on ``cuda:0`` (gloo moves CUDA tensors: the
+    collectives' CUDA path on one GPU)."""
     import sys
 
     sys.path.insert(0, str(Path(__file__).parent))
@@ -68,7 +70,11 @@ def train(ctx, method: str, overrides: dict[str, Any], cfg, seed: int, run_dir: 
     reg = get_registry()
     data = make_tiny_data()
     comps = reg.build_components(reg.method(method), overrides, (data.name, data.kind))
-    trainer = Trainer(data, comps, cfg, seed=seed, device=torch.device("cpu"),
+    if device != "cpu":
+        import dataclasses
+
+        ctx = dataclasses.replace(ctx, device=torch.device(device, 0))
+    trainer = Trainer(data, comps, cfg, seed=seed, device=torch.device(device),
                       run_dir=Path(run_dir) if run_dir else None, dist=ctx)
     seen: list[torch.Tensor] = []
     step = trainer.step
@@ -79,10 +85,12 @@ def train(ctx, method: str, overrides: dict[str, Any], cfg, seed: int, run_dir: 
 
     trainer.step = recording
     records = trainer.fit(resume=resume)
+    cpu = lambda t: t.detach().cpu().clone() if isinstance(t, torch.Tensor) else t  # noqa: E731
     return {"records": [{k: v for k, v in r.items() if k != "wall_s"} for r in records],
-            "state": trainer.state.state_dict(), "model": {k: v.clone() for k, v in trainer.model.state_dict().items()},
-            "modules": {f"{m}.{k}": v.clone() for m, mod in trainer.modules.items() for k, v in mod.state_dict().items()},
-            "batches": seen, "wrote": sorted(p.name for p in Path(run_dir).iterdir()) if run_dir else []}
+            "state": {k: cpu(v) for k, v in trainer.state.state_dict().items()},
+            "model": {k: cpu(v) for k, v in trainer.model.state_dict().items()},
+            "modules": {f"{m}.{k}": cpu(v) for m, mod in trainer.modules.items() for k, v in mod.state_dict().items()},
+            "batches": [cpu(b) for b in seen], "wrote": sorted(p.name for p in Path(run_dir).iterdir()) if run_dir else []}
 
 
 def train_many(ctx, jobs: list[tuple]) -> list[Any]:

@@ -34,6 +34,35 @@ def test_network_is_compiled_and_steps_marked(registry, tiny_data, monkeypatch, 
     assert len(records) == 1
 
 
+def test_graph_sizes_are_the_passes_of_fixed_shape():
+    """Hand-computed: B = 256 of 12,406 rows (last batch 118), eval batches of 1,024 over 12,406 and 10,000
+    rows (remainders 118 and 784)."""
+    from pllzoo.devices import graph_sizes
+
+    assert graph_sizes(256, 12406, False, 1024, (12406, 10000)) == {256, 512, 118, 236, 1024, 784}
+    assert graph_sizes(256, 12406, True, 1024, (12406, 10000)) == {256, 512, 1024, 118, 784}
+    assert graph_sizes(16, 64, False, 64, (64,)) == {16, 32, 64}  # no remainders
+
+
+def test_reduce_overhead_runs_other_sizes_eager(monkeypatch):
+    """Under ``reduce-overhead`` a pass of a listed size takes the compiled call, any other size (a mixup over
+    the reliable rows) the eager module call; ``default`` compiles every size."""
+    from pllzoo.devices import compile_model
+
+    def fake_compile(self, **kw):  # what nn.Module.compile installs, without inductor
+        self._compiled_call_impl = lambda x: "compiled"
+
+    monkeypatch.setattr(torch.nn.Module, "compile", fake_compile)
+    net = torch.nn.Linear(3, 2)
+    compile_model(net, "reduce-overhead", frozenset({4, 8}))
+    assert net(torch.zeros(4, 3)) == "compiled" and net(torch.zeros(8, 3)) == "compiled"
+    eager = net(torch.ones(5, 3))
+    torch.testing.assert_close(eager, torch.nn.functional.linear(torch.ones(5, 3), net.weight, net.bias))
+    other = torch.nn.Linear(3, 2)
+    compile_model(other, "default", frozenset({4}))
+    assert other(torch.zeros(5, 3)) == "compiled"
+
+
 def test_not_compiled_by_default(registry, tiny_data, monkeypatch):
     calls = []
     monkeypatch.setattr(torch.nn.Module, "compile", lambda self, **kw: calls.append(kw))

@@ -103,39 +103,41 @@ def small_jobs(tmp_path_factory, test_model):
     return ddp_workers.spawn(ddp_workers.several, tmp_path_factory.mktemp("small"), calls)
 
 
-def _one_process(method: str, overrides=None, cfg=CFG, run_dir=None, on_epoch=None, resume=False):
+def _one_process(method: str, overrides=None, cfg=CFG, run_dir=None, on_epoch=None, resume=False, device="cpu"):
     from pllzoo.registry import get_registry
     from pllzoo.trainer import Trainer
 
     reg, data = get_registry(), make_tiny_data()
     comps = reg.build_components(reg.method(method), overrides or {}, (data.name, data.kind))
-    trainer = Trainer(data, comps, cfg, seed=3, device=torch.device("cpu"), run_dir=run_dir, on_epoch=on_epoch)
+    trainer = Trainer(data, comps, cfg, seed=3, device=torch.device(device), run_dir=run_dir, on_epoch=on_epoch)
     seen = []
     step = trainer.step
     trainer.step = lambda stage, epoch, idx, *a, **kw: (seen.append(idx.clone()), step(stage, epoch, idx, *a, **kw))[1]
     records = [{k: v for k, v in r.items() if k != "wall_s"} for r in trainer.fit(resume=resume)]
-    return {"records": records, "state": trainer.state.state_dict(), "model": trainer.model.state_dict(),
-            "modules": {f"{m}.{k}": v for m, mod in trainer.modules.items() for k, v in mod.state_dict().items()},
-            "batches": seen}
+    cpu = lambda t: t.detach().cpu() if isinstance(t, torch.Tensor) else t  # noqa: E731
+    return {"records": records, "state": trainer.state.state_dict(),
+            "model": {k: cpu(v) for k, v in trainer.model.state_dict().items()},
+            "modules": {f"{m}.{k}": cpu(v) for m, mod in trainer.modules.items() for k, v in mod.state_dict().items()},
+            "batches": [cpu(b) for b in seen]}
 
 
-def _assert_same_run(got: dict, ref: dict) -> None:
+def _assert_same_run(got: dict, ref: dict, rtol: float = RTOL, atol: float = ATOL) -> None:
     """Per-epoch records (accuracies exact, losses to tolerance), method state and weights to tolerance."""
     assert len(got["records"]) == len(ref["records"])
     for a, b in zip(got["records"], ref["records"]):
         assert a.keys() == b.keys()
         for key in a:
             if isinstance(b[key], float) and not key.startswith("acc"):
-                assert math.isclose(a[key], b[key], rel_tol=RTOL, abs_tol=ATOL), (key, a[key], b[key])
+                assert math.isclose(a[key], b[key], rel_tol=rtol, abs_tol=atol), (key, a[key], b[key])
             else:
                 assert a[key] == b[key], (key, a[key], b[key])
     assert got["state"].keys() == ref["state"].keys()
     for key, value in ref["state"].items():
-        torch.testing.assert_close(got["state"][key], value, rtol=RTOL, atol=ATOL, msg=key)
+        torch.testing.assert_close(got["state"][key], value, rtol=rtol, atol=atol, msg=key)
     for part in ("model", "modules"):  # the network, and the extra modules (HTC's tail classifier and A)
         assert got[part].keys() == ref[part].keys()
         for key, value in ref[part].items():
-            torch.testing.assert_close(got[part][key], value, rtol=RTOL, atol=ATOL, msg=key)
+            torch.testing.assert_close(got[part][key], value, rtol=rtol, atol=atol, msg=key)
 
 
 def test_single_process_context_is_the_identity():
@@ -383,3 +385,33 @@ def test_torchrun_with_plain_batchnorm_is_close_not_equal(tmp_path):
     for run_id in a.index:
         assert math.isclose(a.loc[run_id, "loss"], b.loc[run_id, "loss"], rel_tol=0.10), run_id
         assert abs(a.loc[run_id, "acc_all"] - b.loc[run_id, "acc_all"]) <= 3.0, run_id
+
+
+# ------------------------------------------------------------------ CUDA (issue 15 item 5: a lent GPU)
+CUDA_CASES = ("proden", "cc-mixup", "corr-records-mixup", "htc", "solar", "pico", "valen")
+CUDA_CFG = TrainConfig(model="mlp-nobn", epochs=3, lr=0.02, weight_decay=1e-4, batch_size=16, amp=False)
+RTOL_CUDA, ATOL_CUDA = 1e-4, 1e-5  # float32 on the GPU (no autocast): other reduction orders than the CPU's
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device (run on a lent GPU)")
+def test_two_processes_on_one_gpu_equal_one_process(tmp_path, test_model):
+    """The collectives' CUDA path with the GPU one machine has: 2 gloo processes both on ``cuda:0`` (gloo
+    all-gathers and all-reduces CUDA tensors; NCCL would need one GPU per rank) against one process on
+    ``cuda:0`` with the global batch, for methods covering every kind of state (rows, queues, the
+    Sinkhorn marginals, prototypes, the kNN graph, extra modules, mixup over the global batch); and
+    SyncBatchNorm (``train.sync_bn``, a BatchNorm model): 2 × 8 rows normalised together equal one
+    process's 16."""
+    bn = ("proden", {}, TrainConfig(model="mlp", epochs=3, lr=0.02, weight_decay=1e-4, batch_size=16, amp=False,
+                                    sync_bn=True))
+    jobs = [(*READY[c], CUDA_CFG, 3, None, False, "cuda") for c in CUDA_CASES] + [(*bn, 3, None, False, "cuda")]
+    ranks = ddp_workers.spawn(ddp_workers.train_many, tmp_path, jobs)
+    import dataclasses
+
+    refs = [_one_process(*READY[c], cfg=CUDA_CFG, device="cuda") for c in CUDA_CASES]
+    refs.append(_one_process(bn[0], bn[1], cfg=dataclasses.replace(bn[2], sync_bn=False), device="cuda"))
+    for i, (case, ref) in enumerate(zip((*CUDA_CASES, "proden-syncbn"), refs)):
+        for rank in ranks:
+            try:
+                _assert_same_run(rank[i], ref, RTOL_CUDA, ATOL_CUDA)
+            except AssertionError as exc:
+                raise AssertionError(f"{case}: {exc}") from exc

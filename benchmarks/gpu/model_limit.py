@@ -5,7 +5,10 @@
 
 A run is ``mode:batch[:calls[:variant]]``: ``calls`` network calls (different inputs, as SoLar's weak
 and strong views) before one backward; ``variant`` ``nocudnn`` (cuDNN off) or ``notrees`` (inductor's
-CUDA graphs without cudagraph trees), to find which one lets CUDA graphs run the trainer's step.
+CUDA graphs without cudagraph trees), to find which one lets CUDA graphs run the trainer's step;
+``dyn``: one more call whose size changes every step (SoLar's mixup over the reliable rows), compiled
+as the network (the second H100 session's failing step); ``dyneager``: the same, the network compiled
+by the trainer's ``pllzoo.devices.compile_model`` (fixed sizes graphed, others eager).
 A failing run prints its error and the next one goes on.
 
 Random float inputs already on the device, channels-last, bf16 autocast, SGD with momentum; 5 warm-up
@@ -24,21 +27,36 @@ import torch
 from pllzoo.models import build_model
 
 
-def bench(mode: str, bs: int, calls: int = 1, steps: int = 30) -> float:
+def bench(mode: str, bs: int, calls: int = 1, steps: int = 30, variant: str = "") -> float:
     d = torch.device("cuda")
     torch._dynamo.reset()
     net = build_model("resnet18", 10, (3, 32, 32)).to(d).to(memory_format=torch.channels_last).train()
-    if mode != "eager":
+    if mode != "eager" and variant == "dyneager":
+        from pllzoo.devices import compile_model
+
+        compile_model(net, mode, frozenset({bs}))
+    elif mode != "eager":
+        if variant == "dyn":  # as the trainer did in the second H100 session
+            import torch._inductor.config as inductor_config
+
+            inductor_config.triton.cudagraph_skip_dynamic_graphs = True
         net.compile(mode=mode)
+    extra = [97, 130, 201, 64, 177]  # the data-sized call's sizes, in turn
     opt = torch.optim.SGD(net.parameters(), lr=0.01, momentum=0.9)
     xs = [torch.randn(bs, 3, 32, 32, device=d).contiguous(memory_format=torch.channels_last) for _ in range(calls)]
     y = torch.randint(0, 10, (bs,), device=d)
+
+    count = [0]
 
     def one() -> None:
         if mode == "reduce-overhead":
             torch.compiler.cudagraph_mark_step_begin()
         with torch.autocast("cuda", dtype=torch.bfloat16):
             loss = sum(torch.nn.functional.cross_entropy(net(x).float(), y) for x in xs)
+            if variant.startswith("dyn"):
+                n = extra[count[0] % len(extra)]
+                loss = loss + torch.nn.functional.cross_entropy(net(xs[0][:n]).float(), y[:n])
+        count[0] += 1
         opt.zero_grad(set_to_none=True)
         loss.backward()
         opt.step()
@@ -52,7 +70,8 @@ def bench(mode: str, bs: int, calls: int = 1, steps: int = 30) -> float:
     for _ in range(steps):
         one()
     torch.cuda.synchronize()
-    rate = bs * calls * steps / (time.perf_counter() - t)
+    rows = bs * calls * steps + (sum(extra[(5 + i) % len(extra)] for i in range(steps)) if variant.startswith("dyn") else 0)
+    rate = rows / (time.perf_counter() - t)
     print(f"{mode} bs={bs} calls={calls}: {rate:,.0f} img/s (warm-up {warm:.1f} s)", flush=True)
     return rate
 
@@ -68,7 +87,7 @@ def main() -> None:
         torch.backends.cudnn.enabled = variant != "nocudnn"
         inductor_config.triton.cudagraph_trees = variant != "notrees"
         try:
-            bench(mode, int(bs), int(calls))
+            bench(mode, int(bs), int(calls), variant=variant)
         except Exception as exc:  # noqa: BLE001 - a diagnostic: report and go on
             print(f"{run}: FAILED {type(exc).__name__}: {str(exc).splitlines()[0]}", flush=True)
 
