@@ -71,8 +71,9 @@ def compile_model(model: torch.nn.Module, mode: str, sizes: frozenset[int] | Non
     saved [512] tensor is modified in place" — while two graphed calls before one backward train
     (``benchmarks/gpu/README.md``, second H100 session).  The compiled pass updates BatchNorm's
     running statistics with a versioned in-place copy; the eager pass updates them inside the
-    kernel, as the graphs do.  Experimental until a device run confirms it (third H100 session).
-    ``default`` compiles every pass (no graphs).
+    kernel, as the graphs do.  On an H100 (third session) SoLar, CORR and PRODEN train this way, 1.2–1.7×
+    faster an epoch than eager after 20–45 s of compilation; opt-in until every method has run it on a
+    device.  ``default`` compiles every pass (no graphs).
     """
     if mode == "reduce-overhead" and sizes is not None:
         import torch._dynamo.config as dynamo_config

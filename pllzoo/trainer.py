@@ -423,7 +423,8 @@ class Trainer:
                 log_sums[key] = log_sums.get(key, 0.0) + torch.as_tensor(value, dtype=torch.float64).detach()
         if self.dist.active:  # the mean over ranks of equal slices' means: the global batches' mean
             keys = sorted(log_sums)
-            total = self.dist.all_reduce_sum(torch.stack([loss_sum.double(), *(log_sums[k] for k in keys)]))
+            total = self.dist.all_reduce_sum(  # logs of host floats are CPU tensors: one copy per epoch
+                torch.stack([loss_sum.double(), *(log_sums[k].to(self.device) for k in keys)]))
             loss_sum = total[0] / self.dist.world
             log_sums = {k: v / (1 if k.endswith("_count") else self.dist.world) for k, v in zip(keys, total[1:])}
         mean_loss = float(loss_sum) / n_batches  # one host sync per epoch
