@@ -65,15 +65,14 @@ def compile_model(model: torch.nn.Module, mode: str, sizes: frozenset[int] | Non
     Each step starts with ``cudagraph_mark_step_begin`` (:meth:`Trainer.step`), so graph outputs of the
     previous step may be overwritten.
 
-    Why eager and not a dynamic-shape compiled pass: on an H100 (torch 2.11) SoLar's step, which
-    calls the network two or three times before one backward, failed in ``backward`` when its
-    data-sized mixup pass ran compiled (without graphs, ``cudagraph_skip_dynamic_graphs``) — "a
-    saved [512] tensor is modified in place" — while two graphed calls before one backward train
-    (``benchmarks/gpu/README.md``, second H100 session).  The compiled pass updates BatchNorm's
-    running statistics with a versioned in-place copy; the eager pass updates them inside the
-    kernel, as the graphs do.  On an H100 (third session) SoLar, CORR and PRODEN train this way, 1.2–1.7×
-    faster an epoch than eager after 20–45 s of compilation; opt-in until every method has run it on a
-    device.  ``default`` compiles every pass (no graphs).
+    Why static graphs per size and eager for the rest: on an H100 (torch 2.11, second session) SoLar's
+    step failed in ``backward`` ("a saved [512] tensor is modified in place") when dynamo marked the
+    network's passes dynamic after a second size and the data-sized mixup pass ran compiled without
+    graphs; an isolated network with the same calls trains (``benchmarks/gpu/model_limit.py``, variant
+    ``dyn``), so the cause was not pinned down.  This arrangement is the one that trains in the
+    trainer: on an H100 (third session) SoLar, CORR and PRODEN, 1.2–1.7× faster an epoch than eager
+    after 20–45 s of compilation (``benchmarks/gpu/README.md``); opt-in until every method has run it
+    on a device.  ``default`` compiles every pass (no graphs).
     """
     if mode == "reduce-overhead" and sizes is not None:
         import torch._dynamo.config as dynamo_config
