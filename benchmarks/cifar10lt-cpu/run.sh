@@ -14,6 +14,8 @@ for m in ${methods//,/ }; do
     solar*) per_method+=(--hp "$m":selection.warmup_epochs=10 --hp "$m":loss.warmup_epochs=10) ;;
     proden) per_method+=(--hp proden:loss.cr=false --hp proden:loss.mixup=false) ;;
     htc) per_method+=(--hp htc:loss.ramp_epochs=10) ;;  # HTC's 50-epoch ramps of 800, as SoLar's above
+    proden-records) per_method+=(--hp proden-records:loss.cr=false --hp proden-records:loss.mixup=false) ;;  # as proden
+    *+selection=solar.classwise) per_method+=(--hp "$m":selection.warmup_epochs=10) ;;  # SoLar's selection ramp
   esac
 done
 pllzoo bench --methods "$methods" --dataset cifar10lt --data-dir "$data" --phi "${PHI:-0.5}" --imb 100 \
