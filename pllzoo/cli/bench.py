@@ -27,7 +27,7 @@ from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from pllzoo import bench as bench_lib
-from pllzoo import checkpoint, distributed
+from pllzoo import checkpoint, configfile, distributed, replay
 from pllzoo.cli import cli, warn_failed_plugins
 from pllzoo.data.base import DataOptions
 from pllzoo.errors import PLLZooError
@@ -101,6 +101,14 @@ def _continue_command(ctx: click.Context) -> str:
 @click.option("--time-limit", type=click.FloatRange(min=0, min_open=True), default=None, metavar="MINUTES",
               help="Stop the whole bench at an epoch boundary, with a checkpoint, before MINUTES; exit status 75. "
                    "Finished runs are kept; the same command with --resume continues.")
+@click.option("--config", "config", type=click.Path(path_type=Path, dir_okay=False), default=None, is_eager=True,
+              expose_value=False, callback=configfile.use_config,
+              help="Options from a TOML/YAML file (keys: the long option names, hp: a table or key=value list); "
+                   "options given on the command line win (docs/config-example.toml).")
+@click.option("--from-run", "from_run", type=click.Path(path_type=Path), default=None, is_eager=True,
+              expose_value=False, callback=replay.use_run, metavar="RUN_DIR",
+              help="Replay OUT/runs/<run-id> exactly from its config.json; beside it only options that change no "
+                   "number (--out, --resume, ...) and --data-dir, --offline, --device.")
 @click.option("--shard", default=None, metavar="I/N", callback=lambda ctx, param, v: _shard(v),
               help="Run only the I-th of N disjoint parts of the method x seed grid (1 <= I <= N), into the same "
                    "--out layout: N shards (a SLURM array, one process per GPU) cover the grid; report merges.")
@@ -140,8 +148,9 @@ def _bench(ctx, dist, methods, dataset, seeds, epochs, batch_size, data_dir, spl
     part = shard
     plans = bench_lib.plan(
         reg, _csv(methods), dataset, _seeds(seeds), options, epochs=epochs, batch_size=batch_size,
-        hp=bench_lib.parse_overrides(hps), device=device, view_workers=view_workers, check=check, shard=part,
+        hp=configfile.overrides(ctx, hps), device=device, view_workers=view_workers, check=check, shard=part,
     )
+    replay.check(ctx, plans)  # --from-run: the recorded config, or one line
     if part is not None and dist.is_main:
         click.echo(f"shard {part[0]}/{part[1]}: {len(plans)} run(s) of the grid", err=True)
     if not plans:  # more shards than runs (a large array job): nothing to do is not an error

@@ -1,0 +1,233 @@
+"""``pllzoo bench --config FILE``: the bench's options from a TOML or YAML file.
+
+The file's keys are the bench's long option names (``methods``, ``dataset``, ``seeds``, ``epochs``,
+``batch-size`` or ``batch_size``, ``phi``, ``imb``, ``out``, ...), each with a value of the option's
+type; ``methods`` and ``seeds`` may also be lists, and ``hp`` holds the ``--hp`` overrides as a table
+(``hp = {"train.lr" = 0.05, "solar:loss.eta" = 0.9}``, nested tables joined with dots) and/or as a
+list of ``"key=value"`` strings.  docs/config-example.toml is a complete example.
+
+Precedence, lowest first: the option's own default, the file, the command line (click's
+:class:`~click.core.ParameterSource` tells them apart: the file's values are click's ``default_map``).
+``--hp`` on the command line adds to the file's ``hp``, a key given in both taking the command line's
+value.  A file value goes through the same parsing as the command line's, so ``epochs = 2`` and
+``--epochs 2`` (or ``hp = {"train.lr" = 0.05}`` and ``--hp train.lr=0.05``) give the same run id.
+Relative paths in the file (``out``, ``data-dir``) are relative to the current folder, as on the
+command line.  An unknown key, a value of the wrong type, an unreadable file or a YAML file without
+PyYAML is one ``Error:`` line.
+"""
+
+from __future__ import annotations
+
+import tomllib
+from pathlib import Path
+from typing import Any
+
+import click
+
+from pllzoo.errors import PLLZooError, UnknownNameError
+
+META_HP = "pllzoo.config.hp"  # ctx.meta: the file's --hp pairs, before the command line's
+META_REPLAY_HP = "pllzoo.replay.hp"  # ctx.meta: a replayed run's typed overrides (pllzoo.replay)
+NOT_IN_FILE = frozenset({"config", "from_run", "help"})  # options that make no sense inside the file
+LIST_OPTIONS = frozenset({"methods", "seeds"})  # comma-separated strings on the command line; lists in a file
+
+
+def read(path: Path) -> dict[str, Any]:
+    """The top-level table of a ``.toml``, ``.yaml`` or ``.yml`` file.
+
+    :raises PLLZooError: one line: a missing or unreadable file, a syntax error (with its line),
+        another suffix, a YAML file without PyYAML, or a top level that is not a table.
+    """
+    suffix = path.suffix.lower()
+    if suffix not in {".toml", ".yaml", ".yml"}:
+        raise PLLZooError(f"--config {path}: write a .toml or .yaml file (docs/config-example.toml)")
+    try:
+        text = path.read_text()
+    except (OSError, UnicodeDecodeError) as exc:
+        raise PLLZooError(f"--config {path}: cannot read it ({getattr(exc, 'strerror', None) or exc})") from None
+    if suffix == ".toml":
+        try:
+            data = tomllib.loads(text)
+        except tomllib.TOMLDecodeError as exc:
+            raise PLLZooError(f"--config {path}: not valid TOML ({exc})") from None
+    else:
+        data = _read_yaml(path, text)
+    if data is None:
+        data = {}
+    if not isinstance(data, dict):
+        raise PLLZooError(f"--config {path}: the top level must be a table of options, not {type(data).__name__}")
+    return data
+
+
+def _read_yaml(path: Path, text: str) -> Any:
+    try:
+        import yaml
+    except ImportError:
+        raise PLLZooError(f"--config {path}: reading YAML needs PyYAML; pip install pyyaml "
+                          f"(or write the file as TOML)") from None
+    try:
+        return yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        where = getattr(exc, "problem_mark", None)
+        line = f" at line {where.line + 1}" if where is not None else ""
+        raise PLLZooError(f"--config {path}: not valid YAML{line}") from None
+
+
+def file_options(command: click.Command) -> dict[str, click.Option]:
+    """The options a file may set, by key (the long option name without ``--``)."""
+    out = {}
+    for param in command.params:
+        if isinstance(param, click.Option) and param.name not in NOT_IN_FILE:
+            longs = [o for o in param.opts if o.startswith("--")]
+            out[(longs[0] if longs else param.opts[0]).lstrip("-")] = param
+    return out
+
+
+def values(ctx: click.Context, data: dict[str, Any], where: str) -> tuple[dict[str, Any], list[str]]:
+    """Check ``data`` (a file's table) against ``ctx.command``'s options.
+
+    :returns: ``(default_map, hp_pairs)``: click values by parameter name, and the ``--hp`` pairs.
+    :raises PLLZooError: one line naming the first unknown key (and the valid ones) or ill-typed value.
+    """
+    options = file_options(ctx.command)
+    defaults: dict[str, Any] = {}
+    hp_pairs: list[str] = []
+    for raw_key, value in data.items():
+        key = str(raw_key).replace("_", "-")
+        if key not in options:
+            raise UnknownNameError(f"{where}: unknown key {raw_key!r}; valid: {', '.join(sorted(options))}")
+        param = options[key]
+        if param.name == "hps":
+            hp_pairs = hp_strings(value, where)
+            continue
+        value = _typed(param, key, value, where)
+        try:
+            param.type_cast_value(ctx, value)
+        except click.BadParameter as exc:
+            raise PLLZooError(f"{where}: {key} = {value!r}: {exc.format_message()}") from None
+        defaults[param.name] = value
+    return defaults, hp_pairs
+
+
+def _typed(param: click.Option, key: str, value: Any, where: str) -> Any:
+    """``value`` if it has ``param``'s type (lists joined for ``methods``/``seeds``), else one error line."""
+    if param.name in LIST_OPTIONS:
+        items = value if isinstance(value, list) else [value]
+        if param.name == "seeds" and all(isinstance(v, int) and not isinstance(v, bool) for v in items):
+            return ",".join(str(v) for v in items)
+        if all(isinstance(v, str) for v in items):
+            return ",".join(items)
+        raise PLLZooError(f"{where}: {key} = {value!r}: write a list of {_what(param)}s or a comma-separated string")
+    if param.multiple:  # a list of the option's type (or one value)
+        return [_typed_one(param, key, v, where) for v in (value if isinstance(value, list) else [value])]
+    return _typed_one(param, key, value, where)
+
+
+def _typed_one(param: click.Option, key: str, value: Any, where: str) -> Any:
+    expected = _python_types(param)
+    if expected is None:  # a parameter type this module does not know: click's conversion checks it
+        return value
+    if isinstance(value, bool) and bool not in expected or not isinstance(value, expected):
+        raise PLLZooError(f"{where}: {key} = {value!r} is {_article(type(value).__name__)}; "
+                          f"{key} takes {_what(param)}")
+    return value
+
+
+def _python_types(param: click.Option) -> tuple[type, ...] | None:
+    """The Python types a file value of ``param`` may have (a flag: bool; numbers; text), or None."""
+    if param.is_flag:
+        return (bool,)
+    kind = param.type
+    if isinstance(kind, (click.types.IntParamType, click.IntRange)):
+        return (int,)
+    if isinstance(kind, (click.types.FloatParamType, click.FloatRange)):
+        return (int, float)
+    if isinstance(kind, click.types.BoolParamType):
+        return (bool,)
+    if isinstance(kind, (click.types.StringParamType, click.Choice, click.Path)):
+        return (str,)
+    return None
+
+
+def _what(param: click.Option) -> str:
+    if param.name in LIST_OPTIONS:
+        return "integer" if param.name == "seeds" else "string"
+    if isinstance(param.type, click.Choice):
+        return "one of " + ", ".join(map(str, param.type.choices))
+    names = {bool: "true or false", int: "an integer", float: "a number", str: "a string"}
+    types = _python_types(param) or (str,)
+    return names[float if float in types else types[0]]
+
+
+def _article(name: str) -> str:
+    return {"int": "an integer", "float": "a number", "str": "a string", "bool": "a boolean", "list": "a list",
+            "dict": "a table", "NoneType": "null"}.get(name, name)
+
+
+def hp_strings(value: Any, where: str) -> list[str]:
+    """``--hp`` pairs of a file's ``hp``: a table (nested tables joined with dots) and/or ``"k=v"`` strings.
+
+    Numbers, booleans and lists of them become the text ``--hp`` would take (``0.05``, ``true``, ``100,150``).
+    """
+    if isinstance(value, str):
+        return [value]
+    if isinstance(value, list):
+        pairs = []
+        for item in value:
+            pairs += hp_strings(item, where) if isinstance(item, (str, dict)) else _bad_hp(item, where)
+        return pairs
+    if isinstance(value, dict):
+        return [f"{key}={_hp_text(key, v, where)}" for key, v in _flatten(value, "")]
+    return _bad_hp(value, where)
+
+
+def _bad_hp(value: Any, where: str) -> list[str]:
+    raise PLLZooError(f"{where}: hp = {value!r}: write a table (hp = {{\"train.lr\" = 0.05}}) "
+                      f"or a list of \"key=value\" strings")
+
+
+def _flatten(table: dict[str, Any], prefix: str) -> list[tuple[str, Any]]:
+    out = []
+    for key, value in table.items():
+        full = f"{prefix}{key}"
+        out += _flatten(value, full + ".") if isinstance(value, dict) else [(full, value)]
+    return out
+
+
+def _hp_text(key: str, value: Any, where: str) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (int, float)):
+        return repr(value)
+    if isinstance(value, str):
+        return value
+    if isinstance(value, list) and all(isinstance(v, (int, float, str)) and not isinstance(v, bool) for v in value):
+        return ",".join(v if isinstance(v, str) else repr(v) for v in value)
+    raise PLLZooError(f"{where}: hp {key} = {value!r} is {_article(type(value).__name__)}; "
+                      f"write a number, true/false, a string or a list of numbers")
+
+
+def use_config(ctx: click.Context, param: click.Parameter, value: Path | None) -> Path | None:
+    """``--config``'s callback (eager): the file's values become the bench's defaults (``ctx.default_map``)."""
+    if value is None:
+        return None
+    if META_REPLAY_HP in ctx.meta:
+        raise PLLZooError("--from-run and --config exclude each other: --from-run replays a recorded run as it was")
+    where = str(value)
+    defaults, hp_pairs = values(ctx, read(Path(value)), where)
+    ctx.default_map = {**(ctx.default_map or {}), **defaults}
+    ctx.meta[META_HP] = hp_pairs
+    return value
+
+
+def overrides(ctx: click.Context, hps: tuple[str, ...] | list[str]) -> dict[str, Any]:
+    """The bench's hyper-parameter overrides: the file's ``hp``, then ``--hp`` (command line wins), or
+    the replayed run's (:mod:`pllzoo.replay`, which refuses options that would change it).
+    """
+    from pllzoo import replay
+    from pllzoo.planning import parse_overrides
+
+    if META_REPLAY_HP in ctx.meta:
+        replay.refuse_changes(ctx)
+        return dict(ctx.meta[META_REPLAY_HP])
+    return {**parse_overrides(ctx.meta.get(META_HP, [])), **parse_overrides(list(hps))}

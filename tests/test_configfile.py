@@ -1,0 +1,227 @@
+"""``pllzoo bench --config FILE`` and ``--from-run RUN_DIR`` (pllzoo.configfile, pllzoo.replay).
+
+One tiny bench (synthetic-lt, 128 rows, 2 epochs; --hp overrides, a METHOD:slot.field override and a
+composed method) is recorded once; a config file that says the same names the same runs (the bench
+reuses them instead of training), and --from-run of each run trains it again with the same config.json
+and the same numbers.  User mistakes are one ``Error:`` line.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import sys
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from pllzoo.cli import cli
+
+MIXED = "proden+selection=solar.classwise+estimator=solar.prior"
+FINISHED_ARGS = [
+    "bench", "--methods", f"proden,{MIXED},cc", "--dataset", "synthetic-lt", "--seeds", "1", "--subset", "128",
+    "--epochs", "2", "--batch-size", "32", "--hp", "train.lr=0.05", "--hp", "proden:loss.mixup_alpha=2.0",
+    "--hp", f"{MIXED}:selection.rho_end=0.5",
+]
+
+
+def _run(args: list[str]):
+    return CliRunner().invoke(cli, ["bench", *args])
+
+
+def _error_line(res) -> str:
+    """The command failed with one ``Error:`` line and no traceback; that line."""
+    assert res.exit_code != 0, res.output
+    assert "Traceback" not in res.output and res.exception is None or isinstance(res.exception, SystemExit), res.output
+    lines = [line for line in res.output.splitlines() if line.startswith("Error:")]
+    assert len(lines) == 1, res.output
+    return lines[0]
+
+
+def _runs(out: Path) -> dict[str, float]:
+    """Run folder name → its log.jsonl's modification time (a reused run keeps it)."""
+    return {p.name: (p / "log.jsonl").stat().st_mtime_ns for p in sorted((out / "runs").iterdir()) if p.is_dir()}
+
+
+def _metrics(run: Path) -> list[dict]:
+    """The run's epoch records without wall-clock keys."""
+    records = [json.loads(line) for line in (run / "log.jsonl").read_text().splitlines() if line.strip()]
+    return [{k: v for k, v in r.items() if not k.endswith("_s")} for r in records]
+
+
+def _write(path: Path, text: str) -> Path:
+    path.write_text(text)
+    return path
+
+
+# ---------------------------------------------------------------- --config
+
+
+TOML = f"""
+methods = ["proden", "{MIXED}", "cc"]
+dataset = "synthetic-lt"
+seeds = [1]
+epochs = 3                 # the command line's --epochs 2 wins
+batch_size = 32
+subset = 128
+hp = {{ "train.lr" = 0.1, "proden:loss.mixup_alpha" = 2.0, "{MIXED}:selection.rho_end" = 0.5 }}
+"""
+
+
+def test_config_file_names_the_same_runs_as_the_command_line(out):
+    before = _runs(out)
+    path = _write(out.parent / "bench.toml", TOML)
+    res = _run(["--config", str(path), "--epochs", "2", "--hp", "train.lr=0.05", "--out", str(out)])
+    assert res.exit_code == 0, res.output
+    assert _runs(out) == before  # the same three run ids: reused, none trained
+
+
+def test_yaml_file_with_hp_as_key_value_strings_names_the_same_runs(out):
+    before = _runs(out)
+    path = _write(out.parent / "bench.yaml", f"""
+methods: proden,{MIXED},cc
+seeds: 1
+epochs: 2
+batch-size: 32
+subset: 128
+hp:
+  - train.lr=0.05
+  - proden:loss.mixup_alpha=2.0
+  - {MIXED}:selection.rho_end=0.5
+""")
+    res = _run(["--config", str(path), "--out", str(out)])
+    assert res.exit_code == 0, res.output
+    assert _runs(out) == before
+
+
+@pytest.mark.parametrize("text, words", [
+    ('methods = "cc"\nepoch = 2\n', ["'epoch'", "epochs", "batch-size", "hp"]),
+    ('methods = "cc"\nepochs = "two"\n', ["epochs", "'two'", "integer"]),
+    ('methods = "cc"\nepochs = 2.5\n', ["epochs", "2.5", "integer"]),
+    ('methods = "cc"\nimb-type = "linear"\n', ["imb-type", "'linear'"]),
+    ('methods = "cc"\noffline = "yes"\n', ["offline", "true or false"]),
+    ('methods = "cc"\nseeds = [1.5]\n', ["seeds", "integer"]),
+    ('methods = "cc"\nhp = 3\n', ["hp", "table"]),
+    ('methods = "cc"\nhp = {"train.lr" = {"a" = [{}]}}\n', ["train.lr.a"]),
+    ('methods = "cc"\nhp = {"train.nope" = 1}\n', ["train.nope", "valid"]),
+    ('methods = "cc"\nconfig = "other.toml"\n', ["'config'"]),
+    ('methods = ["cc"\n', ["not valid TOML"]),
+])
+def test_bad_config_file_is_one_error_line(tmp_path, text, words):
+    path = _write(tmp_path / "bad.toml", text)
+    line = _error_line(_run(["--config", str(path), "--out", str(tmp_path / "out")]))
+    assert all(w in line for w in words), line
+    assert str(path) in line or "train.nope" in line, line
+    assert not (tmp_path / "out").exists()
+
+
+def test_missing_or_unsupported_config_file_is_one_error_line(tmp_path):
+    line = _error_line(_run(["--config", str(tmp_path / "none.toml")]))
+    assert "none.toml" in line
+    line = _error_line(_run(["--config", str(_write(tmp_path / "c.json", "{}"))]))
+    assert ".toml or .yaml" in line
+
+
+def test_yaml_without_pyyaml_says_how_to_install_it(tmp_path, monkeypatch):
+    monkeypatch.setitem(sys.modules, "yaml", None)  # import yaml raises ImportError
+    line = _error_line(_run(["--config", str(_write(tmp_path / "c.yaml", "methods: cc\n"))]))
+    assert "pip install pyyaml" in line
+
+
+def test_config_and_from_run_exclude_each_other(finished, tmp_path):
+    run = next((finished / "runs").iterdir())
+    path = _write(tmp_path / "c.toml", 'methods = "cc"\n')
+    for args in (["--config", str(path), "--from-run", str(run)], ["--from-run", str(run), "--config", str(path)]):
+        assert "exclude each other" in _error_line(_run([*args, "--out", str(tmp_path / "out")]))
+
+
+# ---------------------------------------------------------------- --from-run
+
+
+def test_from_run_replays_every_run_exactly(finished, tmp_path):
+    replay = tmp_path / "replay"
+    for run in sorted((finished / "runs").iterdir()):
+        extra = ["--device", "cpu"] if run.name.startswith("cc") else []  # allowed beside --from-run
+        res = _run(["--from-run", str(run), "--out", str(replay), *extra])
+        assert res.exit_code == 0, res.output
+        again = replay / "runs" / run.name  # the same run id
+        assert (again / "config.json").read_text() == (run / "config.json").read_text()
+        assert _metrics(again) == _metrics(run)
+        assert _metrics(run) and all("acc_all" in r for r in _metrics(run))  # compared something
+    assert sorted(p.name for p in (replay / "runs").iterdir()) == sorted(p.name for p in (finished / "runs").iterdir())
+
+
+def test_from_run_without_data_dir_in_the_record(finished, tmp_path):
+    """Records may keep no machine-specific path: the replay takes --data-dir from the command line then."""
+    run = Path(shutil.copytree(next((finished / "runs").glob("cc__*")), tmp_path / "cc-run"))
+    config = json.loads((run / "config.json").read_text())
+    config["data"].pop("data_dir")
+    (run / "config.json").write_text(json.dumps(config))
+    res = _run(["--from-run", str(run), "--out", str(tmp_path / "replay")])
+    assert res.exit_code == 0, res.output
+    again = next((tmp_path / "replay" / "runs").iterdir())
+    replayed = json.loads((again / "config.json").read_text())
+    replayed["data"].pop("data_dir", None)
+    assert replayed == config
+    assert _metrics(again) == _metrics(run)
+
+
+def test_from_run_data_dir_prefers_the_command_line(finished, tmp_path):
+    from pllzoo.cli.bench import bench
+
+    run = Path(shutil.copytree(next((finished / "runs").glob("cc__*")), tmp_path / "cc-run"))
+    config = json.loads((run / "config.json").read_text())
+    config["data"]["data_dir"] = "/recorded/data"
+    (run / "config.json").write_text(json.dumps(config))
+    assert bench.make_context("bench", ["--from-run", str(run)]).params["data_dir"] == Path("/recorded/data")
+    ctx = bench.make_context("bench", ["--from-run", str(run), "--data-dir", str(tmp_path)])
+    assert ctx.params["data_dir"] == tmp_path
+
+
+@pytest.mark.parametrize("args, flag", [
+    (["--epochs", "3"], "--epochs"), (["--hp", "train.lr=0.1"], "--hp"), (["--methods", "cc"], "--methods"),
+    (["--seeds", "2"], "--seeds"), (["--subset", "64"], "--subset"),
+])
+def test_from_run_refuses_options_that_change_the_run(finished, tmp_path, args, flag):
+    run = next((finished / "runs").glob("cc__*"))
+    line = _error_line(_run(["--from-run", str(run), *args, "--out", str(tmp_path / "out")]))
+    assert line.startswith(f"Error: {flag} ") and "--from-run" in line, line
+    assert not (tmp_path / "out" / "runs").exists()
+
+
+@pytest.mark.parametrize("damage, words", [
+    (lambda run: shutil.rmtree(run), ["no such run folder"]),
+    (lambda run: (run / "config.json").unlink(), ["no config.json"]),
+    (lambda run: (run / "config.json").write_text('{"method": "cc", "data'), ["damaged run", "not JSON"]),
+    (lambda run: (run / "config.json").write_text("[1, 2]"), ["damaged run", "not a JSON object"]),
+    (lambda run: (run / "config.json").write_text('{"method": "cc", "dataset": "synthetic-lt", "seed": 1}'),
+     ["damaged run", "'device'"]),
+    (lambda run: (run / "config.json").write_bytes(b"\xff\xfe\x00"), ["damaged run"]),
+])
+def test_missing_or_damaged_config_json_is_one_error_line(finished, tmp_path, damage, words):
+    run = Path(shutil.copytree(next((finished / "runs").glob("cc__*")), tmp_path / "cc-run"))
+    damage(run)
+    line = _error_line(_run(["--from-run", str(run), "--out", str(tmp_path / "out")]))
+    assert all(w in line for w in words) and str(run) in line, line
+    assert not (tmp_path / "out").exists()
+
+
+def test_from_run_of_a_record_this_pllzoo_would_plan_differently(finished, tmp_path):
+    """A record whose planned config differs (another version) is refused, naming the key."""
+    run = Path(shutil.copytree(next((finished / "runs").glob("cc__*")), tmp_path / "cc-run"))
+    config = json.loads((run / "config.json").read_text())
+    config["data"]["avg_candidates"] = 1.0  # the loader now draws other candidate sets
+    (run / "config.json").write_text(json.dumps(config))
+    line = _error_line(_run(["--from-run", str(run), "--out", str(tmp_path / "out")]))
+    assert "data.avg_candidates" in line and "another version" in line, line
+    assert not (tmp_path / "out" / "runs").exists()
+
+
+def test_example_config_in_docs_is_valid():
+    from pllzoo.cli.bench import bench
+
+    example = Path(__file__).resolve().parents[1] / "docs" / "config-example.toml"
+    ctx = bench.make_context("bench", ["--config", str(example)])
+    assert ctx.params["dataset"] == "synthetic-lt" and "solar" in ctx.params["methods"].split(",")
+    assert ctx.params["batch_size"] == 64 and ctx.params["out"] == Path("results/config-example")
