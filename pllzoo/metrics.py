@@ -88,3 +88,23 @@ def covering_rate(pred: torch.Tensor, candidates: torch.Tensor) -> float:
     """
     hit = candidates.bool().gather(1, pred.long().view(-1, 1)).squeeze(1)  # [V]
     return float(100.0 * hit.double().mean())
+
+
+def approximated_accuracy(logits: torch.Tensor, candidates: torch.Tensor) -> float:
+    """PLENCH's approximated accuracy (``val_approximated_accuracy``, lib/misc.py) of ``logits [V, K]`` on rows
+    with candidate sets ``candidates [V, K]``, in %; needs no true label.
+
+    With p_i = softmax(z_i), c_i = p_i ⊙ Y_i / (Σ_j p_ij Y_ij + 1e-12) and ŷ_i = argmax_j z_ij over all K
+    classes: AA = 100 · (1/V) Σ_i (1 − Σ_{j ≠ ŷ_i} c_ij).  A prediction outside S_i scores 0, one inside
+    scores the model's own confidence in it renormalised over S_i.  PLENCH's quirk is kept: a row whose
+    candidate probabilities all underflow (c_i = 0) scores 1.  Softmax and c in float32 like the reference;
+    the sum over rows in float64.
+    """
+    z = logits.float()
+    y = candidates.to(z.dtype)
+    conf = torch.softmax(z, dim=1) * y  # [V, K]
+    conf = conf / (conf.sum(dim=1, keepdim=True) + 1e-12)
+    risk = torch.ones_like(conf)
+    risk.scatter_(1, z.argmax(dim=1, keepdim=True), 0.0)  # 1 off the prediction, 0 on it
+    per_row = 1.0 - (risk * conf).sum(dim=1)  # [V]
+    return float(100.0 * per_row.double().mean())

@@ -47,7 +47,7 @@ from pllzoo.data.base import PLLData
 from pllzoo.devices import compile_model, graph_sizes
 from pllzoo.errors import PLLZooError
 from pllzoo.hookcalls import RunHooks, make_run_manager
-from pllzoo.metrics import covering_rate, evaluate, shot_groups
+from pllzoo.metrics import approximated_accuracy, covering_rate, evaluate, shot_groups
 from pllzoo.models import build_model
 from pllzoo.run import Batch, Run, Stage, Step, TrainConfig
 from pllzoo.schedule import lr_at
@@ -167,8 +167,8 @@ class Trainer:
             return torch.cat([o[0] for o in out]), torch.cat([o[1] for o in out])
         return torch.cat(out)
 
-    def _predict(self, x: torch.Tensor) -> torch.Tensor:
-        """Predicted labels ``[M]``: argmax of the logits, or of the method's adjusted ones (``pllzoo_predict``;
+    def _predict_logits(self, x: torch.Tensor) -> torch.Tensor:
+        """The deployed logits ``[M, K]``: the network's, or the method's adjusted ones (``pllzoo_predict``;
         with the features of ``x`` when the predict component declares ``views = {"features"}``)."""
         predictor = self.components.get("predict")
         if predictor is not None and "features" in predictor.views:
@@ -177,17 +177,24 @@ class Trainer:
             logits, feats = self._eval_logits(x), None
         adjusted = self.calls.role("predict", logits=logits, state=self.state, features=feats)
         if adjusted is None:  # no predict component (or it makes no adjustment)
-            return logits.argmax(dim=1)
+            return logits
         check_logits("predict", self.components["predict"], adjusted, logits)
-        return adjusted.argmax(dim=1)
+        return adjusted
+
+    def _predict(self, x: torch.Tensor) -> torch.Tensor:
+        """Predicted labels ``[M]``: the argmax of :meth:`_predict_logits`."""
+        return self._predict_logits(x).argmax(dim=1)
 
     @torch.no_grad()
     def test_metrics(self) -> dict[str, Any]:
-        """Accuracy (All/Many/Medium/Few, class-wise) of the current model on the test set, and the
-        covering rate on the held-out training rows when there are any."""
+        """Accuracy (All/Many/Medium/Few, class-wise) of the current model on the test set, and, when there
+        are held-out training rows, their covering rate ``val_covering`` and approximated accuracy
+        ``val_approx`` (PLENCH's, from the deployed logits; both in %, from candidate sets only)."""
         metrics = evaluate(self._predict(self.x_test), self.y_test, self.groups)
         if self.x_val is not None:
-            metrics["val_covering"] = covering_rate(self._predict(self.x_val), self.candidates_val)
+            val_logits = self._predict_logits(self.x_val)
+            metrics["val_covering"] = covering_rate(val_logits.argmax(dim=1), self.candidates_val)
+            metrics["val_approx"] = approximated_accuracy(val_logits, self.candidates_val)
         return metrics
 
     def load_final(self, ckpt: dict[str, Any]) -> None:

@@ -73,6 +73,7 @@ from pllzoo.cli import evaluate as _evaluate  # noqa: E402,F401
 from pllzoo.cli import plot as _plot  # noqa: E402,F401
 from pllzoo.cli import plugins as _plugins  # noqa: E402,F401
 from pllzoo.cli import report as _report  # noqa: E402,F401
+from pllzoo.cli import sweep as _sweep  # noqa: E402,F401
 
 
 def main() -> None:

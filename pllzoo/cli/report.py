@@ -28,7 +28,8 @@ def _paper(path: Path | None) -> pd.DataFrame | None:
 @cli.command()
 @click.argument("results", nargs=-1, required=True, type=click.Path(exists=True, file_okay=False, path_type=Path))
 @click.option("--select", "rule", type=click.Choice(RULES), default="last", show_default=True,
-              help="Model selection: last epoch, held-out covering rate, or oracle (best on test; labelled).")
+              help="Model selection: last epoch, held-out covering rate (heldout) or approximated accuracy "
+                   "(approx; both need bench --holdout), or oracle (best on test; labelled).")
 @click.option("--methods", default=None, help="Comma-separated methods to show, in this order (default: all, by name).")
 @click.option("--wide", is_flag=True, help="One metric, methods x settings (with --paper numbers beside ours).")
 @click.option("--metric", type=click.Choice(ACC_COLUMNS), default="acc_all", show_default=True, help="Metric of --wide.")

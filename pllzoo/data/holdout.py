@@ -3,8 +3,9 @@
 * :func:`hold_out` moves a seeded random fraction of the *training* rows, with their candidate
   sets, to a partially labelled validation set.  Nothing there has a true label the learner
   may use: the trainer scores it by the **covering rate** (the share of held-out rows whose
-  prediction is one of their candidates; PLENCH's model-selection criterion), which lets
-  ``pllzoo report --select heldout`` pick an epoch without touching the test split.  The
+  prediction is one of their candidates) and PLENCH's **approximated accuracy**
+  (:mod:`pllzoo.metrics`), which let ``pllzoo report --select heldout|approx`` pick an epoch
+  without touching the test split.  The
   held-out rows leave training, so training counts and shot thresholds are those of the rest.
 * :func:`subsample` keeps a seeded random ``n`` training and ``n`` test rows: smoke runs of
   expensive recipes (e.g. the paper's ResNet-18 commands for two epochs on CPU), not results.

@@ -1,0 +1,115 @@
+"""``pllzoo sweep``: random hyper-parameter search over a space, each trial a bench, one winner per method and seed.
+
+Bad input (a malformed ``--space``, a value of the space outside its field's declared range, anything
+``pllzoo bench`` refuses) is one ``Error:`` line before anything trains.  A failed run leaves its trial out
+of the selection, and the command ends with one ``Error:`` line naming the failed trials (exit 1).
+Re-running the same command continues the sweep (:mod:`pllzoo.sweep`).  Heavy modules (torch, pandas)
+are imported inside the command, so ``pllzoo --help`` stays light.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from pllzoo.cli import cli, warn_failed_plugins
+from pllzoo.errors import PLLZooError
+from pllzoo.model_selection import RULES
+
+
+def _csv(text: str) -> list[str]:
+    return [t.strip() for t in text.split(",") if t.strip()]
+
+
+@cli.command()
+@click.option("--methods", required=True, help="Comma-separated method strings (each selected on its own).")
+@click.option("--dataset", default="synthetic-lt", show_default=True, help="Dataset name (pllzoo datasets) or .mat path.")
+@click.option("--seeds", default="1", show_default=True, help="Comma-separated seeds; a winner is chosen per seed.")
+@click.option("--space", "specs", multiple=True, metavar="KEY=DIST(ARGS)",
+              help="A searched hyper-parameter, e.g. 'train.lr=loguniform(1e-3,1e-1)', 'loss.eta=uniform(0.5,1)', "
+                   "'train.batch_size=choice(64,128,256)', 'train.epochs=randint(1,3)'. Repeat for more.")
+@click.option("--space-file", type=click.Path(exists=True, dir_okay=False, path_type=Path), default=None,
+              help="More --space specs, one per line (# comments).")
+@click.option("--trials", type=int, default=8, show_default=True, help="Number of trials drawn from the space.")
+@click.option("--draw-seed", type=int, default=0, show_default=True,
+              help="Seed of the draws: the same seed gives the same trials.")
+@click.option("--select", "rule", type=click.Choice(RULES), default="approx", show_default=True,
+              help="Model selection of each run's epoch and of the trials (oracle: by test accuracy, labelled).")
+@click.option("--holdout", type=float, default=0.1, show_default=True,
+              help="Fraction of training rows held out, partial labels only, scoring approx/heldout/last (PLENCH: 0.1).")
+@click.option("--epochs", type=int, default=None, help="Epochs of the final stage (default: the dataset's).")
+@click.option("--batch-size", type=int, default=None, help="Training batch size (default: the dataset's).")
+@click.option("--data-dir", type=click.Path(path_type=Path), default=None, help="Offline data folder.")
+@click.option("--split", type=click.Choice(["uniform", "balanced"]), default="uniform", show_default=True,
+              help="Test protocol of the real-world .mat sets.")
+@click.option("--phi", type=float, default=None, help="Partial rate (CIFAR; < 0 selects the non-uniform matrix).")
+@click.option("--imb", type=float, default=None, help="Imbalance ratio gamma (CIFAR, synthetic).")
+@click.option("--imb-type", type=click.Choice(["exp", "step"]), default=None, help="Long-tail profile.")
+@click.option("--subset", type=int, default=None, help="Keep N random train and N test rows (smoke runs, not results).")
+@click.option("--hp", "hps", multiple=True, help="A fixed override for every trial, as in pllzoo bench.")
+@click.option("--device", default="auto", show_default=True, help="auto | cpu | cuda[:i].")
+@click.option("--jobs", type=click.IntRange(min=1), default=1, show_default=True, help="Runs at once (pllzoo bench).")
+@click.option("--offline", is_flag=True, help="Never download data.")
+@click.option("--out", type=click.Path(path_type=Path), default=Path("results/sweep"), show_default=True)
+def sweep(methods, dataset, seeds, specs, space_file, trials, draw_seed, rule, holdout, epochs, batch_size,
+          data_dir, split, phi, imb, imb_type, subset, hps, device, jobs, offline, out) -> None:
+    """Draw TRIALS hyper-parameter settings from --space, train each as a bench under OUT/trials/<k>/, and
+    pick the best trial per method and seed by --select; prints the trials table and the winners."""
+    from rich.console import Console
+
+    from pllzoo import sweep as sw
+    from pllzoo.bench import parse_overrides
+    from pllzoo.cli.bench import check_out
+    from pllzoo.data.base import DataOptions
+    from pllzoo.registry import get_registry
+    from pllzoo.report import to_markdown, to_rich
+    from pllzoo.search_space import parse_space, read_space_file
+    from pllzoo.trial_selection import score_trials, trials_report, winners
+
+    if rule != "oracle" and not holdout:
+        raise PLLZooError(f"--select {rule} scores held-out rows; give --holdout > 0 (e.g. 0.1) or --select oracle")
+    space = parse_space([*specs, *(read_space_file(space_file) if space_file else [])])
+    try:
+        seed_list = [int(s) for s in _csv(seeds)]
+    except ValueError:
+        raise PLLZooError(f"bad --seeds {seeds!r}; write e.g. 1,2,3") from None
+    reg = get_registry()
+    warn_failed_plugins(reg)
+    check_out(Path(out))
+    options = DataOptions(data_dir=data_dir, split=split, phi=phi, imb=imb, imb_type=imb_type,
+                          download=not offline, holdout=holdout, subset=subset)
+    fixed = parse_overrides(hps)
+    planned = sw.plan_sweep(reg, _csv(methods), dataset, seed_list, options, space, trials, draw_seed, fixed,
+                            epochs, batch_size, device)
+    sw.claim(Path(out), sw.identity(_csv(methods), dataset, seed_list, options, space, draw_seed, fixed, epochs,
+                                    batch_size), planned)
+
+    def on_run(t, p, status):
+        click.echo(f"trial {t.index} ({t.label}): {p.method.name} seed {p.seed} {status}", err=True)
+
+    failed = sw.run_sweep(reg, planned, Path(out), jobs=jobs, on_run=on_run)
+    records = sw.trial_records(Path(out), planned)
+    if records.empty:
+        raise PLLZooError(f"no trial finished; see {Path(out) / 'trials'}")
+    scores = score_trials(records, rule)
+    best = winners(scores)
+    table = trials_report(scores, best, rule, {t.index: t.label for t in planned})
+    Console().print(to_rich(table))
+    labels = {t.index: t.label for t in planned}
+    for r in best.itertuples():
+        click.echo(f"{'ORACLE ' if rule == 'oracle' else ''}winner {r.method} seed {r.seed}: trial {r.trial} "
+                   f"({labels[r.trial]}), score {r.score:.2f}, test accuracy {r.acc_all:.2f} (epoch {r.epoch})")
+    for method, rows in best.groupby("method", sort=False):
+        if len(rows) > 1:  # PLENCH reports the mean over trial seeds of each seed's winner
+            click.echo(f"{method}: test accuracy of the winners, mean ± sample std over {len(rows)} seeds: "
+                       f"{rows['acc_all'].mean():.2f} ± {rows['acc_all'].std(ddof=1):.2f}")
+    scores.assign(overrides=scores["trial"].map(labels), winner=scores["run"].isin(set(best["run"]))).to_csv(
+        Path(out) / "sweep.csv", index=False, float_format="%.4f")
+    (Path(out) / "sweep.md").write_text(to_markdown(table))
+    click.echo(f"sweep: {Path(out) / 'sweep.csv'}")
+    if failed:
+        first = min(failed)
+        raise PLLZooError(f"{len(failed)} trial(s) with failed runs left out of the selection: "
+                          f"{', '.join(map(str, sorted(failed)))} (trial {first}, {failed[first]}); tracebacks in "
+                          f"{Path(out) / 'trials'}/<k>/runs/<run-id>/error.txt; rerunning the sweep retries them")

@@ -1,0 +1,160 @@
+"""Random hyper-parameter search: N trials drawn from a space (:mod:`pllzoo.search_space`), each a normal bench.
+
+Layout of a sweep folder ``OUT``::
+
+    OUT/sweep.json         what defines the trials (space, draw seed, methods, dataset, seeds, fixed --hp,
+                           data options) and every trial's overrides and run ids
+    OUT/trials/<k>/        trial k as a bench output folder (runs/<run-id>/, results.csv), ``pllzoo report``-able
+    OUT/sweep.csv          the trials table of the last selection (``pllzoo sweep`` writes it)
+
+Trial k is exactly ``pllzoo bench ... --hp <fixed> --hp <trial k's draws> --out OUT/trials/<k>``: the same plans
+(:func:`pllzoo.bench.plan`), run ids and run folders.  Every trial is planned, and every value of the space
+checked against its field's declared choices and range, before any trains.  Re-running the same sweep
+resumes it: finished runs are reused, unfinished ones resume from their checkpoints (``execute(resume=True)``);
+more ``--trials`` add trials and keep the drawn ones.  A different sweep into the same ``OUT`` is refused.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+import pandas as pd
+
+from pllzoo.bench import execute, plan
+from pllzoo.data.base import DataOptions
+from pllzoo.errors import PLLZooError
+from pllzoo.hparams import as_dict, override
+from pllzoo.jobs import RunsFailed
+from pllzoo.planning import RunPlan, _route
+from pllzoo.registry import Registry
+from pllzoo.results import load, write_json
+from pllzoo.run import TrainConfig
+from pllzoo.search_space import Dimension, draw_trials
+
+MANIFEST = "sweep.json"
+
+
+@dataclass
+class Trial:
+    """One draw of the space: its index, ``--hp`` overrides and the bench plans they give."""
+
+    index: int
+    overrides: dict[str, str]
+    plans: list[RunPlan] = field(default_factory=list)
+
+    @property
+    def label(self) -> str:
+        return " ".join(f"{k}={v}" for k, v in self.overrides.items())
+
+
+def trial_dir(out: Path, index: int) -> Path:
+    return Path(out) / "trials" / f"{index:03d}"
+
+
+def check_space(registry: Registry, methods: list[str], space: list[Dimension]) -> None:
+    """Every value a dimension can take (its ends, or its choices) is a valid ``--hp`` value of its key.
+
+    :raises PLLZooError: one line naming the spec and the field's rule (an unknown key: the valid keys).
+    """
+    recipes = [registry.method(m) for m in methods]
+    for dim in space:
+        for value in dim.support():
+            try:
+                train, per_method = _route({dim.key: value}, recipes, registry)
+                if train:
+                    override(TrainConfig(), train, "train")
+                for recipe in recipes:
+                    if per_method[recipe.name]:
+                        registry.build_components(recipe, per_method[recipe.name])
+            except PLLZooError as exc:
+                raise type(exc)(f"--space {dim}: {exc}") from None
+
+
+def identity(methods: list[str], dataset: str, seeds: list[int], options: DataOptions, space: list[Dimension],
+             seed: int, hp: dict[str, str], epochs: int | None, batch_size: int | None) -> dict[str, Any]:
+    """What defines a sweep's trials (stored in ``sweep.json``; a rerun must match it)."""
+    data = {k: v for k, v in as_dict(options).items() if k not in ("seed", "data_dir", "download")}
+    return {"methods": list(methods), "dataset": dataset, "seeds": list(seeds), "data": data,
+            "space": [str(d) for d in space], "draw_seed": seed, "hp": dict(hp), "epochs": epochs,
+            "batch_size": batch_size}
+
+
+def plan_sweep(registry: Registry, methods: list[str], dataset: str, seeds: list[int], options: DataOptions,
+               space: list[Dimension], n_trials: int, seed: int, hp: dict[str, str] | None = None,
+               epochs: int | None = None, batch_size: int | None = None, device: str = "auto") -> list[Trial]:
+    """The ``n_trials`` trials of the space, each planned like a bench (nothing written).
+
+    :raises PLLZooError: one line: no trials, an empty space, a key in both ``hp`` and the space, a value of
+        the space outside its field's rule, or anything :func:`pllzoo.bench.plan` refuses.
+    """
+    hp = dict(hp or {})
+    if n_trials < 1:
+        raise PLLZooError(f"--trials must be at least 1, got {n_trials}")
+    if not space:
+        raise PLLZooError("no --space given; e.g. --space 'train.lr=loguniform(1e-3,1e-1)'")
+    both = [d.key for d in space if d.key in hp]
+    if both:
+        raise PLLZooError(f"{both[0]} is both fixed by --hp and searched by --space; keep one")
+    check_space(registry, methods, space)
+    trials = [Trial(k, o) for k, o in enumerate(draw_trials(space, n_trials, seed))]
+    for t in trials:
+        t.plans = plan(registry, methods, dataset, seeds, options, epochs=epochs, batch_size=batch_size,
+                       hp={**hp, **t.overrides}, device=device)
+    return trials
+
+
+def claim(out: Path, ident: dict[str, Any], trials: list[Trial]) -> None:
+    """Write ``OUT/sweep.json``; refuse an ``OUT`` that holds another sweep (one line)."""
+    path = Path(out) / MANIFEST
+    if path.exists():
+        try:
+            before = json.loads(path.read_text())
+        except (OSError, ValueError):
+            raise PLLZooError(f"{path} is not a sweep manifest; pick another --out") from None
+        old = {k: before.get(k) for k in ident}
+        if old != ident:
+            diff = next(k for k in ident if old[k] != ident[k])
+            raise PLLZooError(f"--out {out} holds another sweep ({diff}: {old[diff]} there, {ident[diff]} now); "
+                              f"pick another --out or repeat that sweep's arguments")
+        kept = {t["trial"]: t for t in before.get("trials", [])}
+    else:
+        kept = {}
+    for t in trials:
+        kept[t.index] = {"trial": t.index, "overrides": t.overrides, "runs": [p.run_id for p in t.plans]}
+    Path(out).mkdir(parents=True, exist_ok=True)
+    write_json(path, {**ident, "trials": [kept[k] for k in sorted(kept)]})
+
+
+def run_sweep(registry: Registry, trials: list[Trial], out: Path, jobs: int = 1,
+              on_run: Callable[[Trial, RunPlan, str], None] | None = None) -> dict[int, str]:
+    """Train every trial into ``OUT/trials/<k>/``, reusing finished runs; return failed trials → the reason of
+    the first failed run (one line).
+
+    A failed run does not stop the sweep (its trial is left out of the selection);
+    a clean stop (:class:`pllzoo.checkpoint.Stopped`, a signal) propagates.
+    """
+    failed = {}
+    for t in trials:
+        report = (lambda p, status, t=t: on_run(t, p, status)) if on_run else None
+        try:
+            execute(registry, t.plans, trial_dir(out, t.index), resume=True, on_run=report, jobs=jobs)
+        except RunsFailed as exc:  # the reason of its first failed run (pllzoo.jobs.record_failure)
+            plan_, why = exc.failed[0]
+            failed[t.index] = f"{plan_.method.name} seed {plan_.seed}: {why}"
+    return failed
+
+
+def trial_records(out: Path, trials: list[Trial]) -> pd.DataFrame:
+    """The per-epoch records of the finished runs of ``trials`` (those runs only), with ``trial`` and
+    ``overrides`` columns."""
+    frames = []
+    for t in trials:
+        wanted = {p.run_id for p in t.plans}
+        records = load(trial_dir(out, t.index))  # a damaged run: one warning, left out
+        records = records[records["run"].isin(wanted)]
+        if len(records):
+            frames.append(records.assign(trial=t.index, overrides=t.label))
+    return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()

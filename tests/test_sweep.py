@@ -1,0 +1,220 @@
+"""``pllzoo sweep``: seeded draws from a space, each trial a bench run, the winner by a selection rule."""
+
+from __future__ import annotations
+
+import ast
+import json
+from pathlib import Path
+
+import pandas as pd
+import pytest
+from click.testing import CliRunner
+
+from pllzoo.bench import parse_overrides, plan
+from pllzoo.cli import cli
+from pllzoo.data.base import DataOptions
+from pllzoo.errors import PLLZooError
+from pllzoo.search_space import Dimension, draw_trials, parse_dimension, parse_space
+from pllzoo.sweep import plan_sweep
+
+SPACE = ["train.lr=loguniform(1e-2,3e-1)", "train.batch_size=choice(32,64)"]
+ARGS = ["sweep", "--methods", "proden", "--subset", "300", "--epochs", "2", "--trials", "3", "--device", "cpu",
+        *[a for s in SPACE for a in ("--space", s)]]
+
+
+def test_values_at_quantiles_by_hand():
+    log = parse_dimension("train.lr=loguniform(1e-3,1e-1)")
+    assert float(log.value(0.0)) == pytest.approx(1e-3) and float(log.value(0.5)) == pytest.approx(1e-2)
+    uni = parse_dimension("loss.eta=uniform(0.5,1)")
+    assert float(uni.value(0.25)) == 0.625
+    ints = parse_dimension("train.epochs=randint(1,3)")
+    assert [ints.value(u) for u in (0.0, 0.33, 0.34, 0.67, 0.999)] == ["1", "1", "2", "3", "3"]
+    pick = parse_dimension("train.batch_size=choice(64, 128,256)")
+    assert pick.args == ("64", "128", "256") and [pick.value(u) for u in (0.0, 0.5, 0.9)] == ["64", "128", "256"]
+    assert parse_dimension("proden:train.lr=uniform(0.1,0.2)").key == "proden:train.lr"  # scoped like --hp
+
+
+def test_draws_are_seeded_per_trial_and_key():
+    space = parse_space(["train.lr=loguniform(1e-3,1e-1)", "train.batch_size=choice(64,128,256)"])
+    a, b = draw_trials(space, 5, seed=0), draw_trials(space, 5, seed=0)
+    assert a == b and draw_trials(space, 5, seed=1) != a
+    assert draw_trials(space, 3, seed=0) == a[:3]  # more trials keep the drawn ones
+    more = draw_trials([*space, parse_dimension("loss.eta=uniform(0,1)")], 5, seed=0)
+    assert [{k: t[k] for k in a[0]} for t in more] == a  # a new dimension changes no other value
+    assert all(1e-3 <= float(t["train.lr"]) < 1e-1 and t["train.batch_size"] in {"64", "128", "256"} for t in a)
+    assert len({t["train.lr"] for t in a}) == 5
+    assert all(float(repr(float(t["train.lr"]))) == float(t["train.lr"]) for t in a)  # the text is the float
+
+
+@pytest.mark.parametrize("spec, message", [
+    ("train.lr", "write key=distribution(args)"),
+    ("train.lr=0.1", "must be a distribution"),
+    ("train.lr=normal(0,1)", "unknown distribution 'normal'; valid: uniform, loguniform, randint, choice"),
+    ("train.lr=uniform(1)", "uniform takes two bounds"),
+    ("train.lr=uniform(0.2,0.1)", "low must be < high"),
+    ("train.lr=uniform(a,b)", "bounds must be numbers"),
+    ("train.lr=uniform(0,inf)", "must be finite"),
+    ("train.lr=loguniform(0,1)", "loguniform needs 0 < low"),
+    ("train.epochs=randint(1,2.5)", "bounds must be integers"),
+    ("train.batch_size=choice()", "choice needs one or more non-empty values"),
+    ("train.batch_size=choice(64,64)", "lists a value twice"),
+])
+def test_bad_space_specs_are_one_line_errors(spec, message, tmp_path: Path):
+    with pytest.raises(PLLZooError, match=message.replace("(", r"\(").replace(")", r"\)")):
+        parse_dimension(spec)
+    res = CliRunner().invoke(cli, ["sweep", "--methods", "proden", "--space", spec, "--out", str(tmp_path / "o")])
+    lines = [line for line in res.output.splitlines() if line.startswith("Error:")]
+    assert res.exit_code == 1 and len(lines) == 1 and "Traceback" not in res.output, res.output
+    assert spec in lines[0] and message in lines[0]
+    assert not (tmp_path / "o").exists()
+
+
+@pytest.mark.parametrize("extra, code, message", [
+    (["--space", "train.lr=uniform(0.1,0.2)", "--space", "train.lr=uniform(0.2,0.3)"], 1, "given twice"),
+    (["--space", "train.momentum=uniform(0.5,1)"], 1,
+     "--space train.momentum=uniform(0.5,1.0): bad value for train.momentum: 1.0; must be in [0, 1)"),
+    (["--space", "loss.eta=uniform(0.5,1)"], 2, "unknown hyper-parameter 'loss.eta'; valid: label_update.mask"),
+    (["--space", "train.batch_size=uniform(32,64)"], 1, "bad value for train.batch_size"),
+    (["--space", "train.lr=uniform(0.1,0.2)", "--hp", "train.lr=0.1"], 1, "both fixed by --hp and searched"),
+    (["--space", "train.lr=uniform(0.1,0.2)", "--holdout", "0"], 1, "give --holdout > 0"),
+    (["--space", "train.lr=uniform(0.1,0.2)", "--trials", "0"], 1, "--trials must be at least 1"),
+    ([], 1, "no --space given"),
+])
+def test_spaces_the_fields_refuse_are_one_line_errors_before_anything_runs(extra, code, message, tmp_path: Path):
+    out = tmp_path / "o"
+    res = CliRunner().invoke(cli, ["sweep", "--methods", "proden", "--subset", "50", *extra, "--out", str(out)])
+    lines = [line for line in res.output.splitlines() if line.startswith("Error:")]
+    assert res.exit_code == code and len(lines) == 1 and "Traceback" not in res.output, res.output
+    assert message in lines[0]
+    assert not (out / "trials").exists()
+
+
+def test_a_trial_is_the_bench_run_of_its_overrides(registry):
+    options = DataOptions(holdout=0.1, subset=300)
+    space = parse_space(SPACE)
+    trials = plan_sweep(registry, ["proden"], "synthetic-lt", [1], options, space, 3, 0, epochs=2, device="cpu")
+    again = plan_sweep(registry, ["proden"], "synthetic-lt", [1], options, space, 3, 0, epochs=2, device="cpu")
+    assert [t.overrides for t in trials] == [t.overrides for t in again] == draw_trials(space, 3, 0)
+    assert [p.run_id for t in trials for p in t.plans] == [p.run_id for t in again for p in t.plans]
+    for t in trials:
+        hp = parse_overrides([f"{k}={v}" for k, v in t.overrides.items()])
+        (bench_plan,) = plan(registry, ["proden"], "synthetic-lt", [1], options, epochs=2, hp=hp, device="cpu")
+        assert bench_plan.run_id == t.plans[0].run_id
+        assert bench_plan.train.lr == float(t.overrides["train.lr"])
+    assert len({t.plans[0].run_id for t in trials}) == 3
+
+
+@pytest.fixture(scope="module")
+def swept(tmp_path_factory) -> tuple[Path, str]:
+    out = tmp_path_factory.mktemp("sweep") / "out"
+    res = CliRunner().invoke(cli, [*ARGS, "--out", str(out)])
+    assert res.exit_code == 0, res.output
+    return out, res.output
+
+
+def _best_epoch(log: Path, field: str) -> dict:
+    recs = [json.loads(line) for line in log.read_text().splitlines()]
+    return max(recs, key=lambda r: r[field])  # the earliest of equal scores (Python max, as PLENCH)
+
+
+def test_the_sweep_selects_the_argmax_trial_of_the_logs(swept):
+    out, output = swept
+    manifest = json.loads((out / "sweep.json").read_text())
+    assert [t["overrides"] for t in manifest["trials"]] == draw_trials(parse_space(SPACE), 3, 0)
+    best = {}
+    for t in manifest["trials"]:
+        (run,) = t["runs"]
+        run_dir = out / "trials" / f"{t['trial']:03d}" / "runs" / run
+        config = json.loads((run_dir / "config.json").read_text())
+        assert config["train"]["lr"] == float(t["overrides"]["train.lr"])
+        assert config["train"]["batch_size"] == int(t["overrides"]["train.batch_size"])
+        best[t["trial"]] = _best_epoch(run_dir / "log.jsonl", "val_approx")
+    top = max(r["val_approx"] for r in best.values())
+    winner = max(k for k, r in best.items() if r["val_approx"] == top)  # ties: the later trial, as PLENCH
+    table = pd.read_csv(out / "sweep.csv")
+    assert list(table["trial"]) == [0, 1, 2] and table["winner"].sum() == 1
+    row = table[table["winner"]].iloc[0]
+    assert row["trial"] == winner and row["epoch"] == best[winner]["epoch"]
+    assert row["score"] == pytest.approx(top, abs=1e-4) and row["acc_all"] == pytest.approx(best[winner]["acc_all"],
+                                                                                            abs=1e-4)
+    for k, r in best.items():
+        assert table.loc[table["trial"] == k, "score"].iloc[0] == pytest.approx(r["val_approx"], abs=1e-4)
+    assert f"winner proden seed 1: trial {winner} (" in output
+    assert f"test accuracy {best[winner]['acc_all']:.2f} (epoch {best[winner]['epoch']})" in output
+
+
+def test_rerunning_the_sweep_trains_nothing_and_other_rules_reuse_the_trials(swept):
+    out, output = swept
+    logs = sorted(out.glob("trials/*/runs/*/log.jsonl"))
+    stamps = [p.stat().st_mtime_ns for p in logs]
+    res = CliRunner().invoke(cli, [*ARGS, "--out", str(out)])
+    assert res.exit_code == 0, res.output
+    assert res.output.count("proden seed 1 reused") == 3 and "started" not in res.output
+    assert [p.stat().st_mtime_ns for p in logs] == stamps
+    oracle = CliRunner().invoke(cli, [*ARGS, "--select", "oracle", "--out", str(out)])
+    assert oracle.exit_code == 0 and "started" not in oracle.output
+    assert "ORACLE winner proden seed 1" in oracle.output and "(ORACLE)" in oracle.output
+    accs = {k: max(json.loads(x)["acc_all"] for x in log.read_text().splitlines())
+            for k, log in enumerate(logs)}
+    top = max(accs.values())
+    assert f"trial {max(k for k, a in accs.items() if a == top)} (" in oracle.output.split("ORACLE winner")[1]
+    last = CliRunner().invoke(cli, [*ARGS, "--select", "last", "--out", str(out)])
+    assert last.exit_code == 0 and "winner proden seed 1" in last.output
+
+
+def test_a_different_sweep_into_the_same_out_is_refused(swept):
+    out, _ = swept
+    res = CliRunner().invoke(cli, [*ARGS, "--draw-seed", "7", "--out", str(out)])
+    lines = [line for line in res.output.splitlines() if line.startswith("Error:")]
+    assert res.exit_code == 1 and len(lines) == 1 and "holds another sweep (draw_seed: 0 there, 7 now)" in lines[0]
+
+
+def _top_level_imports(path: Path) -> set[str]:
+    tree = ast.parse(path.read_text())
+    names = set()
+    for node in tree.body:
+        if isinstance(node, ast.Import):
+            names |= {a.name for a in node.names}
+        elif isinstance(node, ast.ImportFrom):
+            names.add(node.module)
+    return names
+
+
+def test_the_command_file_imports_torch_and_pandas_inside_the_command_only():
+    root = Path(__file__).resolve().parents[1] / "pllzoo"
+    assert _top_level_imports(root / "cli" / "sweep.py") <= {
+        "__future__", "pathlib", "click", "pllzoo.cli", "pllzoo.errors", "pllzoo.model_selection"}
+    assert not {"torch", "pandas"} & _top_level_imports(root / "model_selection.py")
+
+
+def test_dimension_text_round_trips():
+    assert str(parse_dimension("train.lr=loguniform(1e-3, 1e-1)")) == "train.lr=loguniform(0.001,0.1)"
+    assert Dimension("k", "choice", ("a", "b")).support() == ("a", "b")
+
+
+def _trial_records(with_val: bool = True) -> pd.DataFrame:
+    rows = []
+    for trial, epochs in enumerate([[(50, 30), (70, 40)], [(70, 60), (60, 65)], [(40, 90), (45, 20)]]):
+        rows += [dict(trial=trial, method="proden", seed=1, run=f"r{trial}", final_stage=True, epoch=e + 1,
+                      val_approx=float(aa), acc_all=float(acc)) for e, (aa, acc) in enumerate(epochs)]
+    df = pd.DataFrame(rows)
+    return df if with_val else df.drop(columns="val_approx")
+
+
+@pytest.mark.parametrize("rule, trial, epoch, score, acc", [
+    ("approx", 1, 1, 70.0, 60.0),  # trials 0 and 1 tie at 70: the later trial (PLENCH)
+    ("last", 0, 2, 70.0, 40.0),  # last epochs: 70, 60, 45
+    ("oracle", 2, 1, 90.0, 90.0),  # by test accuracy: an upper bound
+])
+def test_trial_selection_by_hand(rule, trial, epoch, score, acc):
+    from pllzoo.trial_selection import score_trials, winners
+
+    (best,) = winners(score_trials(_trial_records(), rule)).itertuples()
+    assert (best.trial, best.epoch, best.score, best.acc_all) == (trial, epoch, score, acc)
+
+
+def test_ranking_last_epochs_needs_held_out_rows():
+    from pllzoo.trial_selection import score_trials
+
+    with pytest.raises(PLLZooError, match="ranks trials by 'val_approx' of the last epoch.*--holdout 0.1"):
+        score_trials(_trial_records(with_val=False), "last")
