@@ -1,8 +1,9 @@
 """A deterministic clock for the bookkeeping tests: time moves only when the trainer works.
 
 ``install(monkeypatch)`` replaces :data:`pllzoo.checkpoint.clock` and makes every epoch take
-``epoch_s`` and every checkpoint write ``save_s`` seconds of this clock, so stop decisions never
-depend on how fast the test machine is.  ``saves`` lists ``(stage, epoch)`` of every checkpoint.
+``epoch_s`` and every checkpoint write ``save_s`` seconds of this clock, and records each epoch's
+``wall_s`` as ``epoch_s`` (a resumed run estimates its next epoch from them), so stop decisions never
+depend on how fast or loaded the test machine is.  ``saves`` lists ``(stage, epoch)`` of every checkpoint.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ def install(monkeypatch, epoch_s: float = 10.0, save_s: float = 1.0) -> FakeCloc
 
     def timed_epoch(self, *args, **kwargs):
         record = epoch(self, *args, **kwargs)
+        record["wall_s"] = clock.epoch_s  # the real seconds would reach the resumed parts' estimates
         clock.t += clock.epoch_s
         return record
 
