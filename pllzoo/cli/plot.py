@@ -15,7 +15,13 @@ from pllzoo.errors import PLLZooError
 @click.option("--methods", default=None, help="Comma-separated methods to draw (default: all).")
 @click.option("--out", type=click.Path(path_type=Path), default=None, help="PNG path (default: figure1.png in the first RESULTS).")
 def plot(results: tuple[Path, ...], methods: str | None, out: Path | None) -> None:
-    """Draw estimated vs true class prior and class-wise test accuracy."""
+    """Draw estimated vs true class prior and class-wise test accuracy (needs the ``plot`` extra: matplotlib)."""
+    import importlib
+
+    try:
+        importlib.import_module("matplotlib")  # an optional dependency: the `plot` extra
+    except ImportError:
+        raise PLLZooError('pllzoo plot needs matplotlib, which is not installed: pip install "pllzoo[plot]"') from None
     from pllzoo.plot import figure
 
     try:

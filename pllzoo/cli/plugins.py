@@ -1,23 +1,30 @@
-"""``pllzoo plugins``, ``pllzoo methods``, ``pllzoo datasets``: what is installed."""
+"""``pllzoo plugins``, ``pllzoo methods``, ``pllzoo datasets``: what is installed.
+
+Each prints a table (:mod:`pllzoo.cli.listing`: never a cut name, on or off a terminal) or, with
+``--json``, the same facts for scripts.  Heavy modules are imported inside the commands, so
+``pllzoo --help`` stays cheap.
+"""
 
 from __future__ import annotations
 
 import json
+from typing import Any
 
 import click
-from rich.console import Console
-from rich.table import Table
 
-from pllzoo.cli import cli
-from pllzoo.components import SLOTS
-from pllzoo.docgen import describe_component
-from pllzoo.hparams import describe
-from pllzoo.cli import failure_lines
-from pllzoo.plugins import DEBUG_ENV, debug_enabled, plugin_hooks
-from pllzoo.registry import get_registry
+from pllzoo.cli import cli, failure_lines
+
+
+def _json(obj: Any) -> None:
+    """Print ``obj`` as indented JSON (tuples as lists, anything else unknown as its ``str``)."""
+    click.echo(json.dumps(obj, indent=2, default=str))
 
 
 def _plugin_rows(reg, debug: bool = False) -> list[dict]:
+    from pllzoo.components import SLOTS
+    from pllzoo.docgen import describe_component
+    from pllzoo.plugins import plugin_hooks
+
     rows = []
     for info in reg.plugins:
         comps = {s: sorted(n for n, (_, p) in reg.components[s].items() if p == info.name) for s in SLOTS}
@@ -37,66 +44,124 @@ def _plugin_rows(reg, debug: bool = False) -> list[dict]:
 
 @cli.command()
 @click.option("--json", "as_json", is_flag=True, help="Print JSON for scripts.")
-@click.option("--debug", is_flag=True, help=f"Show the full traceback of each plugin that failed (or {DEBUG_ENV}=1).")
+@click.option("--debug", is_flag=True, help="Show the full traceback of each plugin that failed (or PLLZOO_DEBUG=1).")
 def plugins(as_json: bool, debug: bool) -> None:
     """List plugins with versions, components and recipes (and those that failed to load, one line each)."""
+    from pllzoo.cli.listing import show
+    from pllzoo.plugins import debug_enabled
+    from pllzoo.registry import get_registry
+
     reg = get_registry()
     debug = debug or debug_enabled()
     rows = _plugin_rows(reg, debug)
     if as_json:
-        click.echo(json.dumps(rows, indent=2))
+        _json(rows)
         return
-    t = Table(title="pllzoo plugins")
-    for col in ("Plugin", "Version", "Components", "Methods", "Status"):
-        t.add_column(col)
-    for r in rows:
-        comps = "\n".join(f"{s}: {', '.join(c)}" for s, c in r["components"].items())
-        t.add_row(r["name"], r["version"], comps, ", ".join(r["methods"]), "[red]failed[/red]" if r["error"] else "ok")
-    Console().print(t)
+    show("pllzoo plugins", ("Plugin", "Version", "Components", "Methods", "Datasets", "Status"), [
+        (r["name"], r["version"], "\n".join(f"{s}: {', '.join(c)}" for s, c in r["components"].items()) or "–",
+         ", ".join(r["methods"]) or "–", ", ".join(r["datasets"]) or "–", "failed" if r["error"] else "ok")
+        for r in rows
+    ], styles=("bold",))
     for line in failure_lines(reg, debug):  # plain lines: rich would wrap a long reason over several
         click.echo(line)
 
 
+def _field_rows(cls: type) -> list[dict[str, Any]]:
+    """``field``, ``default``, ``help`` (its range appended) for each field of a hyper-parameter dataclass."""
+    from pllzoo.hparams import describe
+
+    return [{"field": f, "default": d, "help": h} for f, d, h in describe(cls)]
+
+
+def _train_rows() -> list[dict[str, Any]]:
+    """The trainer's settings (``--hp train.<field>=value``); ``from_dataset`` marks those a dataset sets."""
+    import dataclasses
+
+    from pllzoo.data.base import TrainDefaults
+    from pllzoo.run import TrainConfig
+
+    by_dataset = {f.name for f in dataclasses.fields(TrainDefaults)}
+    return [{**row, "from_dataset": row["field"] in by_dataset} for row in _field_rows(TrainConfig)]
+
+
+def _method_rows(reg) -> list[dict[str, Any]]:
+    return [{"name": n, "plugin": reg.methods[n][1], "slots": reg.methods[n][0].slots(),
+             "hparams": dict(reg.methods[n][0].hparams)} for n in reg.list_methods()]
+
+
+def _component_rows(reg) -> list[dict[str, Any]]:
+    from pllzoo.components import SLOTS
+    from pllzoo.docgen import describe_component
+
+    return [{"slot": s, "name": n, "plugin": p, "hparams": _field_rows(cls.HParams), **describe_component(cls)}
+            for s in SLOTS for n, (cls, p) in sorted(reg.components[s].items())]
+
+
 @cli.command()
-@click.option("--hparams", "show_hp", is_flag=True, help="Also list every component's hyper-parameters.")
-def methods(show_hp: bool) -> None:
+@click.option("--hparams", "show_hp", is_flag=True,
+              help="Also list the trainer's settings (train.*) and every component's hyper-parameters.")
+@click.option("--json", "as_json", is_flag=True,
+              help="Print JSON for scripts: a list of methods; with --hparams an object with "
+                   "'methods', 'train' and 'components'.")
+def methods(show_hp: bool, as_json: bool) -> None:
     """List method recipes and the component in each slot."""
+    from pllzoo.cli.listing import show
+    from pllzoo.components import SLOTS
+    from pllzoo.registry import get_registry
+
     reg = get_registry()
-    t = Table(title="pllzoo methods (swap a slot: METHOD+slot=component)")
-    t.add_column("Method", style="bold")
-    for s in SLOTS:
-        t.add_column(s)
-    t.add_column("recipe hyper-parameters")
-    for name in reg.list_methods():
-        m = reg.methods[name][0]
-        t.add_row(name, *(m.slots()[s] or "–" for s in SLOTS), " ".join(f"{k}={v}" for k, v in m.hparams.items()))
-    Console().print(t)
-    if show_hp:
-        h = Table(title="hyper-parameters (--hp slot.field=value)")
-        for col in ("Component", "Field", "Default", "Help"):
-            h.add_column(col)
-        for s in SLOTS:
-            for name, (cls, _) in sorted(reg.components[s].items()):
-                for field, default, help_ in describe(cls.HParams):
-                    h.add_row(f"{s} {name}", field, repr(default), help_)
-        Console().print(h)
-        io = Table(title="state each component reads (needs) and writes (provides); views it asks for")
-        for col in ("Component", "reads (needs)", "writes (provides)", "views"):
-            io.add_column(col)
-        for s in SLOTS:
-            for name, (cls, _) in sorted(reg.components[s].items()):
-                d = describe_component(cls)
-                io.add_row(f"{s} {name}", *(", ".join(d[k]) or "–" for k in ("needs", "provides", "views")))
-        Console().print(io)
+    rows = _method_rows(reg)
+    if as_json:
+        _json({"methods": rows, "train": _train_rows(), "components": _component_rows(reg)} if show_hp else rows)
+        return
+    show("pllzoo methods (swap a slot: METHOD+slot=component)", ("Method", *SLOTS, "recipe hyper-parameters"), [
+        (r["name"], *(r["slots"][s] or "–" for s in SLOTS), " ".join(f"{k}={v}" for k, v in r["hparams"].items()))
+        for r in rows
+    ], styles=("bold",))
+    if not show_hp:
+        return
+    comps = _component_rows(reg)
+    train = [("train", r["field"], f"dataset's, else {r['default']!r}" if r["from_dataset"] else repr(r["default"]),
+              r["help"]) for r in _train_rows()]
+    show("hyper-parameters (--hp slot.field=value; train.field for the trainer, whose defaults marked "
+         "dataset's come from --dataset)", ("Component", "Field", "Default", "Help"),
+         train + [(f"{c['slot']} {c['name']}", h["field"], repr(h["default"]), h["help"])
+                  for c in comps for h in c["hparams"]])
+    show("state each component reads (needs) and writes (provides); views it asks for",
+         ("Component", "reads (needs)", "writes (provides)", "views"),
+         [(f"{c['slot']} {c['name']}", *(", ".join(c[k]) or "–" for k in ("needs", "provides", "views")))
+          for c in comps])
+
+
+def _dataset_rows(reg) -> list[dict[str, Any]]:
+    """Name, plugin, description and what loading it offline needs (``files``) or online fetches (``source``)."""
+    return [{"name": n, "plugin": p, "description": spec.description, "needs_files": spec.needs_files,
+             "files": list(spec.files), "source": spec.source, "downloads": bool(spec.files) and not spec.needs_files}
+            for n, (spec, p) in sorted(reg.datasets.items())]
+
+
+def _offline(row: dict[str, Any]) -> tuple[str, str]:
+    """(what it reads offline, what it does online) in words."""
+    if not row["files"]:
+        return ("files (its plugin names none)", row["source"] or "–") if row["needs_files"] else ("nothing: generated", "–")
+    files = "\n".join(f"{'or ' if i else ''}{f}" for i, f in enumerate(row["files"]))
+    if row["downloads"]:
+        return files, f"downloads {row['source'] or '(no source given)'} unless --offline"
+    return files, f"never downloaded; get it from {row['source']}" if row["source"] else "never downloaded"
 
 
 @cli.command()
-def datasets() -> None:
-    """List datasets (names for --dataset; a path to a .mat file works too)."""
-    reg = get_registry()
-    t = Table(title="pllzoo datasets")
-    for col in ("Dataset", "Needs files", "Description"):
-        t.add_column(col)
-    for name, (spec, _) in sorted(reg.datasets.items()):
-        t.add_row(name, "yes" if spec.needs_files else "no", spec.description)
-    Console().print(t)
+@click.option("--json", "as_json", is_flag=True, help="Print JSON for scripts.")
+def datasets(as_json: bool) -> None:
+    """List datasets (names for --dataset; a path to a .mat file works too) and what each needs offline."""
+    from pllzoo.cli.listing import show
+    from pllzoo.data.paths import default_data_root
+    from pllzoo.registry import get_registry
+
+    rows = _dataset_rows(get_registry())
+    if as_json:
+        _json(rows)
+        return
+    show(f"pllzoo datasets (files: one of them under --data-dir, else {default_data_root()})",
+         ("Dataset", "Offline: reads", "Online", "Description"),
+         [(r["name"], *_offline(r), r["description"]) for r in rows], styles=("bold",))

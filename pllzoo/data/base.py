@@ -85,9 +85,17 @@ class PLLData:
 
 @dataclass(frozen=True)
 class DatasetSpec:
-    """A named dataset: how to load it and what it is."""
+    """A named dataset: how to load it, what it is, and what loading it without a network needs.
+
+    ``files`` are paths under the data folder (``--data-dir``, else ``$PLLZOO_CACHE/data``) or absolute,
+    any one of which the loader reads; none (and ``needs_files`` false) means it is generated.  ``source`` is
+    where the files come from: the download when ``needs_files`` is false, a page to fetch them by
+    hand when it is true.  ``pllzoo datasets`` lists all three.
+    """
 
     name: str
     load: Callable[[DataOptions], PLLData]
     description: str
     needs_files: bool = False  # True when it cannot be generated/downloaded on the fly
+    files: tuple[str, ...] = ()  # alternatives under the data folder; e.g. "cifar-10-batches-py/"
+    source: str = ""  # the download (needs_files False) or where to get the files (True)

@@ -2,7 +2,8 @@
 
 ``builtin_datasets()`` is what the registry/CLI lists; each entry's ``load`` takes a
 :class:`DataOptions`.  ``needs_files`` marks the real-world sets, which are never
-downloaded (the PALM files must be in ``--data-dir``).
+downloaded (the PALM files must be in ``--data-dir``); ``files`` and ``source`` say what each set reads
+offline and where it comes from (``pllzoo datasets``).
 """
 
 from __future__ import annotations
@@ -10,8 +11,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from pllzoo.data.base import DataOptions, DatasetSpec, PLLData
-from pllzoo.data.cifar import cifar_loader
-from pllzoo.data.matfile import dataset_name_for, load_mat, mat_loader
+from pllzoo.data.cifar import DOWNLOADS, VARIANTS, cifar_loader, offline_files
+from pllzoo.data.matfile import PALM_SOURCE, dataset_name_for, load_mat, mat_files, mat_loader
 from pllzoo.data.synthetic import NAME as SYNTHETIC_NAME, load_synthetic
 
 _CIFAR_DESCRIPTIONS = {
@@ -34,8 +35,10 @@ def builtin_datasets() -> list[DatasetSpec]:
     """Return every dataset pllzoo ships a loader for, synthetic first."""
     specs = [DatasetSpec(SYNTHETIC_NAME, load_synthetic,
                          "generated 10-class long-tailed tabular PLL set (gamma=100, phi=0.5); no download")]
-    specs += [DatasetSpec(name, cifar_loader(name), desc) for name, desc in _CIFAR_DESCRIPTIONS.items()]
-    specs += [DatasetSpec(name, mat_loader(name), desc, needs_files=True)
+    specs += [DatasetSpec(name, cifar_loader(name), desc, files=offline_files(VARIANTS[name].base),
+                          source=DOWNLOADS[VARIANTS[name].base])
+              for name, desc in _CIFAR_DESCRIPTIONS.items()]
+    specs += [DatasetSpec(name, mat_loader(name), desc, needs_files=True, files=mat_files(name), source=PALM_SOURCE)
               for name, desc in _MAT_DESCRIPTIONS.items()]
     return specs
 
@@ -52,4 +55,4 @@ def path_dataset(path: Path | str) -> DatasetSpec:
     def load(opts: DataOptions) -> PLLData:
         return load_mat_path(p, opts)
 
-    return DatasetSpec(dataset_name_for(p), load, f"PLL .mat file {p}", needs_files=True)
+    return DatasetSpec(dataset_name_for(p), load, f"PLL .mat file {p}", needs_files=True, files=(str(p),))

@@ -63,7 +63,18 @@ VARIANTS: dict[str, CifarVariant] = {
     "cifar100lt-h": CifarVariant("cifar100lt-h", "cifar100", 0.5, 20.0, True, *_C100),
 }
 TORCHVISION_DIRS = {"cifar10": "cifar-10-batches-py", "cifar100": "cifar-100-python"}
+TORCHVISION_FILES = {"cifar10": "{data_batch_1..5,test_batch,batches.meta}", "cifar100": "{train,test,meta}"}
+DOWNLOADS = {  # torchvision's CIFAR10.url / CIFAR100.url, the archive it unpacks into the data folder
+    "cifar10": "https://www.cs.toronto.edu/~kriz/cifar-10-python.tar.gz",
+    "cifar100": "https://www.cs.toronto.edu/~kriz/cifar-100-python.tar.gz",
+}
 PRETTY = {"cifar10": "CIFAR-10", "cifar100": "CIFAR-100"}
+
+
+def offline_files(base: str) -> tuple[str, ...]:
+    """The copies :func:`read_cifar` reads under the data folder, in the order it looks for them."""
+    jpeg = ("cifar10_jpeg/{train,test}_jpeg.npz", "{train,test}_jpeg.npz") if base == "cifar10" else ()
+    return (f"{TORCHVISION_DIRS[base]}/{TORCHVISION_FILES[base]}", *jpeg)
 
 
 @dataclass(frozen=True)

@@ -48,6 +48,7 @@ LAYOUTS: dict[str, tuple[str, str, str]] = {  # layout -> (features, true labels
     "palm": ("data", "target", "partial_target"),
     "proden": ("features", "logitlabels", "p_labels"),
 }
+PALM_SOURCE = "palm.seu.edu.cn/zhangml/Resources.htm#data"  # the PALM group's page; never downloaded
 PRODEN_SOURCE = ("PRODEN parameter_settings.txt (Lv et al., ICML 2020; official code: Lvcrezia77/PRODEN): "
                  "linear, SGD m=0.9, bs 100, 500 epochs, no decay")
 _LR_WD: dict[str, tuple[float, float]] = {  # PRODEN's per-dataset (lr, weight decay)
@@ -73,16 +74,21 @@ def mat_defaults(name: str | None) -> TrainDefaults:
                          schedule="constant", momentum=0.9, source=source)
 
 
+def mat_files(name: str) -> tuple[str, ...]:
+    """Where :func:`find_mat_file` looks for a built-in set under a data folder, in order."""
+    return (MAT_FILES[name], f"pll/{MAT_FILES[name]}")
+
+
 def find_mat_file(name: str, data_dir: Path | str | None) -> Path:
     """Return the path of a built-in set's file, searching ``<root>`` and ``<root>/pll``."""
     fname = MAT_FILES[name]
-    looked = [d / fname for root in search_roots(data_dir) for d in (root, root / "pll")]
+    looked = [root / rel for root in search_roots(data_dir) for rel in mat_files(name)]
     for path in looked:
         if path.is_file():
             return path
     raise PLLZooError(
         f"{name}: {fname!r} not found (looked in {', '.join(str(p.parent) for p in looked)}); "
-        f"pass --data-dir pointing at a folder holding it (PALM sets: palm.seu.edu.cn/zhangml/Resources.htm#data)"
+        f"pass --data-dir pointing at a folder holding it (PALM sets: {PALM_SOURCE})"
     )
 
 

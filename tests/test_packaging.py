@@ -1,0 +1,77 @@
+"""Dependencies: ranges, not pins; each distribution declares what its code imports and nothing a user does
+not need (pytest only for tests, matplotlib only for ``pllzoo plot``, which says so when it is missing)."""
+
+from __future__ import annotations
+
+import ast
+import re
+import sys
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from pllzoo.cli import cli
+
+REPO = Path(__file__).resolve().parents[1]
+DISTS = {  # pyproject -> the package folder whose imports it must declare
+    REPO / "pyproject.toml": REPO / "pllzoo",
+    **{p / "pyproject.toml": next(p.glob("pllzoo_*")) for p in sorted((REPO / "plugins").iterdir())},
+}
+IMPORT_NAMES = {"PIL": "pillow"}  # import name -> distribution name, where they differ
+
+
+def _project(path: Path) -> dict:
+    tomllib = pytest.importorskip("tomllib", reason="tomllib is in the standard library from Python 3.11")
+    return tomllib.loads(path.read_text())["project"]
+
+
+def _name(requirement: str) -> str:
+    return re.split(r"[<>=!~\[; ]", requirement, maxsplit=1)[0].lower()
+
+
+def _imports(package: Path) -> set[str]:
+    """Top-level modules imported anywhere in ``package``, outside the standard library and pllzoo itself."""
+    found = set()
+    for path in package.rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Import):
+                found |= {a.name.split(".")[0] for a in node.names}
+            elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+                found.add(node.module.split(".")[0])
+    return {IMPORT_NAMES.get(m, m).lower() for m in found
+            if m not in sys.stdlib_module_names and not m.startswith("pllzoo")}
+
+
+@pytest.mark.parametrize("pyproject", list(DISTS), ids=lambda p: p.parent.name)
+def test_ranges_not_pins(pyproject):
+    project = _project(pyproject)
+    for req in project["dependencies"] + [r for extra in project.get("optional-dependencies", {}).values()
+                                          for r in extra]:
+        assert ">=" in req and "==" not in req, f"{pyproject}: {req} is not a range"
+
+
+@pytest.mark.parametrize("pyproject", list(DISTS), ids=lambda p: p.parent.name)
+def test_runtime_dependencies_are_what_the_code_imports(pyproject):
+    project = _project(pyproject)
+    runtime = {_name(r) for r in project["dependencies"]} - {"pllzoo", "pllzoo-baselines"}
+    extras = {_name(r) for extra in project.get("optional-dependencies", {}).values() for r in extra}
+    imported = _imports(DISTS[pyproject])
+    assert imported - runtime <= {"matplotlib"} & extras, "imported but not declared"
+    assert runtime <= imported, f"declared but never imported: {runtime - imported}"
+
+
+def test_pytest_only_for_tests_and_matplotlib_only_for_plot():
+    for pyproject in DISTS:
+        assert "pytest" not in {_name(r) for r in _project(pyproject)["dependencies"]}
+    project = _project(REPO / "pyproject.toml")
+    extras = {k: {_name(r) for r in v} for k, v in project["optional-dependencies"].items()}
+    assert "matplotlib" not in {_name(r) for r in project["dependencies"]}
+    assert extras["plot"] == {"matplotlib"} and {"pytest", "matplotlib"} <= extras["test"]
+
+
+def test_plot_without_matplotlib_is_one_line(monkeypatch, tmp_path):
+    monkeypatch.setitem(sys.modules, "matplotlib", None)  # `import matplotlib` now raises ImportError
+    res = CliRunner().invoke(cli, ["plot", str(tmp_path)])
+    assert res.exit_code == 1
+    assert res.output == 'Error: pllzoo plot needs matplotlib, which is not installed: pip install "pllzoo[plot]"\n'
