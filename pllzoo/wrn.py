@@ -1,4 +1,4 @@
-"""WRN-28-2, the Wide ResNet of the semi-supervised and partial-label CIFAR benchmarks (FixMatch, USB, PLENCH).
+"""WRN-28-2, the Wide ResNet of the semi-supervised CIFAR benchmarks (FixMatch, USB), as USB builds it.
 
 Followed: USB's ``semilearn/nets/wrn/wrn.py`` (microsoft/Semi-supervised-learning, ``wrn_28_2``), itself
 a PyTorch port of FixMatch's TensorFlow ``libml/models.py``.  Depth 28 = 4 + 6·n with n = 4 blocks per
