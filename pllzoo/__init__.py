@@ -14,6 +14,9 @@ internal and may move.
   :func:`mixup_loss`.
 * Errors: :class:`PLLZooError` (a one-line, user-fixable error; raise it for bad input),
   :class:`UnknownNameError`.
+* Backbones, views and datasets (``pllzoo_register_models``/``_views``/``_datasets``): :class:`PLLNet`,
+  :class:`DatasetSpec`, :class:`PLLData`, :class:`DataOptions`, :class:`TrainDefaults`,
+  :func:`image_folder_dataset`, :func:`pll_from_images`.
 * The registry: :func:`get_registry`.
 """
 
@@ -24,10 +27,13 @@ __version__ = "0.2.0"
 hookimpl = pluggy.HookimplMarker("pllzoo")
 
 from pllzoo.components import SLOTS, Component, Method  # noqa: E402
+from pllzoo.data.base import DataOptions, DatasetSpec, PLLData, TrainDefaults  # noqa: E402
+from pllzoo.data.imagefolder import image_folder_dataset, pll_from_images  # noqa: E402
 from pllzoo.errors import PLLZooError, UnknownNameError  # noqa: E402
 from pllzoo.hparams import NoHParams, as_dict, describe, hp  # noqa: E402
 from pllzoo.losses import masked_mean, normalize_rows, soft_cross_entropy  # noqa: E402
 from pllzoo.mixup import mixup_loss  # noqa: E402
+from pllzoo.pllnet import PLLNet  # noqa: E402
 from pllzoo.registry import get_registry  # noqa: E402
 from pllzoo.run import Batch, Run, Stage, Step, TrainConfig  # noqa: E402
 from pllzoo.state import PLLState  # noqa: E402
@@ -38,5 +44,6 @@ __all__ = [
     "hp", "NoHParams", "describe", "as_dict",
     "soft_cross_entropy", "masked_mean", "normalize_rows", "mixup_loss",
     "PLLZooError", "UnknownNameError",
+    "PLLNet", "DatasetSpec", "PLLData", "DataOptions", "TrainDefaults", "image_folder_dataset", "pll_from_images",
     "get_registry", "__version__",
 ]

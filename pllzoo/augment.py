@@ -35,7 +35,7 @@ from __future__ import annotations
 import functools
 import threading
 from collections.abc import Callable, Sequence
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 import numpy as np
 import torch
@@ -43,7 +43,10 @@ import torch.nn.functional as F
 from PIL import Image
 from torchvision.transforms import v2
 
-from pllzoo.errors import PLLZooError, UnknownNameError
+from pllzoo.errors import PLLZooError
+
+if TYPE_CHECKING:  # pragma: no cover
+    from pllzoo.registry import Registry
 
 View = Callable[[torch.Tensor, torch.Generator], torch.Tensor]
 NUM_BINS = 32  # magnitude bins per op; divisible by 4 so Posterize bits 4..7 are equally likely
@@ -223,19 +226,22 @@ def simaugment(x: torch.Tensor, gen: torch.Generator) -> torch.Tensor:
     return _per_sample_pil(x, gen, lambda i, img: _SIMCLR(img))
 
 
+#: the built-in views, registered by :mod:`pllzoo.builtin` when the registry is built; plugins add
+#: theirs through the ``pllzoo_register_views`` hook
 VIEWS: dict[str, View] = {"none": identity, "weak": weak, "strong": strong, "simaugment": simaugment}
 
 
-def make_view(name: str, where: str = "") -> View:
+def make_view(name: str, where: str = "", registry: Registry | None = None) -> View:
     """Return the view called ``name``; an unknown name raises :class:`UnknownNameError` listing the valid ones.
 
     :param where: what named it (e.g. ``train.strong_view``), put before the message.
+    :param registry: where ``name`` is looked up; None: the process-wide registry.
     """
-    try:
-        return VIEWS[name]
-    except KeyError:
-        raise UnknownNameError(f"{where + ': ' if where else ''}unknown view {name!r}; "
-                               f"valid: {', '.join(sorted(VIEWS))}") from None
+    if registry is None:
+        from pllzoo.registry import get_registry  # the registry imports the plugins, which import this module
+
+        registry = get_registry()
+    return registry.view(name, where)
 
 
 # the batched tensor views use weak and cutout above; the module adds "strong-batched" and

@@ -207,7 +207,7 @@ def follow(registry: Registry, plans: list[RunPlan], time_limit: float | None = 
             comps = registry.build_components(p.method, p.component_overrides, (p.data.name, p.data.kind))
             trainer = Trainer(p.data, comps, p.train, p.seed, torch.device(p.config["device"]), None,
                               {"method": p.method.name, "dataset": p.data.name}, None, p.view_workers,
-                              deadline=deadline, check=p.check, dist=dist)
+                              deadline=deadline, check=p.check, dist=dist, registry=registry)
             with contextlib.suppress(Exception, checkpoint.Stopped):  # rank 0 records it
                 trainer.fit(resume=resume)
 
@@ -289,7 +289,7 @@ def _train(registry, p: RunPlan, run_dir: Path, resume: bool, on_epoch, on_run, 
 
     trainer = Trainer(p.data, comps, p.train, p.seed, torch.device(device), run_dir, base, epoch_done, p.view_workers,
                       deadline=deadline, on_resume=lambda records: write_jsonl(log, records),  # drop recomputed ones
-                      check=p.check)
+                      check=p.check, registry=registry)
     if on_run:
         on_run(p, "resumed" if resume and (run_dir / "checkpoint.pt").exists() else "started")
     records = trainer.fit(resume=resume)

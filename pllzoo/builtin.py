@@ -1,4 +1,4 @@
-"""The host's own plugin: generic components and the built-in datasets.
+"""The host's own plugin: generic components and the built-in datasets, backbones and views.
 
 Registered through the same hooks as any third-party plugin.  Nothing here is
 specific to a method: a uniform label update, select-all, soft-target CE, and test-time logit
@@ -95,3 +95,19 @@ def pllzoo_register_datasets(register):
 
     for spec in builtin_datasets():
         register(spec)
+
+
+@hookimpl
+def pllzoo_register_models(register):
+    from pllzoo.models import MODELS
+
+    for name, factory in MODELS.items():
+        register(name, factory)
+
+
+@hookimpl
+def pllzoo_register_views(register):
+    from pllzoo.augment import VIEWS  # with the "-batched" twins pllzoo.augment_batched adds
+
+    for name, view in VIEWS.items():
+        register(name, view)

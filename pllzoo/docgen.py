@@ -35,8 +35,9 @@ repeats every signature with its contract and a short example, then describes wh
 
 * **Discovery hooks** are implemented by plugin modules listed in the `pllzoo` entry-point group
   (`[project.entry-points.pllzoo]` in the plugin's `pyproject.toml`). They run once, when the registry is built.
-  Each plugin's registrations are all or nothing: its components, methods and datasets are collected, checked
-  and committed only if all of them are valid. Component classes are checked when they register — every
+  Each plugin's registrations are all or nothing: its components, methods, datasets, backbones and views are
+  collected, checked and committed only if all of them are valid (how to add a backbone, a view or an image
+  dataset: `docs/extending.md`). Component classes are checked when they register — every
   `@hookimpl` must name a run hook (a misspelled one is reported with the nearest name) and ask only for that
   spec's arguments, the slot's role hook must be implemented with `@hookimpl`, and `HParams` must be a
   dataclass whose defaults construct it. A name that another plugin holds refuses the whole plugin, with a
@@ -141,7 +142,7 @@ Any other input goes through `step.forward(x)` (logits, train mode, with grad), 
 MODEL = """\
 ### `run.model`
 
-The current stage's network, a `pllzoo.models.PLLNet` (available from `pllzoo_setup_stage` on): an
+The current stage's network, a `pllzoo.PLLNet` built by the backbone `train.model` names (available from `pllzoo_setup_stage` on): an
 `encoder` (input → features `[B, F]`) and a `head` (`torch.nn.Linear`, F → K); `run.model.feature_dim`
 is F and `run.model.num_classes` is K. Its methods:
 """

@@ -227,6 +227,57 @@ class DiscoverySpec:
         .. versionadded:: 0.1
         """
 
+    # ------------------------------------------------------------------ backbones, views
+    @hookspec
+    def pllzoo_register_models(self, register: Callable[[str, Callable[..., torch.nn.Module]], None]) -> None:
+        """Offer backbones by name, for ``--hp train.model=NAME``.
+
+        Called: once, when the registry is first built.  The built-in plugin registers ``linear``,
+        ``mlp``, ``cnn``, ``resnet18``, ``wrn28-2`` and ``resnet18-imagenet`` through this hook.
+
+        :param register: call ``register(name, factory)`` per backbone; ``factory(num_classes: int,
+            input_shape: tuple[int, ...]) -> pllzoo.PLLNet`` builds a fresh network (``input_shape`` has
+            no batch dimension, e.g. ``(3, 32, 32)``).  It is called at the start of every stage that
+            re-initialises the model, after torch's global RNG was seeded from the run seed, so it must
+            draw its initial weights from that RNG only (CPU runs stay deterministic).  It raises
+            ``PLLZooError`` (one line) for inputs it cannot take.
+        :returns: None.
+        Raises: the registry raises ``PLLZooError`` naming both plugins when a name is taken.
+
+        Example::
+
+            @hookimpl
+            def pllzoo_register_models(register):
+                register("example.tinynet", tinynet)  # tinynet(num_classes, input_shape) -> PLLNet
+
+        .. versionadded:: 0.3
+        """
+
+    @hookspec
+    def pllzoo_register_views(
+        self, register: Callable[[str, Callable[[torch.Tensor, torch.Generator], torch.Tensor]], None]
+    ) -> None:
+        """Offer input views (augmentations) by name, for ``--hp train.weak_view=NAME`` / ``train.strong_view``.
+
+        Called: once, when the registry is first built.  The built-in plugin registers ``none``,
+        ``weak``, ``strong``, ``simaugment`` and their ``-batched`` GPU twins through this hook.
+
+        :param register: call ``register(name, view)`` per view; ``view(x, gen) -> x'`` takes uint8
+            images ``[B, C, H, W]`` on the run's device and returns uint8 ``[B, C, H', W']`` on the same
+            device, drawing all its randomness from the ``torch.Generator`` ``gen`` (never torch's global
+            RNG), so the same generator state gives the same output.  Views run on image data only.
+        :returns: None.
+        Raises: the registry raises ``PLLZooError`` naming both plugins when a name is taken.
+
+        Example::
+
+            @hookimpl
+            def pllzoo_register_views(register):
+                register("example.vflip", lambda x, gen: x.flip(2))  # uint8 [B,C,H,W] -> same
+
+        .. versionadded:: 0.3
+        """
+
 
 class RunSpec:
     """Hooks implemented by component instances; called by the trainer during a run."""

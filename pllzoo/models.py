@@ -1,14 +1,18 @@
 """Backbones: every model is a :class:`PLLNet`, an encoder to a feature vector plus a linear head.
 
 Methods that need features (PiCO's projection head, VALEN's graph) call ``features`` or
-``forward_with_features``; everything else calls ``forward`` for logits.  Models are looked up
-by name in ``MODELS`` and built with :func:`build_model`:
+``forward_with_features``; everything else calls ``forward`` for logits.  Models are looked up by
+name in the registry (hook ``pllzoo_register_models``; the built-in plugin registers ``MODELS``)
+and built with :func:`build_model`:
 
 * ``resnet18`` — the CIFAR ResNet-18 of SoLar/PiCO (SoLar code: resnet.py), built from torchvision's
   ``resnet18``: 3×3 stride-1 stem, no max-pool, 512-d features;
 * ``cnn``      — a small, fast 3-block CNN (32/64/128 channels, conv→pool→BN→ReLU) for CPU runs, 128-d;
 * ``linear``   — logits = W·x + b on flattened tabular input (PRODEN/VALEN convention);
-* ``mlp``      — flattened input → Linear(d, 500) → BatchNorm1d → ReLU → Linear(500, K).
+* ``mlp``      — flattened input → Linear(d, 500) → BatchNorm1d → ReLU → Linear(500, K);
+* ``wrn28-2``  — WRN-28-2 as in FixMatch/USB (:mod:`pllzoo.wrn`), 128-d;
+* ``resnet18-imagenet`` — torchvision's ImageNet ResNet-18 with its pretrained weights, read from a
+  local file only (:mod:`pllzoo.pretrained`), 512-d.
 """
 
 from __future__ import annotations
@@ -16,43 +20,19 @@ from __future__ import annotations
 import math
 from collections import OrderedDict
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 import torch
 import torchvision
 from torch import nn
 
 from pllzoo.errors import PLLZooError
+from pllzoo.pllnet import PLLNet, image_channels
+from pllzoo.pretrained import resnet18_imagenet
+from pllzoo.wrn import wrn28_2
 
-
-class PLLNet(nn.Module):
-    """``encoder`` maps an input batch to features [B, F]; ``head`` (Linear F → K) gives logits [B, K]."""
-
-    def __init__(self, encoder: nn.Module, head: nn.Linear) -> None:
-        super().__init__()
-        self.encoder = encoder
-        self.head = head
-        self.feature_dim: int = head.in_features
-        self.num_classes: int = head.out_features
-
-    def features(self, x: torch.Tensor) -> torch.Tensor:
-        """Return the encoder output [B, F]."""
-        return self.encoder(x)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        """Return logits [B, K]."""
-        return self.head(self.encoder(x))
-
-    def forward_with_features(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """Return ``(logits [B, K], features [B, F])`` from a single encoder pass."""
-        feats = self.encoder(x)  # [B,F]
-        return self.head(feats), feats
-
-
-def _image_channels(name: str, input_shape: tuple[int, ...]) -> int:
-    """Check that ``input_shape`` is (C, H, W) and return C."""
-    if len(input_shape) != 3:
-        raise PLLZooError(f"model {name!r} needs image input (C, H, W), got input shape {tuple(input_shape)}")
-    return int(input_shape[0])
+if TYPE_CHECKING:  # pragma: no cover
+    from pllzoo.registry import Registry
 
 
 def resnet18(num_classes: int, input_shape: tuple[int, ...] = (3, 32, 32)) -> PLLNet:
@@ -61,7 +41,7 @@ def resnet18(num_classes: int, input_shape: tuple[int, ...] = (3, 32, 32)) -> PL
     torchvision already initialises convs Kaiming-normal (fan_out, ReLU) and BN to 1/0 (no
     zero-init of residual BN); the replacement stem conv gets the same Kaiming init.
     """
-    channels = _image_channels("resnet18", input_shape)
+    channels = image_channels("resnet18", input_shape)
     net = torchvision.models.resnet18(weights=None, num_classes=num_classes)
     net.conv1 = nn.Conv2d(channels, 64, kernel_size=3, stride=1, padding=1, bias=False)
     nn.init.kaiming_normal_(net.conv1.weight, mode="fan_out", nonlinearity="relu")
@@ -92,7 +72,7 @@ def cnn(num_classes: int, input_shape: tuple[int, ...] = (3, 32, 32), widths: tu
     Conv weights are stored channels-last, so convolutions run (and emit) NHWC whatever the input
     layout: about 1.6x faster fwd+bwd on CPU than NCHW.
     """
-    channels = _image_channels("cnn", input_shape)
+    channels = image_channels("cnn", input_shape)
     blocks, c_in = [], channels
     for c_out in widths:
         blocks.append(_conv_block(c_in, c_out))  # [B,c_out,H/2,W/2]
@@ -118,19 +98,32 @@ def mlp(num_classes: int, input_shape: tuple[int, ...], hidden: int = 500) -> PL
     return PLLNet(encoder, nn.Linear(hidden, num_classes))
 
 
-MODELS: dict[str, Callable[..., PLLNet]] = {"resnet18": resnet18, "cnn": cnn, "linear": linear, "mlp": mlp}
+#: the built-in backbones, registered by :mod:`pllzoo.builtin` when the registry is built (an entry
+#: added later is seen only by a registry built after it: :func:`pllzoo.registry.reset_registry`)
+MODELS: dict[str, Callable[..., PLLNet]] = {"resnet18": resnet18, "cnn": cnn, "linear": linear, "mlp": mlp,
+                                            "wrn28-2": wrn28_2, "resnet18-imagenet": resnet18_imagenet}
 
 
-def list_models() -> list[str]:
-    """Return the registered model names, sorted."""
-    return sorted(MODELS)
+def list_models(registry: Registry | None = None) -> list[str]:
+    """Return the registered model names, sorted (``registry``: the process-wide one when None)."""
+    return sorted((registry or _registry()).models)
 
 
-def build_model(name: str, num_classes: int, input_shape: tuple[int, ...]) -> PLLNet:
+def build_model(name: str, num_classes: int, input_shape: tuple[int, ...], registry: Registry | None = None) -> PLLNet:
     """Build model ``name`` for ``num_classes`` classes and inputs of shape ``input_shape`` (no batch dim).
 
-    Raises :class:`PLLZooError` for an unknown name, listing the valid ones.
+    :param registry: where ``name`` is looked up; None: the process-wide registry.
+    Raises :class:`PLLZooError` for an unknown name, listing the valid ones, and when a plugin's
+    factory returns something other than a :class:`PLLNet`.
     """
-    if name not in MODELS:
-        raise PLLZooError(f"unknown model {name!r}; valid: {', '.join(list_models())}")
-    return MODELS[name](num_classes=num_classes, input_shape=tuple(input_shape))
+    net = (registry or _registry()).model(name)(num_classes=num_classes, input_shape=tuple(input_shape))
+    if not isinstance(net, PLLNet):
+        raise PLLZooError(f"model {name!r} returned a {type(net).__name__}, not a pllzoo.PLLNet "
+                          f"(wrap the network: PLLNet(encoder, head))")
+    return net
+
+
+def _registry() -> Registry:
+    from pllzoo.registry import get_registry  # the registry imports the plugins, which may import this module
+
+    return get_registry()

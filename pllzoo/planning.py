@@ -19,9 +19,8 @@ from pllzoo.data.holdout import hold_out, subsample
 from pllzoo.data.validate import check_training_set
 from pllzoo.errors import PLLZooError, UnknownNameError
 from pllzoo.hparams import as_dict, check, override
-from pllzoo.models import MODELS, list_models
 from pllzoo.registry import Registry
-from pllzoo.results import plugins_env, run_id
+from pllzoo.results import backbone_env, plugins_env, run_id
 from pllzoo.run import BOOKKEEPING_FIELDS, HASHED_UNLESS_DEFAULT, TrainConfig
 from pllzoo.devices import resolve_device
 
@@ -107,7 +106,12 @@ def _route(overrides: dict[str, str], methods: list[Method], registry: Registry)
     return train, per_method
 
 
-def train_config(data: PLLData, epochs: int | None, batch_size: int | None, overrides: dict[str, str]) -> TrainConfig:
+def train_config(data: PLLData, epochs: int | None, batch_size: int | None, overrides: dict[str, str],
+                 registry: Registry | None = None) -> TrainConfig:
+    """The trainer settings: the dataset's defaults, then ``--epochs``/``--batch-size``, then ``--hp train.*``.
+
+    :raises UnknownNameError: ``train.model`` is no registered backbone (``registry``; None: the process-wide one).
+    """
     d = data.defaults
     cfg = TrainConfig(
         model=d.model, epochs=d.epochs, lr=d.lr, weight_decay=d.weight_decay, momentum=d.momentum,
@@ -115,8 +119,11 @@ def train_config(data: PLLData, epochs: int | None, batch_size: int | None, over
     )
     flags = {k: v for k, v in {"epochs": epochs, "batch_size": batch_size}.items() if v is not None}
     cfg = check(override(cfg, {**flags, **overrides}, where="train"), "train")  # the dataset's defaults too
-    if cfg.model not in MODELS:  # before any run starts, not as a failed run
-        raise UnknownNameError(f"unknown model {cfg.model!r} (train.model); valid: {', '.join(list_models())}")
+    if registry is None:
+        from pllzoo.registry import get_registry
+
+        registry = get_registry()
+    registry.model(cfg.model, "train.model")  # before any run starts, not as a failed run
     return cfg
 
 
@@ -214,9 +221,9 @@ def plan(
         if not picked:
             continue
         data = carve(spec.load(dataclasses.replace(options, seed=seed)), options, seed)
-        cfg = device_views(train_config(data, epochs, batch_size, train_hp), resolved_device, train_hp)
+        cfg = device_views(train_config(data, epochs, batch_size, train_hp, registry), resolved_device, train_hp)
         for f in ("weak_view", "strong_view"):  # on tabular data too, where the trainer never builds them
-            make_view(getattr(cfg, f), f"train.{f}")
+            make_view(getattr(cfg, f), f"train.{f}", registry)
         check_training_set(data)  # after the checks of the flags: a warning here would precede their error
         for recipe in picked:
             comps = registry.build_components(recipe, per_method[recipe.name], (data.name, data.kind))
@@ -233,7 +240,7 @@ def plan(
             if resolved_device != "cpu":  # views and permutations drawn on the device (Trainer.generators)
                 config["rng"] = "device"
             plans.append(RunPlan(recipe, seed, data, cfg, per_method[recipe.name], config, pooled, check,
-                                 plugins[recipe.name]))
+                                 {**plugins[recipe.name], **backbone_env(registry, cfg)}))
     return plans
 
 

@@ -57,7 +57,8 @@ def _start_worker() -> None:
 
 def view_chunk(view: str, rows: np.ndarray, seed: int) -> np.ndarray:
     """One task: ``view`` on uint8 ``rows [n, C, H, W]`` with a generator seeded by ``seed``."""
-    return augment.make_view(view)(torch.from_numpy(rows), torch.Generator().manual_seed(seed)).numpy()
+    fn = augment.VIEWS[view]  # a built-in PIL view (POOLED_VIEWS): no registry to build in the worker
+    return fn(torch.from_numpy(rows), torch.Generator().manual_seed(seed)).numpy()
 
 
 class ViewPool:

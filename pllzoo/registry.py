@@ -1,4 +1,4 @@
-"""Names to things: components per slot, method recipes, datasets.
+"""Names to things: components per slot, method recipes, datasets, backbones and views.
 
 Built once from the plugin manager (:func:`get_registry`), one plugin at a time,
 all or nothing: a plugin whose registrations are not all valid, or that takes a
@@ -17,7 +17,7 @@ import fnmatch
 import traceback
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping
 
 import pluggy
 
@@ -29,6 +29,8 @@ from pllzoo.errors import PLLZooError, UnknownNameError
 from pllzoo.hparams import override
 from pllzoo.plugins import PluginInfo, make_plugin_manager, one_line
 
+IMAGEFOLDER_PREFIX = "imagefolder:"  # --dataset imagefolder:PATH (pllzoo.data.imagefolder)
+
 
 @dataclass
 class Registry:
@@ -37,6 +39,8 @@ class Registry:
     components: dict[str, dict[str, tuple[type[Component], str]]] = field(default_factory=dict)
     methods: dict[str, tuple[Method, str]] = field(default_factory=dict)
     datasets: dict[str, tuple[DatasetSpec, str]] = field(default_factory=dict)
+    models: dict[str, tuple[Callable[..., Any], str]] = field(default_factory=dict)  # name -> (factory, plugin)
+    views: dict[str, tuple[Callable[..., Any], str]] = field(default_factory=dict)  # name -> (view, plugin)
 
     # ------------------------------------------------------------------ building
     @classmethod
@@ -70,6 +74,8 @@ class Registry:
         calls += [
             ("pllzoo_register_methods", self._object_registrar("method", Method, info, staged.methods)),
             ("pllzoo_register_datasets", self._object_registrar("dataset", DatasetSpec, info, staged.datasets)),
+            ("pllzoo_register_models", self._callable_registrar("model", info, staged.models, self.models)),
+            ("pllzoo_register_views", self._callable_registrar("view", info, staged.views, self.views)),
         ]
         try:
             for hook_name, register in calls:
@@ -91,6 +97,8 @@ class Registry:
                 self.components[slot][name] = (component, info.name)
         self.methods.update((n, (m, info.name)) for n, m in staged.methods.items())
         self.datasets.update((n, (d, info.name)) for n, d in staged.datasets.items())
+        self.models.update((n, (f, info.name)) for n, f in staged.models.items())
+        self.views.update((n, (v, info.name)) for n, v in staged.views.items())
 
     def _fail(self, plugin: str, reason: str, tb: str | None = None) -> None:
         for i, info in enumerate(self.plugins):
@@ -99,9 +107,10 @@ class Registry:
         if self.pm.get_plugin(plugin) is not None:  # nothing of a failed plugin stays (nor reaches --jobs workers)
             self.pm.unregister(name=plugin)
 
-    def _claim(self, what: str, name: str, table: dict, committed: dict, info: PluginInfo) -> None:
-        """Refuse ``name`` if this plugin offered it already or another plugin holds it."""
-        check_name(what, name)
+    def _claim(self, what: str, name: str, table: dict, committed: dict, info: PluginInfo,
+               check: Callable[[str, Any], None] = check_name) -> None:
+        """Refuse ``name`` if ``check`` refuses it, this plugin offered it already or another plugin holds it."""
+        check(what, name)
         if name in table:
             raise PLLZooError(f"{what} {name!r} is registered twice by plugin {info.origin}")
         if name in committed:
@@ -132,6 +141,17 @@ class Registry:
 
         return register
 
+    def _callable_registrar(self, what: str, info: PluginInfo, table: dict, committed: dict):
+        """``register(name, fn)`` for backbones and views: a name without blanks, a callable."""
+
+        def register(name: str, fn: Callable[..., Any]) -> None:
+            self._claim(what, name, table, committed, info, check=_check_plain_name)
+            if not callable(fn):
+                raise PLLZooError(f"{what} {name!r}: expected a callable, got {type(fn).__name__}")
+            table[name] = fn
+
+        return register
+
     def failures(self) -> list[PluginInfo]:
         """The plugins that failed to load (import, validation or a refused name)."""
         return [p for p in self.plugins if p.error is not None]
@@ -155,6 +175,21 @@ class Registry:
         """The plugin that registered component ``name`` in ``slot`` (its distribution and version: env.json)."""
         self.component_class(slot, name)  # an unknown name: the usual one-line error
         return self._info(self.components[slot][name][1])
+
+    def model(self, name: str, where: str = "train.model") -> Callable[..., Any]:
+        """The factory of backbone ``name``; an unknown name is one line listing the valid ones."""
+        return self._lookup("model", self.models, name, where)
+
+    def view(self, name: str, where: str = "") -> Callable[..., Any]:
+        """The view called ``name``; an unknown name is one line listing the valid ones."""
+        return self._lookup("view", self.views, name, where)
+
+    def _lookup(self, what: str, table: dict, name: str, where: str) -> Callable[..., Any]:
+        try:
+            return table[name][0]
+        except (KeyError, TypeError):
+            raise UnknownNameError(f"{where + ': ' if where else ''}unknown {what} {name!r}; "
+                                   f"valid: {', '.join(sorted(table))}{self._failed_note()}") from None
 
     def list_methods(self, pattern: str = "*") -> list[str]:
         return sorted(n for n in self.methods if fnmatch.fnmatch(n, pattern))
@@ -181,12 +216,17 @@ class Registry:
     def dataset(self, name_or_path: str) -> DatasetSpec:
         if name_or_path in self.datasets:
             return self.datasets[name_or_path][0]
+        if name_or_path.startswith(IMAGEFOLDER_PREFIX):
+            from pllzoo.data.imagefolder import imagefolder_dataset
+
+            return imagefolder_dataset(name_or_path[len(IMAGEFOLDER_PREFIX):])
         if name_or_path.endswith(".mat") or Path(name_or_path).suffix or "/" in name_or_path:
             from pllzoo.data.catalog import path_dataset
 
             return path_dataset(name_or_path)
         valid = ", ".join(sorted(self.datasets))
-        raise UnknownNameError(f"unknown dataset {name_or_path!r}; valid: {valid}, or a path to a .mat file"
+        raise UnknownNameError(f"unknown dataset {name_or_path!r}; valid: {valid}, a path to a .mat file, "
+                               f"or {IMAGEFOLDER_PREFIX}PATH (an image folder and its candidate file)"
                                f"{self._failed_note()}")
 
     # ------------------------------------------------------------------ instantiation
@@ -237,6 +277,12 @@ class Registry:
         return built
 
 
+def _check_plain_name(what: str, name: Any) -> None:
+    """Backbone and view names are ``--hp`` values: non-empty, without blanks (``none`` is the built-in view)."""
+    if not isinstance(name, str) or not name or any(c.isspace() for c in name):
+        raise PLLZooError(f"bad {what} name {name!r}: a non-empty string without blanks")
+
+
 @dataclass
 class _Staged:
     """One plugin's registrations, held until all of them passed their checks."""
@@ -244,6 +290,8 @@ class _Staged:
     components: dict[str, dict[str, type[Component]]]
     methods: dict[str, Method] = field(default_factory=dict)
     datasets: dict[str, DatasetSpec] = field(default_factory=dict)
+    models: dict[str, Callable[..., Any]] = field(default_factory=dict)
+    views: dict[str, Callable[..., Any]] = field(default_factory=dict)
 
 
 _REGISTRY: Registry | None = None

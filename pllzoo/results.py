@@ -162,6 +162,19 @@ def plugins_env(registry: Any, method: Any) -> dict[str, Any]:
     return {"plugins": plugins, "components": components}
 
 
+def backbone_env(registry: Any, train: Any) -> dict[str, Any]:
+    """env.json's ``"trainer"`` part: which plugin and distribution supplied the run's backbone and views.
+
+    ``{"model" | "weak_view" | "strong_view": {"name", "plugin", "dist", "version"}}``.
+    """
+    out = {}
+    for key, table in (("model", registry.models), ("weak_view", registry.views), ("strong_view", registry.views)):
+        name = getattr(train, key)
+        info = next(p for p in registry.plugins if p.name == table[name][1])
+        out[key] = {"name": name, "plugin": info.name, "dist": info.dist, "version": info.version}
+    return {"trainer": out}
+
+
 def setting_label(config: dict[str, Any]) -> str:
     """What a run was trained on, e.g. ``cifar10lt φ=0.5 γ=100`` or ``lost balanced``."""
     d = config.get("data", {})

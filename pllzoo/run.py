@@ -18,7 +18,7 @@ if TYPE_CHECKING:  # pragma: no cover
 class TrainConfig:
     """Trainer hyper-parameters (``--hp train.<field>=value``); defaults come from the dataset."""
 
-    model: str = hp("linear", "backbone name (pllzoo.models)")
+    model: str = hp("linear", "backbone: a registered model (pllzoo_register_models; `pllzoo plugins --json` lists them)")
     epochs: int = hp(10, "epochs of the final stage; also the LR-schedule horizon", ge=1)
     lr: float = hp(0.01, "SGD learning rate", gt=0)
     weight_decay: float = hp(1e-4, "SGD weight decay (all parameters, as the reference code)", ge=0)
@@ -30,7 +30,7 @@ class TrainConfig:
     lr_decay: float = hp(0.1, "step schedule decay factor", gt=0)
     cosine_min_factor: float = hp(1e-3, "cosine schedule: lr_min = lr * factor (SoLar: 0.1**3)", ge=0, le=1)
     drop_last: bool = hp(True, "drop the last incomplete batch (the reference loaders do)")
-    weak_view: str = hp("weak", "weak-view augmentation (pllzoo.augment.VIEWS)")
+    weak_view: str = hp("weak", "weak-view augmentation: a registered view (pllzoo_register_views)")
     strong_view: str = hp("strong", "strong-view augmentation, forwarded only if a component asks")
     eval_batch_size: int = hp(1024, "batch size of evaluation and estimation passes", ge=1)
     amp: bool = hp(True, "autocast the network on CUDA (label maths stays float32)")

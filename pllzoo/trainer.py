@@ -34,7 +34,7 @@ import dataclasses
 import math
 import time
 from pathlib import Path
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 import torch
 
@@ -53,6 +53,9 @@ from pllzoo.run import Batch, Run, Stage, Step, TrainConfig
 from pllzoo.schedule import lr_at
 from pllzoo.seeding import derive_seed
 from pllzoo.state import PLLState
+
+if TYPE_CHECKING:  # pragma: no cover
+    from pllzoo.registry import Registry
 
 
 class Trainer:
@@ -73,6 +76,7 @@ class Trainer:
         on_resume: Callable[[list[dict[str, Any]]], None] | None = None,
         check: bool = False,
         dist: distributed.DistContext | None = None,
+        registry: Registry | None = None,
     ) -> None:
         # the processes training this run (None: this process's context, world 1 without torchrun)
         self.dist = dist if dist is not None else distributed.current()
@@ -103,8 +107,10 @@ class Trainer:
         self.x_val = data.x_val.to(device) if data.x_val is not None else None
         self.candidates_val = data.candidates_val.to(device, torch.bool) if data.candidates_val is not None else None
         self.groups = shot_groups(data.train_counts)
-        self.weak = augment.make_view(config.weak_view if self.image else "none")
-        self.strong = augment.make_view(config.strong_view if self.image else "none")
+        # backbone and views by name (None: the process-wide registry; a --jobs worker passes its own)
+        self.registry = registry
+        self.weak = augment.make_view(config.weak_view if self.image else "none", "train.weak_view", registry)
+        self.strong = augment.make_view(config.strong_view if self.image else "none", "train.strong_view", registry)
         pooled = view_workers > 0 and prefetch.uses_pool(data.kind, self.views, config.strong_view)
         self.view_workers = view_workers if pooled else 0  # > 0: the strong view is computed ahead
         self.view_pool: prefetch.ViewPool | None = None
@@ -233,7 +239,8 @@ class Trainer:
     def _new_model(self, stage: Stage) -> None:
         if self.model is None or stage.reinit_model:
             torch.manual_seed(derive_seed(self.seed, "init", stage.index))
-            self.model = build_model(self.config.model, self.data.num_classes, tuple(self.x_train.shape[1:]))
+            self.model = build_model(self.config.model, self.data.num_classes, tuple(self.x_train.shape[1:]),
+                                     self.registry)
             self.model.to(self.device)
             if self.config.compile != "none":
                 local = self.config.batch_size // self.dist.world

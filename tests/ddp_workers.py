@@ -28,9 +28,12 @@ def mlp_nobn(num_classes: int, input_shape: tuple[int, ...], hidden: int = 16):
 
 
 def add_test_model() -> None:
+    """Add ``mlp-nobn`` to the built-in backbones; the registry is rebuilt (pllzoo.builtin registers MODELS)."""
     from pllzoo.models import MODELS
+    from pllzoo.registry import reset_registry
 
     MODELS["mlp-nobn"] = mlp_nobn
+    reset_registry()
 
 
 def _entry(rank: int, world: int, folder: str, job: Callable[..., Any], args: tuple) -> None:

@@ -57,10 +57,12 @@ READY = {  # test id -> (method, hyper-parameter overrides)
 @pytest.fixture(scope="module")
 def test_model():
     from pllzoo.models import MODELS
+    from pllzoo.registry import reset_registry
 
     ddp_workers.add_test_model()
     yield
     MODELS.pop("mlp-nobn", None)
+    reset_registry()
 
 
 @pytest.fixture(scope="module")

@@ -15,8 +15,10 @@ from pllzoo.models import MODELS, PLLNet, build_model, list_models
 K = 10
 IMAGE_SHAPE = (3, 32, 32)
 TABULAR_SHAPE = (20,)
-SHAPES = {"resnet18": IMAGE_SHAPE, "cnn": IMAGE_SHAPE, "linear": TABULAR_SHAPE, "mlp": TABULAR_SHAPE}
-FEATURE_DIMS = {"resnet18": 512, "cnn": 128, "linear": 20, "mlp": 500}
+SHAPES = {"resnet18": IMAGE_SHAPE, "cnn": IMAGE_SHAPE, "linear": TABULAR_SHAPE, "mlp": TABULAR_SHAPE,
+          "wrn28-2": IMAGE_SHAPE}
+FEATURE_DIMS = {"resnet18": 512, "cnn": 128, "linear": 20, "mlp": 500, "wrn28-2": 128}
+NEEDS_FILES = {"resnet18-imagenet"}  # built from a local weight file: tests/unit/test_pretrained.py
 
 
 @pytest.fixture(autouse=True)
@@ -29,7 +31,7 @@ def _one_thread() -> Iterator[None]:
 
 
 def test_every_registered_model_is_covered_here() -> None:
-    assert set(list_models()) == set(MODELS) == set(SHAPES)
+    assert set(list_models()) == set(MODELS) == set(SHAPES) | NEEDS_FILES
 
 
 @pytest.mark.parametrize("name", sorted(SHAPES))

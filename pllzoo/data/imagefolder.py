@@ -1,0 +1,221 @@
+"""Image datasets of your own: an image folder (``--dataset imagefolder:PATH``) or any torchvision-style dataset,
+with a candidate-set file.
+
+``imagefolder:PATH`` reads torchvision's ``ImageFolder`` layout, in one of two forms:
+
+* ``PATH/train/<class>/<image>`` (and optionally ``PATH/test/<class>/<image>``, the same class folders):
+  the test split is ``PATH/test``;
+* ``PATH/<class>/<image>``: all images, split into train and test by the run's seed and
+  ``--split`` (``uniform``: a random 80/20; ``balanced``), as for the real-world ``.mat`` sets.
+
+The candidate sets are in ``PATH/candidates.npy``, ``.pt``, ``.csv`` or ``.txt`` (exactly one of them;
+formats: :mod:`pllzoo.data.candidate_file`), one row per training image (per image of ``PATH`` in the
+second form) in ``ImageFolder``'s order: class folders sorted by name, then files sorted by name
+within each, i.e. ``sorted(class/file)``.  The class of an image's folder is its true label: used for
+evaluation and for checking the file (each true label must be a candidate), never for training.
+
+Images are read with PIL and converted to RGB; all must have the same size (resize them beforehand).
+Normalisation uses the training images' per-channel mean and std.  A plugin registers such a set
+under a name with :func:`image_folder_dataset`, or builds one from any torchvision-style dataset
+(``len``, ``ds[i] -> (image, label)``, ``ds.classes``) with :func:`pll_from_images`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+from typing import Any, Protocol, Sequence
+
+import numpy as np
+import torch
+
+from pllzoo.data.base import DataOptions, DatasetSpec, PLLData, TrainDefaults
+from pllzoo.data.candidate_file import SUFFIXES, check_candidates, read_candidates
+from pllzoo.data.splits import split_indices
+from pllzoo.data.validate import exception_line
+from pllzoo.errors import PLLZooError
+
+CANDIDATES_STEM = "candidates"
+IMAGE_DEFAULTS = TrainDefaults(
+    model="cnn", epochs=50, lr=0.01, weight_decay=5e-4, batch_size=64, schedule="cosine",
+    source="pllzoo's generic starting point for an image folder (no paper): the small CPU CNN; "
+           "set --hp train.model=wrn28-2 (or resnet18) and the schedule for real runs",
+)
+
+
+class ImageDataset(Protocol):
+    """What :func:`pll_from_images` reads: a torchvision-style dataset."""
+
+    classes: list[str]
+
+    def __len__(self) -> int: ...
+
+    def __getitem__(self, i: int) -> tuple[Any, int]: ...
+
+
+def _chw_uint8(image: Any, name: str) -> np.ndarray:
+    """A PIL image, a uint8 ``[C, H, W]`` tensor or a uint8 ``[H, W(, C)]`` array as uint8 ``[3, H, W]``."""
+    if isinstance(image, torch.Tensor):
+        if image.dtype != torch.uint8 or image.dim() != 3:
+            raise PLLZooError(f"{name}: a {image.dtype} tensor of shape {tuple(image.shape)}; give uint8 [C, H, W] "
+                              f"images (no ToTensor/Normalize: pllzoo augments and normalises them)")
+        a = image.numpy()
+    elif hasattr(image, "convert"):  # PIL
+        a = np.asarray(image.convert("RGB")).transpose(2, 0, 1)
+    else:
+        a = np.asarray(image)
+        if a.dtype != np.uint8 or a.ndim not in (2, 3):
+            raise PLLZooError(f"{name}: a {a.dtype} array of shape {a.shape}; give uint8 [H, W] or [H, W, C] images")
+        a = a[None] if a.ndim == 2 else a.transpose(2, 0, 1)
+    if a.shape[0] == 1:
+        a = np.repeat(a, 3, axis=0)  # grey -> RGB, as PIL's convert does
+    if a.shape[0] != 3:
+        raise PLLZooError(f"{name}: {a.shape[0]} channels; give RGB or grey images")
+    return np.ascontiguousarray(a)
+
+
+def _read_all(ds: ImageDataset, names: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
+    """All images ``uint8 [N, 3, H, W]`` and labels ``int64 [N]`` of ``ds``; sizes must agree."""
+    images, labels = [], []
+    for i in range(len(ds)):
+        image, label = ds[i]
+        a = _chw_uint8(image, names[i])
+        if images and a.shape != images[0].shape:
+            raise PLLZooError(f"{names[i]} is {a.shape[2]}x{a.shape[1]} but {names[0]} is "
+                              f"{images[0].shape[2]}x{images[0].shape[1]}; resize the images to one size")
+        images.append(a)
+        labels.append(int(label))
+    if not images:
+        raise PLLZooError("the dataset has no images")
+    return np.stack(images), np.asarray(labels, dtype=np.int64)
+
+
+def pll_from_images(
+    name: str, train: ImageDataset, candidates: Path | str | np.ndarray | torch.Tensor, opts: DataOptions,
+    test: ImageDataset | None = None, names: Sequence[str] | None = None, test_names: Sequence[str] | None = None,
+    defaults: TrainDefaults = IMAGE_DEFAULTS, info: dict[str, Any] | None = None,
+) -> PLLData:
+    """A :class:`PLLData` from torchvision-style datasets and candidate sets for the images of ``train``.
+
+    :param train: the images with candidate sets (``ds[i] -> (PIL image or uint8 [C,H,W], label)``,
+        ``ds.classes``); without ``test`` it is split by ``opts.seed``/``opts.split`` first.
+    :param candidates: a candidate file (:mod:`pllzoo.data.candidate_file`) or a bool/0-1 ``[N, K]``
+        array, one row per image of ``train`` in its order.
+    :param names: one name per image of ``train`` for messages (default ``item i``); ``test_names`` the same.
+    :raises PLLZooError: one line, for a candidate file that does not fit (row count, column count,
+        empty rows, true labels outside their sets), images of different sizes, test classes that differ.
+    """
+    classes = [str(c) for c in train.classes]
+    k = len(classes)
+    if test is not None and [str(c) for c in test.classes] != classes:
+        raise PLLZooError(f"{name}: the test classes {list(test.classes)} differ from the training classes {classes}")
+    names = list(names) if names is not None else [f"item {i}" for i in range(len(train))]
+    if isinstance(candidates, (str, Path)):
+        where = Path(candidates).name
+        cand = read_candidates(Path(candidates), classes)
+    else:
+        where = f"{name}: candidates"
+        cand = np.asarray(candidates.cpu() if isinstance(candidates, torch.Tensor) else candidates)
+        if cand.ndim != 2 or (cand.dtype != np.bool_ and not ((cand == 0) | (cand == 1)).all()):
+            raise PLLZooError(f"{where}: expected a bool or 0/1 [N, K] matrix, got {cand.dtype} {cand.shape}")
+        cand = cand != 0
+    if cand.shape[0] != len(train):  # before reading every image
+        check_candidates(cand, where, k, names)
+    x, y = _read_all(train, names)
+    if y.min() < 0 or y.max() >= k:
+        raise PLLZooError(f"{name}: labels outside 0..{k - 1}")
+    check_candidates(cand, where, k, names, y)
+    if test is None:
+        tr, te = split_indices(opts.split, y, k, np.random.RandomState(opts.seed))
+        x, y, cand, x_test, y_test = x[tr], y[tr], cand[tr], x[te], y[te]
+        split = {"split": opts.split, "seed": opts.seed}
+    else:
+        x_test, y_test = _read_all(test, list(test_names) if test_names is not None
+                                   else [f"test item {i}" for i in range(len(test))])
+        if x_test.shape[1:] != x.shape[1:]:
+            raise PLLZooError(f"{name}: test images are {x_test.shape[3]}x{x_test.shape[2]}, "
+                              f"training images {x.shape[3]}x{x.shape[2]}")
+        split = {"split": "given"}
+    pixels = x.transpose(1, 0, 2, 3).reshape(3, -1).astype(np.float64) / 255.0  # [3, N·H·W]
+    return PLLData(
+        name=name, kind="image",
+        x_train=torch.from_numpy(x), y_train=torch.from_numpy(y), candidates=torch.from_numpy(cand),
+        x_test=torch.from_numpy(x_test), y_test=torch.from_numpy(y_test),
+        num_classes=k, class_names=classes, defaults=defaults,
+        mean=tuple(float(m) for m in pixels.mean(1)), std=tuple(max(float(s), 1e-6) for s in pixels.std(1)),
+        info={**(info or {}), **split, "n_train": int(len(y)), "n_test": int(len(y_test)),
+              "image_shape": list(x.shape[1:]), "avg_candidates": float(cand.sum(1).mean()),
+              "normalisation": "the training images' per-channel mean/std"},
+    )
+
+
+def _image_folder(root: Path, what: str):
+    import torchvision  # heavy import, only when needed
+
+    if not root.is_dir():
+        raise PLLZooError(f"{what}: no folder {root}")
+    try:
+        return torchvision.datasets.ImageFolder(str(root))
+    except (FileNotFoundError, OSError) as exc:  # no class folders, or class folders without images
+        raise PLLZooError(f"{what}: {exception_line(exc)} (expected {root}/<class>/<image>)") from None
+
+
+def _candidate_file(root: Path, what: str) -> Path:
+    found = [root / f"{CANDIDATES_STEM}{s}" for s in SUFFIXES if (root / f"{CANDIDATES_STEM}{s}").is_file()]
+    if len(found) != 1:
+        wanted = ", ".join(f"{CANDIDATES_STEM}{s}" for s in SUFFIXES)
+        raise PLLZooError(f"{what}: {'no' if not found else 'more than one'} candidate file in {root} "
+                          f"({', '.join(p.name for p in found) or f'one of {wanted}'}); keep exactly one, "
+                          f"one row per image in sorted class/file order")
+    return found[0]
+
+
+def _sha256_of(text: str | bytes) -> str:
+    return hashlib.sha256(text.encode() if isinstance(text, str) else text).hexdigest()
+
+
+def load_image_folder(root: Path | str, opts: DataOptions, name: str | None = None,
+                      candidates: Path | str | None = None) -> PLLData:
+    """Load ``root`` in either layout of the module docstring, with its candidate file (or ``candidates``)."""
+    root = Path(root).expanduser()
+    what = f"imagefolder:{root}"
+    if not root.is_dir():
+        raise PLLZooError(f"{what}: no such folder")
+    train_root = root / "train" if (root / "train").is_dir() else root
+    test_root = root / "test" if train_root != root and (root / "test").is_dir() else None
+    train = _image_folder(train_root, what)
+    test = _image_folder(test_root, what) if test_root is not None else None
+    cand_file = Path(candidates).expanduser() if candidates is not None else _candidate_file(root, what)
+    if not cand_file.is_file():
+        raise PLLZooError(f"{what}: no candidate file {cand_file}")
+    names = [str(Path(p).relative_to(train_root)) for p, _ in train.samples]
+    test_names = [str(Path(p).relative_to(root)) for p, _ in test.samples] if test is not None else None
+    listing = "\n".join(f"{n}\t{(train_root / n).stat().st_size}" for n in names)
+    info = {"root": str(root), "candidates_file": str(cand_file),
+            "candidates_sha256": _sha256_of(cand_file.read_bytes()), "files_sha256": _sha256_of(listing)}
+    return pll_from_images(name or root.name, train, cand_file, opts, test=test, names=names, test_names=test_names,
+                           info=info)
+
+
+def image_folder_dataset(root: Path | str, name: str | None = None, candidates: Path | str | None = None,
+                         description: str | None = None) -> DatasetSpec:
+    """A :class:`DatasetSpec` loading the image folder ``root`` (a plugin registers it under ``name``).
+
+    :param name: the dataset's name in records and for ``--dataset`` (default: the folder's name).
+    :param candidates: the candidate file (default: the one ``candidates.*`` file in ``root``).
+    """
+    root = Path(root).expanduser()
+    dataset_name = name or root.name
+
+    def load(opts: DataOptions) -> PLLData:
+        return load_image_folder(root, opts, dataset_name, candidates)
+
+    return DatasetSpec(dataset_name, load, description or f"image folder {root} with its candidate file",
+                       needs_files=True)
+
+
+def imagefolder_dataset(path: str) -> DatasetSpec:
+    """The dataset ``--dataset imagefolder:PATH`` names."""
+    if not path.strip():
+        raise PLLZooError("imagefolder: give a folder, e.g. --dataset imagefolder:~/data/pets")
+    return image_folder_dataset(path.strip())

@@ -1,0 +1,215 @@
+"""``--dataset imagefolder:PATH``: a tiny generated image folder and its candidate file, every file format, both
+layouts, a torchvision-style dataset, one epoch of ``pllzoo bench``, and a one-line error for each file mismatch."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+import torch
+from click.testing import CliRunner
+from PIL import Image
+
+from pllzoo import PLLZooError, image_folder_dataset, pll_from_images
+from pllzoo.cli import cli
+from pllzoo.data.base import DataOptions
+from pllzoo.data.imagefolder import load_image_folder
+
+CLASSES = ["cat", "dog", "fox"]
+PER_CLASS = 5
+
+
+def write_folder(root: Path, per_class: int = PER_CLASS, size: tuple[int, int] = (8, 8), seed: int = 0) -> np.ndarray:
+    """PNG images ``root/<class>/<i>.png`` (class k has a bright channel k); returns their labels in sorted order."""
+    rng = np.random.RandomState(seed)
+    labels = []
+    for k, c in enumerate(CLASSES):
+        (root / c).mkdir(parents=True)
+        for i in range(per_class):
+            a = rng.randint(0, 100, (*size, 3)).astype(np.uint8)
+            a[..., k] += 150
+            Image.fromarray(a).save(root / c / f"{i:02d}.png")
+            labels.append(k)
+    return np.asarray(labels)
+
+
+def candidates_for(labels: np.ndarray, seed: int = 0) -> np.ndarray:
+    """Random candidate sets that hold the true label."""
+    cand = np.random.RandomState(seed).rand(len(labels), len(CLASSES)) < 0.4
+    cand[np.arange(len(labels)), labels] = True
+    return cand
+
+
+@pytest.fixture
+def folder(tmp_path) -> tuple[Path, np.ndarray]:
+    root = tmp_path / "pets"
+    labels = write_folder(root)
+    cand = candidates_for(labels)
+    np.save(root / "candidates.npy", cand)
+    return root, cand
+
+
+def write_candidates(root: Path, cand: np.ndarray, suffix: str) -> None:
+    for old in root.glob("candidates.*"):
+        old.unlink()
+    path = root / f"candidates{suffix}"
+    if suffix == ".npy":
+        np.save(path, cand)
+    elif suffix == ".pt":
+        torch.save(torch.from_numpy(cand), path)
+    elif suffix == ".csv":
+        path.write_text("".join(",".join(str(int(v)) for v in row) + "\n" for row in cand))
+    else:
+        path.write_text("".join(" ".join(c for c, v in zip(CLASSES, row) if v) + "\n" for row in cand))
+
+
+def test_bench_trains_one_epoch_on_an_image_folder(folder, tmp_path):
+    root, _ = folder
+    out = tmp_path / "out"
+    res = CliRunner().invoke(cli, ["bench", "--methods", "proden", "--dataset", f"imagefolder:{root}", "--epochs", "1",
+                                   "--threads", "1", "--hp", "train.batch_size=4", "--out", str(out)])
+    assert res.exit_code == 0, res.output
+    rows = pd.read_csv(out / "results.csv")
+    assert list(rows["status"]) == ["ok"] and rows["acc_all"].notna().all() and list(rows["dataset"]) == ["pets"]
+    (run,) = (out / "runs").iterdir()
+    data = json.loads((run / "config.json").read_text())["data"]
+    assert data["candidates_file"] == str(root / "candidates.npy") and data["n_train"] + data["n_test"] == 15
+    assert len(data["candidates_sha256"]) == 64 and data["image_shape"] == [3, 8, 8]
+
+
+@pytest.mark.parametrize("suffix", [".npy", ".pt", ".csv", ".txt"])
+def test_every_candidate_format_reads_the_same_sets_in_sorted_file_order(folder, suffix):
+    root, cand = folder
+    write_candidates(root, cand, suffix)
+    whole = load_image_folder(root, DataOptions(seed=1))
+    assert whole.kind == "image" and whole.class_names == CLASSES and whole.x_train.dtype == torch.uint8
+    assert (whole.num_train, len(whole.y_test)) == (12, 3)  # the uniform 80/20 split of 15 images
+    # every training row keeps its image's candidates: find each image again among the 15 files
+    files = sorted(root.glob("*/*.png"))  # sorted(class/file): ImageFolder's order
+    pixels = [torch.from_numpy(np.asarray(Image.open(f)).transpose(2, 0, 1).copy()) for f in files]
+    for x, y, c in zip(whole.x_train, whole.y_train, whole.candidates):
+        (i,) = [i for i, p in enumerate(pixels) if torch.equal(p, x)]
+        assert int(y) == CLASSES.index(files[i].parent.name) and c.tolist() == cand[i].tolist()
+
+
+def test_the_split_is_seeded(folder):
+    root, _ = folder
+    a, b, c = (load_image_folder(root, DataOptions(seed=s)) for s in (1, 1, 2))
+    assert torch.equal(a.x_train, b.x_train) and not torch.equal(a.x_train, c.x_train)
+    mean = a.x_train.double().div(255).mean((0, 2, 3))
+    assert a.mean == pytest.approx(mean.tolist())
+
+
+def test_train_and_test_folders(tmp_path):
+    root = tmp_path / "split"
+    labels = write_folder(root / "train", per_class=4)
+    write_folder(root / "test", per_class=2, seed=1)
+    np.save(root / "candidates.npy", candidates_for(labels))
+    data = load_image_folder(root, DataOptions())
+    assert (data.num_train, len(data.y_test)) == (12, 6) and data.y_test.tolist() == [0, 0, 1, 1, 2, 2]
+    assert data.info["split"] == "given"
+
+
+def _drop_true_label(cand: np.ndarray, y: np.ndarray, row: int) -> np.ndarray:
+    cand[row] = True
+    cand[row, y[row]] = False
+    return cand
+
+
+MISMATCHES = [  # (how the file goes wrong, what the one-line error says)
+    ("a row too few", lambda c, y: c[:-1], "14 candidate rows for 15 images"),
+    ("a column too many", lambda c, y: np.concatenate([c, c[:, :1]], 1), "4 candidate columns for 3 classes"),
+    ("an empty row", lambda c, y: np.where(np.arange(15)[:, None] == 6, False, c),
+     r"empty candidate sets in 1 of 15 rows \(first: row 6, 0-based, dog/01.png\)"),
+    ("the true label left out", lambda c, y: _drop_true_label(c, y, 2),
+     r"true labels that are not candidates in 1 of 15 rows \(first: row 2, 0-based, cat/02.png\); is the file in"),
+    ("rows of other images", lambda c, y: np.eye(3, dtype=bool)[(y + 1) % 3],
+     "true labels that are not candidates in 15 of 15 rows"),
+]
+
+
+@pytest.mark.parametrize("what,change,message", MISMATCHES, ids=[m[0] for m in MISMATCHES])
+@pytest.mark.parametrize("suffix", [".npy", ".csv"])
+def test_a_candidate_file_that_does_not_fit_is_one_line(folder, what, change, message, suffix):
+    root, cand = folder
+    labels = np.repeat(np.arange(3), PER_CLASS)
+    write_candidates(root, change(cand.copy(), labels), suffix)
+    with pytest.raises(PLLZooError, match=rf"^candidates{suffix}: {message}") as info:
+        load_image_folder(root, DataOptions())
+    assert "\n" not in str(info.value)
+
+
+@pytest.mark.parametrize("setup,message", [
+    (lambda r: (r / "candidates.npy").unlink(), r"no candidate file in .*one of candidates.npy"),
+    (lambda r: (r / "candidates.txt").write_text("cat\n"), "more than one candidate file .*candidates.npy, candidates.txt"),
+    (lambda r: (r / "candidates.npy").write_bytes(b"not numpy"), "candidates.npy: cannot read the candidate file"),
+    (lambda r: np.save(r / "candidates.npy", np.full((15, 3), 2)), "candidates.npy: entries other than 0/1 in 15"),
+    (lambda r: ((r / "candidates.npy").unlink(), (r / "candidates.txt").write_text("cat\nwolf\n")),
+     "candidates.txt: line 2 names 'wolf', not a class; classes: cat, dog, fox"),
+    (lambda r: Image.new("RGB", (9, 8)).save(r / "fox" / "04.png"), "fox/04.png is 9x8 but cat/00.png is 8x8"),
+])
+def test_folder_problems_are_one_line(folder, setup, message):
+    root, _ = folder
+    setup(root)
+    with pytest.raises(PLLZooError, match=message) as info:
+        load_image_folder(root, DataOptions())
+    assert "\n" not in str(info.value)
+
+
+def test_the_cli_reports_a_mismatch_in_one_line(folder, tmp_path):
+    root, cand = folder
+    np.save(root / "candidates.npy", cand[:-2])
+    res = CliRunner().invoke(cli, ["bench", "--methods", "proden", "--dataset", f"imagefolder:{root}", "--epochs", "1",
+                                   "--out", str(tmp_path / "out")])
+    errors = [line for line in res.output.splitlines() if line.startswith("Error:")]
+    assert res.exit_code != 0 and "Traceback" not in res.output
+    assert errors == ["Error: candidates.npy: 13 candidate rows for 15 images; one row per image, in the dataset's order"]
+
+
+@pytest.mark.parametrize("path,message", [("/no/such/folder", "no such folder"), ("", "give a folder")])
+def test_a_bad_imagefolder_path_is_one_line(registry, path, message):
+    with pytest.raises(PLLZooError, match=message):
+        registry.dataset(f"imagefolder:{path}").load(DataOptions())
+
+
+def test_a_plugin_registers_a_folder_under_a_name(folder, tmp_path):
+    root, cand = folder
+    other = tmp_path / "elsewhere.csv"
+    other.write_text("".join(",".join(str(int(v)) for v in row) + "\n" for row in cand))
+    (root / "candidates.npy").unlink()
+    spec = image_folder_dataset(root, name="my.pets", candidates=other, description="pets")
+    data = spec.load(DataOptions())
+    assert (spec.name, spec.needs_files, data.name, data.info["candidates_file"]) == ("my.pets", True, "my.pets",
+                                                                                       str(other))
+
+
+class TinyTorchvisionStyle:
+    """What a torchvision dataset offers: ``classes``, ``len``, ``ds[i] -> (image, label)``."""
+
+    classes = ["a", "b"]
+
+    def __init__(self, n: int, as_tensor: bool) -> None:
+        self.n, self.as_tensor = n, as_tensor
+
+    def __len__(self) -> int:
+        return self.n
+
+    def __getitem__(self, i: int):
+        img = torch.full((3, 4, 4), 10 * i, dtype=torch.uint8)
+        return (img if self.as_tensor else Image.fromarray(img.permute(1, 2, 0).numpy())), i % 2
+
+
+def test_pll_from_images_takes_a_torchvision_style_dataset():
+    cand = torch.tensor([[1, 0], [1, 1], [1, 1], [0, 1]], dtype=torch.bool)
+    data = pll_from_images("tv", TinyTorchvisionStyle(4, True), cand, DataOptions(),
+                           test=TinyTorchvisionStyle(2, False))
+    assert data.x_train.shape == (4, 3, 4, 4) and data.y_test.tolist() == [0, 1]
+    assert torch.equal(data.x_test[1], torch.full((3, 4, 4), 10, dtype=torch.uint8))
+    wrong = cand.clone()
+    wrong[0] = torch.tensor([False, True])  # item 0 has label 0
+    with pytest.raises(PLLZooError, match=r"true labels that are not candidates in 1 of 4 rows \(first: row 0, "
+                                          r"0-based, item 0\)"):
+        pll_from_images("tv", TinyTorchvisionStyle(4, True), wrong, DataOptions())

@@ -1,0 +1,65 @@
+"""An outside plugin, pip-installed, adds a backbone, a view and an image dataset, and ``pllzoo bench`` runs with them.
+
+``tests/thirdparty/pllzoo-vision-example`` is a separate distribution, installed offline into a private
+folder (as in tests/test_thirdparty.py) and found through the ``pllzoo`` entry-point group.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+HERE = Path(__file__).resolve().parent
+
+
+@pytest.fixture(scope="module")
+def site(tmp_path_factory) -> Path:
+    target = tmp_path_factory.mktemp("site")
+    source = tmp_path_factory.mktemp("src") / "pllzoo-vision-example"  # build outside the repository
+    shutil.copytree(HERE / "thirdparty" / "pllzoo-vision-example", source,
+                    ignore=shutil.ignore_patterns("build", "*.egg-info"))
+    cmd = [sys.executable, "-m", "pip", "install", "--quiet", "--no-index", "--no-deps", "--no-build-isolation",
+           "--target", str(target), str(source)]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    return target
+
+
+def _pllzoo(site: Path, *args: str) -> subprocess.CompletedProcess:
+    env = {**os.environ, "PLLZOO_LOAD_PLUGINS": "baselines,vision"}
+    env["PYTHONPATH"] = os.pathsep.join([str(site), env.get("PYTHONPATH", "")])
+    return subprocess.run([sys.executable, "-m", "pllzoo", *args], capture_output=True, text=True, env=env,
+                          timeout=300)
+
+
+def test_the_plugin_lists_its_backbone_view_and_dataset(site):
+    proc = _pllzoo(site, "plugins", "--json")
+    assert proc.returncode == 0, proc.stderr
+    row = {r["name"]: r for r in json.loads(proc.stdout)}["vision"]
+    assert (row["dist"], row["error"]) == ("pllzoo-vision-example", None)
+    assert (row["models"], row["views"], row["datasets"]) == (["vision.tinynet"], ["vision.invert"], ["vision.tiles"])
+
+
+def test_bench_runs_with_the_plugin_backbone_view_and_dataset(site, tmp_path):
+    out = tmp_path / "out"
+    proc = _pllzoo(site, "bench", "--methods", "proden", "--dataset", "vision.tiles", "--epochs", "1", "--threads", "1",
+                   "--hp", "train.model=vision.tinynet", "--hp", "train.weak_view=vision.invert",
+                   "--hp", "train.batch_size=16", "--out", str(out))
+    assert proc.returncode == 0, proc.stderr
+    rows = pd.read_csv(out / "results.csv")
+    assert list(rows["status"]) == ["ok"] and list(rows["dataset"]) == ["vision.tiles"] and rows["acc_all"].notna().all()
+    (run,) = (out / "runs").iterdir()
+    cfg = json.loads((run / "config.json").read_text())
+    assert (cfg["train"]["model"], cfg["train"]["weak_view"]) == ("vision.tinynet", "vision.invert")
+    env = json.loads((run / "env.json").read_text())
+    assert env["trainer"]["model"] == {"name": "vision.tinynet", "plugin": "vision", "dist": "pllzoo-vision-example",
+                                       "version": "0.1.0"}
+    assert env["trainer"]["weak_view"]["dist"] == "pllzoo-vision-example"
+
