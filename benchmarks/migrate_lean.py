@@ -28,6 +28,7 @@ import pandas as pd
 
 from pllzoo import archive
 from pllzoo.cli.archive import prune
+from pllzoo.errors import PLLZooError
 from pllzoo.migrate import migrate
 from pllzoo.results import load
 
@@ -66,9 +67,15 @@ def main(argv: list[str] | None = None) -> int:
     folders = list(args.folders) + (results_folders(ROOT / "benchmarks", args.exclude) if args.all else [])
     if not folders:
         parser.error("name results folders or pass --all")
+    status = 0
     for out in folders:
         moved = migrate(out)
-        path, n, local, changed = archive.write(out)
+        try:
+            path, n, local, changed = archive.write(out)
+        except PLLZooError as exc:  # e.g. a run still held by a bench: rerun once it is done
+            print(f"error: {exc}", file=sys.stderr)
+            status = 1
+            continue
         if not n:
             print(f"{out}: no runs")
             continue
@@ -81,7 +88,7 @@ def main(argv: list[str] | None = None) -> int:
             if (out / "runs").is_dir() and not any((out / "runs").iterdir()):
                 (out / "runs").rmdir()
         print(line)
-    return 0
+    return status
 
 
 if __name__ == "__main__":

@@ -144,7 +144,7 @@ def write(out: Path) -> tuple[Path, int, int, bool]:
     if legacy:
         old = next(iter(legacy))
         raise PLLZooError(f"{out / 'runs' / old}: recorded under an old run id (with machine paths); "
-                          f"migrate it first (pllzoo archive does, unless a bench holds it)")
+                          f"migrate it first (pllzoo archive does; a run a bench holds moves once that bench is done)")
     runs = read(out)
     local = 0
     for run_dir in sorted(p for p in (out / "runs").glob("*") if p.is_dir() and not p.name.startswith(".")):

@@ -124,7 +124,8 @@ def execute(
                 if p.run_id in archived and not overwrite and (not run_dir.exists() or
                                                                finished_records(run_dir) is None):
                     if not resume:
-                        warnings.warn(f"reusing finished run {p.run_id} (from {archive.NAME}); --overwrite retrains it")
+                        warnings.warn(f"reusing finished run {p.run_id} (from {archive.NAME}); "
+                                      f"--overwrite retrains it")
                     if on_run:
                         on_run(p, "reused")
                     finals.append(archived[p.run_id][-1])

@@ -157,8 +157,8 @@ def test_written_config_and_env_hold_no_machine_paths(registry, tmp_path):
     _palm_mat(data / "lost.mat")
     out = tmp_path / "out"
     res = CliRunner().invoke(cli, ["bench", "--methods", "proden", "--dataset", "lost", "--data-dir", str(data),
-                                   "--seeds", "1", "--epochs", "1", "--batch-size", "16", "--device", "cpu", "--threads", "1",
-                                   "--out", str(out)])
+                                   "--seeds", "1", "--epochs", "1", "--batch-size", "16", "--device", "cpu",
+                                   "--threads", "1", "--out", str(out)])
     assert res.exit_code == 0, res.output
     (run,) = (out / "runs").iterdir()
     banned = [str(tmp_path), str(ROOT), str(Path.home()), socket.gethostname()]

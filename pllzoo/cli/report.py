@@ -49,7 +49,8 @@ def report(results, rule, methods, missing_ok, wide, metric, paper, title, md, c
     if skipped:
         click.echo(f"Warning: left out {len(skipped)} unfinished run(s), e.g. {skipped[0]}", err=True)
     if records.empty:
-        raise PLLZooError(f"no runs under {', '.join(map(str, results))} (expected RESULTS/runs/*/log.jsonl or RESULTS/runs.jsonl.xz)")
+        raise PLLZooError(f"no runs under {', '.join(map(str, results))} "
+                          f"(expected RESULTS/runs/*/log.jsonl or RESULTS/runs.jsonl.xz)")
     wanted = [m.strip() for m in methods.split(",") if m.strip()] if methods else None
     unknown = sorted(set(wanted or ()) - set(records["method"]))
     if unknown and missing_ok and set(wanted) - set(unknown):  # at least one listed method has runs
