@@ -38,7 +38,7 @@ from typing import Any, Callable
 
 import pandas as pd
 
-from pllzoo import checkpoint, distributed
+from pllzoo import archive, checkpoint, distributed
 from pllzoo.errors import PLLZooError
 from pllzoo.jobs import RunsFailed, failure_line, record_failure
 from pllzoo.planning import (DEVICE_VIEWS, RunPlan, _route, carve, check_seeds, device_views, hashed_train,
@@ -79,6 +79,10 @@ def execute(
     bench is skipped with one warning.  ``results.csv`` is rebuilt, under ``OUT/results.lock``, from every
     finished run under ``OUT`` (:func:`pllzoo.results.load`), plus this bench's failed runs.
 
+    A finished run archived in ``OUT/runs.jsonl.xz`` (:mod:`pllzoo.archive`) counts as a finished run folder
+    (reused, or retrained with ``overwrite``).  Runs recorded under old run ids (with machine paths) are first
+    moved to their new ids (:func:`pllzoo.migrate.migrate`), so they are found.
+
     :raises RunsFailed: after every other run finished and ``results.csv`` is written, when some runs
         failed (see the module doc); it carries the rows.
     """
@@ -94,6 +98,8 @@ def execute(
     threads = threads or default_threads(jobs)
     runs_dir = Path(out) / "runs"
     runs_dir.mkdir(parents=True, exist_ok=True)
+    _migrate(out)
+    archived = _archived(out)  # run id → records of the finished runs in OUT/runs.jsonl.xz
     finals: list[dict[str, Any] | None] = []
     failed: dict[int, str] = {}  # index → one-line reason (pllzoo.jobs.record_failure)
     attempted = 0  # runs trained this time, not reused
@@ -115,6 +121,15 @@ def execute(
                     continue
                 locks.append(lock)
                 target = run_dir
+                if p.run_id in archived and not overwrite and (not run_dir.exists() or
+                                                               finished_records(run_dir) is None):
+                    if not resume:
+                        warnings.warn(f"reusing finished run {p.run_id} (from {archive.NAME}); "
+                                      f"--overwrite retrains it")
+                    if on_run:
+                        on_run(p, "reused")
+                    finals.append(archived[p.run_id][-1])
+                    continue
                 if run_dir.exists() and not resume:
                     records = finished_records(run_dir)
                     if records is not None and not overwrite:
@@ -185,6 +200,31 @@ def execute(
         raise RunsFailed(failure_line(named, attempted, runs_dir), rows,
                          [(plans[i], why) for i, why in sorted(failed.items())])
     return rows
+
+
+def _migrate(out: Path) -> None:
+    """Move runs recorded under old run ids (with machine paths) to their new ids (:func:`pllzoo.migrate.migrate`),
+    so they are found; one warning line when there were some."""
+    from pllzoo.migrate import migrate
+
+    moved = migrate(out)
+    if moved:
+        warnings.warn(f"{out}: moved {len(moved)} run(s) recorded under old run ids (with machine paths) to their "
+                      f"new ids, e.g. {next(iter(moved))} -> {next(iter(moved.values()))}")
+
+
+def _archived(out: Path) -> dict[str, list[dict[str, Any]]]:
+    """The records of the finished, undamaged runs archived in ``out`` (:mod:`pllzoo.archive`), by run id."""
+    from pllzoo.results import DamagedRun, check_log
+
+    found = {}
+    for name, run in archive.read(out).items():
+        if run.done:
+            try:
+                found[name] = check_log(run.records, Path(out) / archive.NAME / name)
+            except DamagedRun:
+                continue  # retrained; report names it
+    return found
 
 
 def follow(registry: Registry, plans: list[RunPlan], time_limit: float | None = None) -> None:

@@ -19,6 +19,7 @@ from pllzoo.data.holdout import hold_out, subsample
 from pllzoo.data.validate import check_training_set
 from pllzoo.errors import PLLZooError, UnknownNameError
 from pllzoo.hparams import as_dict, check, override
+from pllzoo.migrate import portable
 from pllzoo.registry import Registry
 from pllzoo.results import backbone_env, plugins_env, run_id
 from pllzoo.run import BOOKKEEPING_FIELDS, HASHED_UNLESS_DEFAULT, TrainConfig
@@ -227,13 +228,13 @@ def plan(
         check_training_set(data)  # after the checks of the flags: a warning here would precede their error
         for recipe in picked:
             comps = registry.build_components(recipe, per_method[recipe.name], (data.name, data.kind))
-            config = {
+            config = portable({  # no machine paths: the same run has the same id everywhere (pllzoo.migrate)
                 "method": recipe.name, "dataset": data.name, "seed": seed, "device": resolved_device,
                 "recipe": {s: c.name for s, c in comps.items()},
                 "hparams": {s: as_dict(c.hp) for s, c in comps.items()},
                 "train": hashed_train(cfg),  # see module doc
                 "data": {**as_dict(options), "seed": seed, **data.info, "train_counts": data.train_counts.tolist()},
-            }
+            })
             pooled = workers if prefetch.uses_pool(data.kind, views_of(comps), cfg.strong_view) else 0
             if pooled:  # another random stream (pllzoo.prefetch); absent otherwise, so older run ids stand
                 config["view_stream"] = "pooled"

@@ -10,6 +10,8 @@ Layout of a bench output folder ``OUT``::
     OUT/runs/<run-id>/checkpoint.pt  resume point (pllzoo.checkpoint: cadence, clean stops)
     OUT/runs/<run-id>/done           written when the run finished
     OUT/runs/<run-id>/error.txt      a failed run's traceback (pllzoo.jobs.record_failure)
+    OUT/runs.jsonl.xz                every run above but its checkpoint, in one file (pllzoo.archive);
+                                     what git keeps instead of runs/
 
 A finished run's log is checked whole before it is used (:func:`read_log`): every line a
 record, the epochs of each stage consecutive from 1, the last one the final epoch of the final
@@ -26,6 +28,7 @@ import platform
 import subprocess
 import warnings
 from importlib import metadata as md
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable
 
@@ -93,24 +96,33 @@ def _records(run_dir: Path) -> list[dict[str, Any]]:
 
 
 def read_log(run_dir: Path) -> list[dict[str, Any]]:
-    """The records of the finished run in ``run_dir``, checked whole: each stage's epochs consecutive
-    from 1, ending at the final epoch of the final stage.
+    """The records of the finished run in ``run_dir``, checked whole (:func:`check_log`).
 
     :raises DamagedRun: one line naming the run and what is wrong.
     """
-    records = _records(run_dir)
+    return check_log(_records(run_dir), run_dir)
+
+
+def check_log(records: list[dict[str, Any]], where: Path | str) -> list[dict[str, Any]]:
+    """``records`` of a finished run, when whole: each stage's epochs consecutive from 1, ending at the
+    final epoch of the final stage.
+
+    :raises DamagedRun: one line naming ``where`` (the run) and what is wrong.
+    """
+    if not records:
+        raise DamagedRun(f"{where}: damaged run (log.jsonl is empty)")
     prev = None
     for rec in records:
         here = (rec.get("stage_index", 0), rec["epoch"])
         follows = (here[1] == 1 if prev is None or here[0] != prev[0] else here[1] == prev[1] + 1)
         if not follows or (prev is not None and here[0] < prev[0]):
             gap = f"starts at epoch {here[1]}" if prev is None else f"jumps from epoch {prev[1]} to {here[1]}"
-            raise DamagedRun(f"{run_dir}: damaged run (log.jsonl {gap}: epochs are missing)")
+            raise DamagedRun(f"{where}: damaged run (log.jsonl {gap}: epochs are missing)")
         prev = here
     last = records[-1]
     if last["epoch"] != last["epochs"] or last.get("final_stage", True) is not True:
         stage = f" of stage {last['stage']!r}" if "stage" in last else ""
-        raise DamagedRun(f"{run_dir}: damaged run (log.jsonl ends at epoch {last['epoch']} of {last['epochs']}"
+        raise DamagedRun(f"{where}: damaged run (log.jsonl ends at epoch {last['epoch']} of {last['epochs']}"
                          f"{stage}{'' if last.get('final_stage', True) else ', not the final stage'}: "
                          f"its last epochs are missing)")
     return records
@@ -192,14 +204,65 @@ def setting_label(config: dict[str, Any]) -> str:
 
 
 def unfinished(*out_dirs: Path) -> list[Path]:
-    """Run folders that have a log but no ``done`` marker (still training, or interrupted)."""
-    return [log.parent for d in out_dirs for log in sorted(Path(d).glob("runs/*/log.jsonl"))
-            if not (log.parent / "done").exists() and not log.parent.name.startswith(".")]
+    """Runs that have a log but no ``done`` marker (still training, or interrupted), as :func:`load` sees
+    them: run folders, and ``OUT/runs.jsonl.xz/<run-id>`` for an archived one."""
+    return [src.where for d in out_dirs for src in _sources(Path(d)) if not src.done and src.has_log]
+
+
+@dataclass(frozen=True)
+class _Source:
+    """Where :func:`load` takes one run from: its folder under ``runs/`` or its line of the archive."""
+
+    name: str
+    where: Path  # the run folder, or OUT/runs.jsonl.xz/<run-id> (named in messages)
+    done: bool
+    has_log: bool
+    archived: Any = None  # the pllzoo.archive.ArchivedRun, for an archived run
+
+    def records(self) -> list[dict[str, Any]]:
+        """Its records; a finished run's checked whole (:func:`check_log`). :raises DamagedRun:"""
+        if self.archived is None:
+            return read_log(self.where) if self.done else _records(self.where)
+        recs = self.archived.records
+        if self.done:
+            return check_log(recs, self.where)
+        if not recs:
+            raise DamagedRun(f"{self.where}: damaged run (log.jsonl is empty)")
+        return recs
+
+    def config(self, first: dict[str, Any]) -> dict[str, Any]:
+        if self.archived is None:
+            return _config(self.where, first)
+        if not isinstance(self.archived.config, dict) or "dataset" not in self.archived.config:
+            raise DamagedRun(f"{self.where}: damaged run (config.json is not a pllzoo run config)")
+        return self.archived.config
+
+
+def _sources(out_dir: Path) -> list[_Source]:
+    """The runs of one results folder, sorted by id: each from ``runs/<id>/`` when that copy is finished,
+    else from the archive (:mod:`pllzoo.archive`) when the archived copy is, else whichever exists."""
+    from pllzoo import archive
+
+    local = {}
+    for name in ("log.jsonl", "done"):
+        for f in out_dir.glob(f"runs/*/{name}"):
+            if not f.parent.name.startswith("."):  # .<run-id>.tmp-<pid>: a bench's, in progress
+                d = f.parent
+                local[d.name] = _Source(d.name, d, (d / "done").exists(), (d / "log.jsonl").exists())
+    archived = {name: _Source(name, out_dir / archive.NAME / name, run.done, True, run)
+                for name, run in archive.read(out_dir).items()}
+    picked = []
+    for name in sorted(set(local) | set(archived)):
+        here, there = local.get(name), archived.get(name)
+        picked.append(here if here is not None and (here.done or there is None or not there.done) else there)
+    return picked
 
 
 def load(*out_dirs: Path, finished_only: bool = True,
          damaged: list[tuple[Path, str]] | None = None) -> pd.DataFrame:
-    """All per-epoch records under ``out_dir/runs`` as one tidy frame (one row per run × epoch).
+    """All per-epoch records of the runs of each results folder as one tidy frame (one row per run × epoch):
+    ``out_dir/runs/<run-id>/`` and the archive ``out_dir/runs.jsonl.xz`` (:func:`_sources` says which copy
+    of a run in both is read).
 
     Each record also gets its run's ``setting`` (:func:`setting_label`) and ``train_counts``.
     Runs without a ``done`` marker are left out unless ``finished_only`` is False.  Damaged runs
@@ -209,25 +272,22 @@ def load(*out_dirs: Path, finished_only: bool = True,
     """
     frames = []
     for out_dir in out_dirs:
-        run_dirs = sorted({f.parent for name in ("log.jsonl", "done") for f in Path(out_dir).glob(f"runs/*/{name}")
-                           if not f.parent.name.startswith(".")})  # .<run-id>.tmp-<pid>: a bench's, in progress
-        for run_dir in run_dirs:
-            done = (run_dir / "done").exists()
-            if finished_only and not done:
+        for src in _sources(Path(out_dir)):
+            if finished_only and not src.done:
                 continue
             try:
-                recs = read_log(run_dir) if done else _records(run_dir)
-                config = _config(run_dir, recs[0])
-                if done:
-                    _check_checkpoint(run_dir)
+                recs = src.records()
+                config = src.config(recs[0])
+                if src.done and src.archived is None:
+                    _check_checkpoint(src.where)
             except DamagedRun as exc:
                 if damaged is None:
                     warnings.warn(f"left out {exc}")
                 else:
-                    damaged.append((run_dir, str(exc)))
+                    damaged.append((src.where, str(exc)))
                 continue
             counts = tuple(config.get("data", {}).get("train_counts", ()))
-            frame = pd.DataFrame(recs).assign(run=run_dir.name, setting=setting_label(config))
+            frame = pd.DataFrame(recs).assign(run=src.name, setting=setting_label(config))
             frame["train_counts"] = [counts] * len(frame)
             frames.append(frame)
     return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=[*RESULT_COLUMNS, "run"])

@@ -3,12 +3,12 @@ SoLar's last-epoch prior estimate, class-wise accuracy), over one or several res
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import numpy as np
 from click.testing import CliRunner
 
+from pllzoo import archive
 from pllzoo.cli import cli
 from pllzoo.plot import figure
 
@@ -17,9 +17,9 @@ SOLAR, PRODEN = RESULTS / "resnet18-solar", RESULTS / "resnet18-proden"
 
 
 def _run(folder: Path) -> tuple[dict, dict]:
-    (run,) = (folder / "runs").iterdir()
-    last = json.loads((run / "log.jsonl").read_text().splitlines()[-1])
-    return json.loads((run / "config.json").read_text()), last
+    """The config and last record of the folder's one run, read from its archive (git keeps no runs/)."""
+    (run,) = archive.read(folder).values()
+    return run.config, run.records[-1]
 
 
 def test_lines_are_the_logged_numbers():

@@ -89,13 +89,17 @@ def test_trainer_pooled_run_is_the_same_for_any_worker_count(registry):
 
 
 def test_committed_cpu_runs_keep_their_ids():
-    """No ``view_stream`` key unless the pool is used, so recorded run folders still resume."""
-    configs = sorted((ROOT / "benchmarks" / "cifar10lt-cpu").glob("results-phi*/runs/*/config.json"))
+    """No ``view_stream`` key unless the pool is used, so recorded runs (folders or archived) still resume."""
+    from pllzoo import archive
+
+    study = ROOT / "benchmarks" / "cifar10lt-cpu"
+    configs = {path.parent.name: json.loads(path.read_text()) for path in study.glob("results-phi*/runs/*/config.json")}
+    for out in study.glob("results-phi*"):
+        configs.update({r.run: r.config for r in archive.read(out).values()})
     if not configs:
         pytest.skip("no committed CIFAR-10-LT CPU runs")
-    for path in configs:
-        config = json.loads(path.read_text())
-        assert "view_stream" not in config and run_id(config) == path.parent.name
+    for name, config in configs.items():
+        assert "view_stream" not in config and run_id(config) == name
 
 
 def test_plan_marks_pooled_runs(registry, shared_data):

@@ -26,6 +26,7 @@ from typing import NamedTuple
 import click
 import pandas as pd
 
+from pllzoo.archive import NAME as ARCHIVE
 from pllzoo.model_selection import select_epochs
 from pllzoo.report import fmt, summary
 from pllzoo.results import load
@@ -106,7 +107,7 @@ def bench_command(argv: list[str]) -> list[str]:
 def summarise(results: Path, run: pd.Series) -> pd.Series | None:
     """The run's row of ``pllzoo report``'s summary (last epoch; mean, sample std, n), or None."""
     folder = results / run["run"]
-    if not (folder / "runs").is_dir():
+    if not (folder / "runs").is_dir() and not (folder / ARCHIVE).exists():
         return None
     records = load(folder)
     records = records[records["method"] == run["method"]]

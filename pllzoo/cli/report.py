@@ -31,6 +31,8 @@ def _paper(path: Path | None) -> pd.DataFrame | None:
               help="Model selection: last epoch, held-out covering rate (heldout) or approximated accuracy "
                    "(approx; both need bench --holdout), or oracle (best on test; labelled).")
 @click.option("--methods", default=None, help="Comma-separated methods to show, in this order (default: all, by name).")
+@click.option("--missing-ok", is_flag=True,
+              help="Leave out --methods that have no finished run instead of stopping (table scripts).")
 @click.option("--wide", is_flag=True, help="One metric, methods x settings (with --paper numbers beside ours).")
 @click.option("--metric", type=click.Choice(ACC_COLUMNS), default="acc_all", show_default=True, help="Metric of --wide.")
 @click.option("--paper", type=click.Path(exists=True, dir_okay=False, path_type=Path), default=None,
@@ -38,7 +40,7 @@ def _paper(path: Path | None) -> pd.DataFrame | None:
 @click.option("--title", default="", help="Title of the --wide table.")
 @click.option("--md", type=click.Path(path_type=Path), default=None, help="Write the tables as Markdown here.")
 @click.option("--csv", "csv_path", type=click.Path(path_type=Path), default=None, help="Write the summary CSV here.")
-def report(results, rule, methods, wide, metric, paper, title, md, csv_path) -> None:
+def report(results, rule, methods, missing_ok, wide, metric, paper, title, md, csv_path) -> None:
     """Tables of mean ± std over seeds from RESULTS folders written by `pllzoo bench`."""
     damaged: list[tuple[Path, str]] = []
     records = load(*results, damaged=damaged)
@@ -48,9 +50,12 @@ def report(results, rule, methods, wide, metric, paper, title, md, csv_path) -> 
     if skipped:
         click.echo(f"Warning: left out {len(skipped)} unfinished run(s), e.g. {skipped[0]}", err=True)
     if records.empty:
-        raise PLLZooError(f"no runs under {', '.join(map(str, results))} (expected RESULTS/runs/*/log.jsonl)")
+        raise PLLZooError(f"no runs under {', '.join(map(str, results))} "
+                          f"(expected RESULTS/runs/*/log.jsonl or RESULTS/runs.jsonl.xz)")
     wanted = [m.strip() for m in methods.split(",") if m.strip()] if methods else None
     unknown = sorted(set(wanted or ()) - set(records["method"]))
+    if unknown and missing_ok and set(wanted) - set(unknown):  # at least one listed method has runs
+        wanted, unknown = [m for m in wanted if m not in unknown], []
     if unknown:
         raise PLLZooError(f"--methods: no runs of {', '.join(unknown)}; found {', '.join(sorted(set(records['method'])))}")
     summ = rep.summary(records, rule, wanted)

@@ -1,0 +1,54 @@
+"""``pllzoo archive``: put the runs of results folders into their ``runs.jsonl.xz`` (:mod:`pllzoo.archive`)."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import click
+
+from pllzoo import archive as arc
+from pllzoo.cli import cli
+from pllzoo.migrate import migrate
+
+
+def prune(out: Path) -> tuple[int, list[Path]]:
+    """Remove the run folders of ``out`` whose every file is in its archive, as archived; return how many
+    went and the folders kept (a checkpoint or another file beside the archived ones, or a copy that differs)."""
+    archived = arc.read(out)
+    removed, kept = 0, []
+    for run_dir in sorted(p for p in (out / "runs").glob("*") if p.is_dir() and not p.name.startswith(".")):
+        entry = arc.from_folder(run_dir)
+        extra = {f.name for f in run_dir.iterdir()} - arc.ARCHIVED_FILES
+        if entry is None or extra or archived.get(run_dir.name) != entry:
+            kept.append(run_dir)
+            continue
+        shutil.rmtree(run_dir)
+        removed += 1
+    return removed, kept
+
+
+@cli.command()
+@click.argument("results", nargs=-1, required=True, type=click.Path(exists=True, file_okay=False, path_type=Path))
+@click.option("--prune", "do_prune", is_flag=True,
+              help="Then remove the run folders that hold nothing but what the archive holds (not checkpoints).")
+def archive(results: tuple[Path, ...], do_prune: bool) -> None:
+    """Write RESULTS/runs.jsonl.xz from RESULTS/runs/ and the archive already there.
+
+    Runs recorded under old run ids (with machine paths) are first moved to their new ids
+    (pllzoo.migrate).  The same runs always give the same bytes; an unchanged archive is not rewritten.
+    """
+    for out in results:
+        moved = migrate(out)
+        if moved:
+            click.echo(f"{out}: moved {len(moved)} run(s) to their path-free run ids")
+        path, n, local, changed = arc.write(out)
+        if not n:
+            click.echo(f"{out}: no runs to archive")
+            continue
+        click.echo(f"{path}: {n} runs ({local} from runs/), {path.stat().st_size} bytes, "
+                   f"{'written' if changed else 'unchanged'}")
+        if do_prune:
+            removed, kept = prune(out)
+            click.echo(f"{out / 'runs'}: removed {removed} archived run folder(s)"
+                       + (f", kept {len(kept)}, e.g. {kept[0].name}" if kept else ""))

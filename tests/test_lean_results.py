@@ -1,0 +1,218 @@
+"""Lean results in git (issue 16.8): one ``runs.jsonl.xz`` per results folder gives what ``runs/`` gives,
+byte for byte the same for the same runs; run ids and recorded files hold no machine paths; runs recorded
+under the old, path-bearing ids are migrated (``benchmarks/migrate_lean.py``, and on the fly by ``bench``)."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import shutil
+import socket
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+import scipy.io
+from click.testing import CliRunner
+
+from pllzoo import archive
+from pllzoo.bench import plan
+from pllzoo.cli import cli
+from pllzoo.data.base import DataOptions
+from pllzoo.migrate import MACHINE_KEYS, legacy_runs, rename_ids
+from pllzoo.results import load, run_id, write_json
+from pllzoo.trainer import Trainer
+
+ROOT = Path(__file__).resolve().parents[1]
+BENCH = ["bench", "--dataset", "synthetic-lt", "--subset", "200", "--batch-size", "64", "--epochs", "2",
+         "--device", "cpu", "--threads", "1"]
+FINISHED_ARGS = [*BENCH, "--methods", "proden,cc", "--seeds", "1,2"]  # conftest.finished / out: 4 runs
+
+
+def _migrate_lean():
+    spec = importlib.util.spec_from_file_location("migrate_lean", ROOT / "benchmarks" / "migrate_lean.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _report(*dirs: Path, tmp: Path) -> tuple[str, str]:
+    res = CliRunner().invoke(cli, ["report", *map(str, dirs), "--md", str(tmp / "t.md"), "--csv", str(tmp / "t.csv")])
+    assert res.exit_code == 0, res.output
+    return (tmp / "t.md").read_text(), (tmp / "t.csv").read_text()
+
+
+def _archive(out: Path, *args: str) -> str:
+    res = CliRunner().invoke(cli, ["archive", str(out), *args])
+    assert res.exit_code == 0, res.output
+    return res.output
+
+
+def _archive_only(out: Path) -> None:
+    """``out`` as a git checkout has it: no checkpoints (never archived), the archive, no run folders."""
+    for ckpt in out.glob("runs/*/checkpoint.pt"):
+        ckpt.unlink()
+    _archive(out, "--prune")
+    assert not any((out / "runs").iterdir()) and (out / archive.NAME).exists()
+
+
+def test_archive_round_trip_report_and_records_equal_those_of_runs(out, tmp_path):
+    before, tables = load(out), _report(out, tmp=tmp_path)
+    assert "removed 0 archived run folder(s), kept 4" in _archive(out, "--prune")  # their checkpoints stay
+    _archive_only(out)
+    pd.testing.assert_frame_equal(load(out), before)
+    assert _report(out, tmp=tmp_path) == tables
+
+
+def test_archive_is_deterministic_and_idempotent(out, tmp_path):
+    first = _archive(out)
+    blob = (out / archive.NAME).read_bytes()
+    assert "written" in first and "unchanged" in _archive(out)
+    assert (out / archive.NAME).read_bytes() == blob
+    other = Path(shutil.copytree(out, tmp_path / "elsewhere" / "x"))  # another path, later mtimes
+    (other / archive.NAME).unlink()
+    _archive(other)
+    assert (other / archive.NAME).read_bytes() == blob
+    _archive_only(out)  # from the archive alone: the same bytes again
+    assert "unchanged" in _archive(out) and (out / archive.NAME).read_bytes() == blob
+
+
+def test_archive_keeps_unfinished_runs_and_a_finished_copy_wins(out, tmp_path):
+    run = sorted(p for p in (out / "runs").iterdir())[0]
+    _archive(out)
+    (run / "done").unlink()  # a local, unfinished retraining must not hide the archived finished run
+    assert run.name in set(load(out)["run"])
+    _archive(out)
+    entry = archive.read(out)[run.name]
+    assert entry.done, "the finished archived copy stays"
+
+
+def test_bench_reuses_archived_runs_and_results_csv_keeps_them(out, monkeypatch):
+    rows = pd.read_csv(out / "results.csv")
+    _archive_only(out)
+    monkeypatch.setattr(Trainer, "fit", lambda *a, **k: pytest.fail("an archived finished run was retrained"))
+    res = CliRunner().invoke(cli, [*FINISHED_ARGS, "--out", str(out), "--resume"])
+    assert res.exit_code == 0, res.output
+    pd.testing.assert_frame_equal(pd.read_csv(out / "results.csv"), rows)
+    res = CliRunner().invoke(cli, [*FINISHED_ARGS, "--out", str(out)])
+    assert res.exit_code == 0 and res.output.count(f"(from {archive.NAME}); --overwrite retrains it") == 4, res.output
+
+
+def test_unreadable_archive_is_one_line(out):
+    (out / archive.NAME).write_bytes(b"not xz")
+    res = CliRunner().invoke(cli, ["report", str(out)])
+    assert res.exit_code == 1 and "Traceback" not in res.output
+    assert res.output.strip().splitlines() == [res.output.strip()] and "unreadable run archive" in res.output
+
+
+def test_report_missing_ok_leaves_out_methods_without_runs(out, tmp_path):
+    args = ["report", str(out), "--methods", "cc,solar,proden"]
+    assert CliRunner().invoke(cli, args).exit_code == 1
+    res = CliRunner().invoke(cli, [*args, "--missing-ok", "--md", str(tmp_path / "t.md")])
+    assert res.exit_code == 0, res.output
+    table = (tmp_path / "t.md").read_text()
+    assert "| cc |" in table and "| proden |" in table and "solar" not in table
+    assert table.index("| cc |") < table.index("| proden |")
+
+
+# --- no machine paths --------------------------------------------------------------------------------------------
+
+
+def _palm_mat(path: Path, n: int = 80, k: int = 3, d: int = 4) -> None:
+    """A small, valid PALM-layout .mat set (labels × examples)."""
+    rng = np.random.RandomState(0)
+    y = rng.randint(0, k, n)
+    target = np.eye(k)[y].T
+    cand = np.clip(target + (rng.rand(k, n) < 0.3), 0, 1)
+    scipy.io.savemat(path, {"data": rng.randn(n, d), "target": target, "partial_target": cand})
+
+
+def _strings(obj) -> list[str]:
+    if isinstance(obj, dict):
+        return [s for k, v in obj.items() for s in [str(k), *_strings(v)]]
+    if isinstance(obj, list):
+        return [s for v in obj for s in _strings(v)]
+    return [obj] if isinstance(obj, str) else []
+
+
+def test_run_id_and_config_do_not_depend_on_data_dir(registry, tmp_path):
+    plans = []
+    for where in ("a", "b/deeper"):
+        (tmp_path / where).mkdir(parents=True)
+        _palm_mat(tmp_path / where / "lost.mat")
+        plans.append(plan(registry, ["proden"], "lost", [1], DataOptions(data_dir=tmp_path / where),
+                          epochs=1, device="cpu")[0])
+    a, b = plans
+    assert a.run_id == b.run_id and a.config == b.config
+    assert not set(MACHINE_KEYS) & set(a.config["data"])
+    assert a.run_id == run_id(json.loads(json.dumps(a.config, default=str)))
+
+
+def test_written_config_and_env_hold_no_machine_paths(registry, tmp_path):
+    """config.json: no path at all.  env.json: versions, platform (OS, kernel, C library), device and
+    GPU model, thread counts, git commit, plugins; no path, no host or user name (docs/results.md)."""
+    data = tmp_path / "data"
+    data.mkdir()
+    _palm_mat(data / "lost.mat")
+    out = tmp_path / "out"
+    res = CliRunner().invoke(cli, ["bench", "--methods", "proden", "--dataset", "lost", "--data-dir", str(data),
+                                   "--seeds", "1", "--epochs", "1", "--batch-size", "16", "--device", "cpu",
+                                   "--threads", "1", "--out", str(out)])
+    assert res.exit_code == 0, res.output
+    (run,) = (out / "runs").iterdir()
+    banned = [str(tmp_path), str(ROOT), str(Path.home()), socket.gethostname()]
+    for name in ("config.json", "env.json"):
+        for s in _strings(json.loads((run / name).read_text())):
+            assert not s.startswith(("/", "~")) and not any(b in s for b in banned if len(b) > 1), (name, s)
+    _archive(out)
+    text = __import__("lzma").decompress((out / archive.NAME).read_bytes()).decode()
+    assert not any(b in text for b in banned if len(b) > 1)
+
+
+# --- migration of runs recorded under the old, path-bearing ids -----------------------------------------------
+
+
+def _make_legacy(out: Path) -> dict[str, str]:
+    """Turn ``out``'s runs into runs recorded by the old code: machine paths in config.json, ids hashed over
+    them, results.csv naming those ids.  Returns ``{new id: old id}``."""
+    back = {}
+    for run in sorted(p for p in (out / "runs").iterdir() if p.is_dir()):
+        config = json.loads((run / "config.json").read_text())
+        config["data"].update(data_dir="/work/main/benchmarks/x/../../../shared/data", path="/srv/data/lost.mat")
+        old = run_id(config)
+        write_json(run / "config.json", config)
+        run.rename(run.with_name(old))
+        back[run.name] = old
+    rename_ids(out, back)
+    return back
+
+
+def test_migrate_lean_on_a_small_folder_is_idempotent(out, tmp_path, capsys):
+    original = {p.name: (p / "config.json").read_bytes() for p in (out / "runs").iterdir()}
+    results, tables = (out / "results.csv").read_bytes(), _report(out, tmp=tmp_path)
+    back = _make_legacy(out)
+    assert set(legacy_runs(out / "runs")) == set(back.values())
+    assert (out / "results.csv").read_bytes() != results
+    migrate_lean = _migrate_lean()
+    assert migrate_lean.main([str(out)]) == 0
+    assert {p.name: (p / "config.json").read_bytes() for p in (out / "runs").iterdir()} == original
+    assert (out / "results.csv").read_bytes() == results, "only the run column changed, and back"
+    blob = (out / archive.NAME).read_bytes()
+    for ckpt in out.glob("runs/*/checkpoint.pt"):  # as in a git checkout; a folder with one stays
+        ckpt.unlink()
+    assert migrate_lean.main([str(out), "--delete-runs"]) == 0
+    assert (out / archive.NAME).read_bytes() == blob and not (out / "runs").exists()
+    assert "0 run(s) moved" in capsys.readouterr().out
+    assert _report(out, tmp=tmp_path) == tables
+
+
+def test_resume_finds_runs_recorded_under_old_ids(out, monkeypatch):
+    results = (out / "results.csv").read_bytes()
+    back = _make_legacy(out)
+    monkeypatch.setattr(Trainer, "fit", lambda *a, **k: pytest.fail("a finished run under an old id was retrained"))
+    res = CliRunner().invoke(cli, [*FINISHED_ARGS, "--out", str(out), "--resume"])
+    assert res.exit_code == 0, res.output
+    assert "moved 4 run(s) recorded under old run ids" in res.output
+    assert sorted(p.name for p in (out / "runs").iterdir() if p.is_dir()) == sorted(back)
+    assert (out / "results.csv").read_bytes() == results
