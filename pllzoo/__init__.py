@@ -14,6 +14,7 @@ internal and may move.
   :func:`mixup_loss`.
 * Errors: :class:`PLLZooError` (a one-line, user-fixable error; raise it for bad input),
   :class:`UnknownNameError`.
+* Run observers: :class:`Observer` (base class), :class:`RunInfo`, :class:`RunSummary`.
 * The registry: :func:`get_registry`.
 """
 
@@ -28,6 +29,7 @@ from pllzoo.errors import PLLZooError, UnknownNameError  # noqa: E402
 from pllzoo.hparams import NoHParams, as_dict, describe, hp  # noqa: E402
 from pllzoo.losses import masked_mean, normalize_rows, soft_cross_entropy  # noqa: E402
 from pllzoo.mixup import mixup_loss  # noqa: E402
+from pllzoo.observers import Observer, RunInfo, RunSummary  # noqa: E402
 from pllzoo.registry import get_registry  # noqa: E402
 from pllzoo.run import Batch, Run, Stage, Step, TrainConfig  # noqa: E402
 from pllzoo.state import PLLState  # noqa: E402
@@ -38,5 +40,6 @@ __all__ = [
     "hp", "NoHParams", "describe", "as_dict",
     "soft_cross_entropy", "masked_mean", "normalize_rows", "mixup_loss",
     "PLLZooError", "UnknownNameError",
+    "Observer", "RunInfo", "RunSummary",
     "get_registry", "__version__",
 ]

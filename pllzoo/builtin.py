@@ -1,8 +1,9 @@
-"""The host's own plugin: generic components and the built-in datasets.
+"""The host's own plugin: generic components, the built-in datasets and the TensorBoard observer.
 
 Registered through the same hooks as any third-party plugin.  Nothing here is
 specific to a method: a uniform label update, select-all, soft-target CE, and test-time logit
-adjustment by an estimated prior (SoLar-LA, RECORDS' debiased prediction).
+adjustment by an estimated prior (SoLar-LA, RECORDS' debiased prediction); ``pllzoo.tensorboard``
+(:mod:`pllzoo.tensorboard_observer`).
 """
 
 from __future__ import annotations
@@ -95,3 +96,10 @@ def pllzoo_register_datasets(register):
 
     for spec in builtin_datasets():
         register(spec)
+
+
+@hookimpl
+def pllzoo_register_observers(register):
+    from pllzoo.tensorboard_observer import TensorBoard
+
+    register("pllzoo.tensorboard", TensorBoard)

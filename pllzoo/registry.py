@@ -1,4 +1,4 @@
-"""Names to things: components per slot, method recipes, datasets.
+"""Names to things: components per slot, method recipes, datasets, run observers.
 
 Built once from the plugin manager (:func:`get_registry`), one plugin at a time,
 all or nothing: a plugin whose registrations are not all valid, or that takes a
@@ -27,6 +27,7 @@ from pllzoo.components import (OPTIONAL_SLOTS, SLOTS, Component, Method, check_c
 from pllzoo.data.base import DatasetSpec
 from pllzoo.errors import PLLZooError, UnknownNameError
 from pllzoo.hparams import override
+from pllzoo.observers import Observer, check_observer
 from pllzoo.plugins import PluginInfo, make_plugin_manager, one_line
 
 
@@ -37,6 +38,7 @@ class Registry:
     components: dict[str, dict[str, tuple[type[Component], str]]] = field(default_factory=dict)
     methods: dict[str, tuple[Method, str]] = field(default_factory=dict)
     datasets: dict[str, tuple[DatasetSpec, str]] = field(default_factory=dict)
+    observers: dict[str, tuple[type[Observer], str]] = field(default_factory=dict)
 
     # ------------------------------------------------------------------ building
     @classmethod
@@ -70,6 +72,7 @@ class Registry:
         calls += [
             ("pllzoo_register_methods", self._object_registrar("method", Method, info, staged.methods)),
             ("pllzoo_register_datasets", self._object_registrar("dataset", DatasetSpec, info, staged.datasets)),
+            ("pllzoo_register_observers", self._observer_registrar(info, staged.observers)),
         ]
         try:
             for hook_name, register in calls:
@@ -91,6 +94,9 @@ class Registry:
                 self.components[slot][name] = (component, info.name)
         self.methods.update((n, (m, info.name)) for n, m in staged.methods.items())
         self.datasets.update((n, (d, info.name)) for n, d in staged.datasets.items())
+        for name, observer in staged.observers.items():
+            observer.name = name
+            self.observers[name] = (observer, info.name)
 
     def _fail(self, plugin: str, reason: str, tb: str | None = None) -> None:
         for i, info in enumerate(self.plugins):
@@ -132,6 +138,17 @@ class Registry:
 
         return register
 
+    def _observer_registrar(self, info: PluginInfo, table: dict):
+        def register(name: str, observer: type[Observer]) -> None:
+            self._claim("observer", name, table, self.observers, info)
+            try:
+                check_observer(observer)
+            except PLLZooError as exc:
+                raise PLLZooError(f"observer {name!r}: {exc}") from None
+            table[name] = observer
+
+        return register
+
     def failures(self) -> list[PluginInfo]:
         """The plugins that failed to load (import, validation or a refused name)."""
         return [p for p in self.plugins if p.error is not None]
@@ -155,6 +172,14 @@ class Registry:
         """The plugin that registered component ``name`` in ``slot`` (its distribution and version: env.json)."""
         self.component_class(slot, name)  # an unknown name: the usual one-line error
         return self._info(self.components[slot][name][1])
+
+    def observer_class(self, name: str) -> type[Observer]:
+        """The observer class registered as ``name`` (``--observe NAME``)."""
+        try:
+            return self.observers[name][0]
+        except KeyError:
+            valid = ", ".join(sorted(self.observers)) or "(none)"
+            raise UnknownNameError(f"unknown observer {name!r}; valid: {valid}{self._failed_note()}") from None
 
     def list_methods(self, pattern: str = "*") -> list[str]:
         return sorted(n for n in self.methods if fnmatch.fnmatch(n, pattern))
@@ -244,6 +269,7 @@ class _Staged:
     components: dict[str, dict[str, type[Component]]]
     methods: dict[str, Method] = field(default_factory=dict)
     datasets: dict[str, DatasetSpec] = field(default_factory=dict)
+    observers: dict[str, type[Observer]] = field(default_factory=dict)
 
 
 _REGISTRY: Registry | None = None

@@ -30,6 +30,7 @@ def _plugin_rows(reg, debug: bool = False) -> list[dict]:
                                for s, names in comps.items() for n in names},
             "methods": sorted(n for n, (_, p) in reg.methods.items() if p == info.name),
             "datasets": sorted(n for n, (_, p) in reg.datasets.items() if p == info.name),
+            "observers": sorted(n for n, (_, p) in reg.observers.items() if p == info.name),
             "hooks": plugin_hooks(reg.pm, info.name),
         })
     return rows
