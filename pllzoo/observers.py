@@ -29,10 +29,10 @@ import traceback
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, ClassVar, Iterable, Iterator, Mapping
 from contextlib import contextmanager
+from typing import Any, ClassVar, Iterable, Iterator, Mapping
 
-from pllzoo.errors import PLLZooError, UnknownNameError
+from pllzoo.errors import PLLZooError
 
 #: the observer statuses a run can end with (:attr:`RunSummary.status`)
 STATUSES: tuple[str, ...] = ("finished", "failed", "stopped")

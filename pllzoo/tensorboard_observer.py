@@ -14,6 +14,7 @@ selecting the observer is a one-line error before any run starts (:meth:`TensorB
 
 from __future__ import annotations
 
+import importlib
 from pathlib import Path
 from typing import Any
 
@@ -29,7 +30,7 @@ NOT_SCALARS: frozenset[str] = frozenset({"seed", "epoch", "epochs", "stage_index
 def require_tensorboard() -> None:
     """Raise a one-line :class:`PLLZooError` telling how to install tensorboard when it is missing."""
     try:
-        import tensorboard  # noqa: F401
+        importlib.import_module("tensorboard")
     except ImportError:
         raise PLLZooError(f"--tensorboard needs the tensorboard package, which is not installed: {INSTALL}") from None
 
