@@ -652,7 +652,7 @@ class ObserverSpec:
 
         Called: once per run that started, last: after ``log.jsonl`` and ``done`` are written for a
         finished run, after the failure for a failed one, at the clean stop (time limit, signal) for a
-        stopped one.
+        stopped one; not on an observer that an earlier failure disabled for the run.
 
         :param run: the run's :class:`pllzoo.RunInfo`.
         :param summary: :class:`pllzoo.RunSummary`: ``status`` (``"finished"``, ``"failed"`` or
