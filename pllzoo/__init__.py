@@ -17,6 +17,7 @@ internal and may move.
 * Backbones, views and datasets (``pllzoo_register_models``/``_views``/``_datasets``): :class:`PLLNet`,
   :class:`DatasetSpec`, :class:`PLLData`, :class:`DataOptions`, :class:`TrainDefaults`,
   :func:`image_folder_dataset`, :func:`pll_from_images`.
+* Run observers: :class:`Observer` (base class), :class:`RunInfo`, :class:`RunSummary`.
 * The registry: :func:`get_registry`.
 """
 
@@ -34,6 +35,7 @@ from pllzoo.hparams import NoHParams, as_dict, describe, hp  # noqa: E402
 from pllzoo.losses import masked_mean, normalize_rows, soft_cross_entropy  # noqa: E402
 from pllzoo.mixup import mixup_loss  # noqa: E402
 from pllzoo.pllnet import PLLNet  # noqa: E402
+from pllzoo.observers import Observer, RunInfo, RunSummary  # noqa: E402
 from pllzoo.registry import get_registry  # noqa: E402
 from pllzoo.run import Batch, Run, Stage, Step, TrainConfig  # noqa: E402
 from pllzoo.state import PLLState  # noqa: E402
@@ -45,5 +47,6 @@ __all__ = [
     "soft_cross_entropy", "masked_mean", "normalize_rows", "mixup_loss",
     "PLLZooError", "UnknownNameError",
     "PLLNet", "DatasetSpec", "PLLData", "DataOptions", "TrainDefaults", "image_folder_dataset", "pll_from_images",
+    "Observer", "RunInfo", "RunSummary",
     "get_registry", "__version__",
 ]

@@ -41,6 +41,7 @@ import pandas as pd
 from pllzoo import archive, checkpoint, distributed
 from pllzoo.errors import PLLZooError
 from pllzoo.jobs import RunsFailed, failure_line, record_failure
+from pllzoo.observers import RunInfo, observing
 from pllzoo.planning import (DEVICE_VIEWS, RunPlan, _route, carve, check_seeds, device_views, hashed_train,
                              parse_overrides, plan, train_config)
 from pllzoo.registry import Registry
@@ -314,27 +315,35 @@ def _train(registry, p: RunPlan, run_dir: Path, resume: bool, on_epoch, on_run, 
     bookkeeping = {f: getattr(p.train, f) for f in sorted(BOOKKEEPING_FIELDS)}
     plugins = p.plugins or plugins_env(registry, p.method)  # from plan(): a --jobs worker's registry lacks the infos
     processes = {"processes": distributed.current().world} if distributed.current().active else {}  # torchrun
-    write_json(run_dir / "env.json", {**env_info(device), **plugins, "view_workers": p.view_workers,
-                                      "bookkeeping": bookkeeping, **processes})
-    comps = registry.build_components(p.method, p.component_overrides, (p.data.name, p.data.kind))
-    base = {"method": p.method.name, "dataset": p.data.name}
-    log = run_dir / "log.jsonl"
+    env = {**env_info(device), **plugins, "view_workers": p.view_workers, "bookkeeping": bookkeeping, **processes}
+    write_json(run_dir / "env.json", env)
+    resumed = resume and (run_dir / "checkpoint.pt").exists()
+    config, env = (json.loads((run_dir / name).read_text()) for name in ("config.json", "env.json"))  # as written
+    info = RunInfo(p.run_id, p.method.name, p.data.name, p.seed, run_dir, config, env, resumed)
+    with observing(registry, p.observers, info) as observers:  # run start, each epoch, run end (pllzoo.observers)
+        comps = registry.build_components(p.method, p.component_overrides, (p.data.name, p.data.kind))
+        base = {"method": p.method.name, "dataset": p.data.name}
+        log = run_dir / "log.jsonl"
 
-    def epoch_done(records: list[dict[str, Any]]) -> None:
+        def epoch_done(records: list[dict[str, Any]]) -> None:
+            write_jsonl(log, records)
+            observers.epoch(records)
+            if on_epoch:
+                on_epoch(p, records[-1])
+
+        def resumed_from(records: list[dict[str, Any]]) -> None:
+            write_jsonl(log, records)  # drop recomputed ones
+            observers.seen(records)
+
+        import torch
+
+        trainer = Trainer(p.data, comps, p.train, p.seed, torch.device(device), run_dir, base, epoch_done,
+                          p.view_workers, deadline=deadline, on_resume=resumed_from, check=p.check, registry=registry)
+        if on_run:
+            on_run(p, "resumed" if resumed else "started")
+        records = trainer.fit(resume=resume)
         write_jsonl(log, records)
-        if on_epoch:
-            on_epoch(p, records[-1])
-
-    import torch
-
-    trainer = Trainer(p.data, comps, p.train, p.seed, torch.device(device), run_dir, base, epoch_done, p.view_workers,
-                      deadline=deadline, on_resume=lambda records: write_jsonl(log, records),  # drop recomputed ones
-                      check=p.check, registry=registry)
-    if on_run:
-        on_run(p, "resumed" if resume and (run_dir / "checkpoint.pt").exists() else "started")
-    records = trainer.fit(resume=resume)
-    write_jsonl(log, records)
-    (run_dir / "done").write_text("ok\n")
+        (run_dir / "done").write_text("ok\n")
     return records
 
 

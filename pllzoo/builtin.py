@@ -1,8 +1,9 @@
-"""The host's own plugin: generic components and the built-in datasets, backbones and views.
+"""The host's own plugin: generic components, the built-in datasets, backbones and views, and the TensorBoard observer.
 
 Registered through the same hooks as any third-party plugin.  Nothing here is
 specific to a method: a uniform label update, select-all, soft-target CE, and test-time logit
-adjustment by an estimated prior (SoLar-LA, RECORDS' debiased prediction).
+adjustment by an estimated prior (SoLar-LA, RECORDS' debiased prediction); ``pllzoo.tensorboard``
+(:mod:`pllzoo.tensorboard_observer`).
 """
 
 from __future__ import annotations
@@ -111,3 +112,10 @@ def pllzoo_register_views(register):
 
     for name, view in VIEWS.items():
         register(name, view)
+
+
+@hookimpl
+def pllzoo_register_observers(register):
+    from pllzoo.tensorboard_observer import TensorBoard
+
+    register("pllzoo.tensorboard", TensorBoard)

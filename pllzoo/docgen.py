@@ -3,7 +3,7 @@
     python -m pllzoo.docgen > docs/hooks.md
 
 Everything that can drift is read from the code: each hook's signature and docstring (with its
-``Example::`` block) from :mod:`pllzoo.hookspecs`; the fields of ``Step``, ``Batch``, ``Stage`` and
+``Example::`` block) from :mod:`pllzoo.hookspecs` (discovery, run and observer hooks); the fields of ``Step``, ``Batch``, ``Stage`` and
 ``Run`` with their line comments from :mod:`pllzoo.run`; ``TrainConfig``'s help strings; the state and
 checkpoint contract from :mod:`pllzoo.state`; and what each shipped component reads, writes and asks
 for (:func:`describe_component`).  The prose between them lives here.  ``tests/test_docs.py`` checks
@@ -145,6 +145,36 @@ MODEL = """\
 The current stage's network, a `pllzoo.PLLNet` built by the backbone `train.model` names (available from `pllzoo_setup_stage` on): an
 `encoder` (input → features `[B, F]`) and a `head` (`torch.nn.Linear`, F → K); `run.model.feature_dim`
 is F and `run.model.num_classes` is K. Its methods:
+"""
+
+OBSERVERS = """\
+## Observer hooks
+
+Observers watch runs: an experiment tracker (MLflow, W&B), a dashboard, a notifier. Any plugin offers
+them with `pllzoo_register_observers` (above); the user selects them per bench, by name:
+`pllzoo bench --observe NAME[=ARG]` (repeatable; the `PLLZOO_OBSERVE` environment variable, space-separated,
+is the default). The built-in `pllzoo.tensorboard` writes every epoch's scalars to `DIR/<run-id>/`:
+`pllzoo bench --tensorboard DIR` (needs `pip install 'pllzoo[tensorboard]'`). A plugin's observers are
+never active merely because it is installed: a tracker must not upload every bench, tests and CI
+included, to a server nobody asked for, and most observers need an argument (a folder, a project).
+
+* **Where they run.** One instance per run and selected observer, `cls(arg)`, in the process that trains
+  the run: the bench process; with `--jobs N`, the worker of each run; under torchrun, rank 0 only.
+  Runs reused as finished are not observed.
+* **When.** `pllzoo_observe_run_start` once, after `config.json` and `env.json` are written;
+  `pllzoo_observe_epoch` after every epoch trained, with the record just appended to `log.jsonl` and its
+  1-based position there (`step`); `pllzoo_observe_run_end` once, last, whether the run finished, failed or
+  stopped. On `--resume` the checkpointed epochs are not replayed (`run.resumed` is true and the first
+  `step` follows the checkpoint's); epochs the interrupted process trained after its last checkpoint are
+  trained and observed again with the same steps, so write by step.
+* **Failures.** An observer never changes a run. An exception in its constructor or a hook is one warning,
+  `observer 'NAME' failed in HOOK for run ID: Type: message; it is disabled for the rest of this run`
+  (`PLLZOO_DEBUG=1` adds the traceback), and that observer's later hooks for the run, its run end included,
+  are not called. Training, the run's files and the exit status are unaffected. Refuse a bad `ARG` early
+  in `Observer.check(arg)`: a one-line error before any run starts.
+
+`docs/observers.md` walks through an MLflow or W&B plugin; `tests/thirdparty/pllzoo-tracker-example` is one,
+tested, with a stub client.
 """
 
 HPARAMS = """\
@@ -362,6 +392,7 @@ def render() -> str:
     parts += ["## Run hooks\n", "Call order within one run (`pllzoo/trainer.py`):\n\n```text\n"
               + textwrap.dedent(order.split("\n\n")[0]).rstrip() + "\n```\n"]
     parts += [_spec_section(n, f) for n, f in specs(hookspecs.RunSpec)]
+    parts += [OBSERVERS] + [_spec_section(n, f) for n, f in specs(hookspecs.ObserverSpec)]
     parts += ["## What the hooks receive\n", _class_section("`step` (`pllzoo.Step`)", Step, "step."), VIEWS,
               _class_section("`step.batch` (`pllzoo.Batch`)", Batch, "step.batch."),
               _class_section("`run` (`pllzoo.Run`)", Run, "run."), _model_section(), _train_config_section(),

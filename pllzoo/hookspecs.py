@@ -1,7 +1,7 @@
 """The plugin contract of pllzoo: every hook a plugin or a component may implement.
 
-Two groups of specs, both with the project name ``"pllzoo"`` (so one
-:data:`pllzoo.hookimpl` marker serves both):
+Three groups of specs, all with the project name ``"pllzoo"`` (so one
+:data:`pllzoo.hookimpl` marker serves them all):
 
 * **Discovery** (:class:`DiscoverySpec`) — implemented by plugin *modules* found
   through the ``pllzoo`` entry-point group.  Called once, when the registry is
@@ -28,6 +28,12 @@ Two groups of specs, both with the project name ``"pllzoo"`` (so one
 
   An exception raised inside any run hook becomes a one-line
   :class:`pllzoo.checks.ComponentError` naming the component (chained to the cause).
+
+* **Observers** (:class:`ObserverSpec`) — implemented by *observer instances*, which any plugin
+  offers through :meth:`~DiscoverySpec.pllzoo_register_observers` and the user selects by name
+  (``pllzoo bench --observe NAME``; ``--tensorboard DIR`` for the built-in one).  They see each
+  run's start, every epoch's record and its end, and change nothing: a failing observer is one
+  warning and is disabled for the rest of the run (:mod:`pllzoo.observers`).
 
 Call order within one run (the trainer, ``pllzoo/trainer.py``)::
 
@@ -64,7 +70,7 @@ Heavy imports sit under ``TYPE_CHECKING``: this module costs nothing to import.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 import pluggy
 
@@ -73,6 +79,7 @@ if TYPE_CHECKING:  # pragma: no cover - typing only
 
     from pllzoo.components import Component, Method
     from pllzoo.data.base import DatasetSpec
+    from pllzoo.observers import Observer, RunInfo, RunSummary
     from pllzoo.run import Run, Stage, Step
     from pllzoo.state import PLLState
 
@@ -274,6 +281,37 @@ class DiscoverySpec:
             @hookimpl
             def pllzoo_register_views(register):
                 register("example.vflip", lambda x, gen: x.flip(2))  # uint8 [B,C,H,W] -> same
+
+        .. versionadded:: 0.3
+        """
+
+
+    # ------------------------------------------------------------------ observers
+    @hookspec
+    def pllzoo_register_observers(self, register: Callable[[str, type[Observer]], None]) -> None:
+        """Offer run observers: experiment trackers, dashboards, notifiers (:class:`ObserverSpec`).
+
+        Any plugin may offer observers; none is active until the user picks it by name:
+        ``pllzoo bench --observe NAME[=ARG]`` (repeatable; ``PLLZOO_OBSERVE="NAME[=ARG] ..."`` sets a
+        default), e.g. ``--observe pllzoo.tensorboard=DIR``, which ``--tensorboard DIR`` abbreviates.
+        An unknown name, or an ``ARG`` the class's :meth:`pllzoo.Observer.check` refuses, is a
+        one-line error before any run starts.
+
+        Called: once, when the registry is first built.
+
+        :param register: call ``register(name, cls)`` per observer; ``cls`` subclasses
+            :class:`pllzoo.Observer` and implements at least one observer hook with ``@hookimpl``.
+            For each run that selects it, ``cls(arg)`` is made in the process that trains the run
+            (``arg``: the text after ``=``, else ``None``).
+        :returns: None.
+        Raises: the registry refuses the plugin as a whole (one line) for a taken name, a class that is
+            no ``Observer`` or a misspelled observer hook.
+
+        Example::
+
+            @hookimpl
+            def pllzoo_register_observers(register):
+                register("example.printer", EpochPrinter)  # EpochPrinter(Observer)
 
         .. versionadded:: 0.3
         """
@@ -595,6 +633,92 @@ class RunSpec:
                     return logits - state.prior.clamp_min(1e-12).log()  # [M, K]
 
         .. versionadded:: 0.1
+        """
+
+
+class ObserverSpec:
+    """Hooks implemented by observer instances (:meth:`DiscoverySpec.pllzoo_register_observers`).
+
+    One instance per run and selected observer, made in the process that trains the run: the bench
+    process, each ``--jobs`` worker for its own runs, and rank 0 only under torchrun (the other ranks
+    make none).  Runs reused as finished are not observed.  Observers see what the run records and
+    change nothing: an exception inside one becomes one ``Warning:`` line naming the observer, the
+    hook and the run, and that observer is disabled for the rest of the run; training, the exit
+    status and the run's files are unaffected (``KeyboardInterrupt`` is not caught).
+    """
+
+    @hookspec
+    def pllzoo_observe_run_start(self, run: RunInfo) -> None:
+        """Open what the observer needs for this run (a writer, a tracking run).
+
+        Called: once per run, in the process that trains it, after ``config.json`` and ``env.json`` are
+        written and before the components are built; ``run.resumed`` says whether training continues
+        from a checkpoint (``--resume``).
+
+        :param run: :class:`pllzoo.RunInfo`: ``run_id``, ``method``, ``dataset``, ``seed``, ``run_dir``,
+            ``config`` (``config.json``'s content), ``env`` (``env.json``'s), ``resumed``.
+        :returns: None.
+
+        Example::
+
+            class EpochPrinter(Observer):
+                @hookimpl
+                def pllzoo_observe_run_start(self, run):
+                    print(f"{run.run_id}: {run.method} seed {run.seed}")
+
+        .. versionadded:: 0.3
+        """
+
+    @hookspec
+    def pllzoo_observe_epoch(self, run: RunInfo, record: dict[str, Any], step: int) -> None:
+        """Log one finished epoch.
+
+        Called: after every epoch the run trains, once its record is appended to ``log.jsonl``
+        (the same dict; every stage's epochs, ``record["stage"]`` names it).  On resume the epochs
+        up to the checkpoint are not replayed; epochs the interrupted process trained after its last
+        checkpoint are trained again and observed again with the same ``step`` (write by step,
+        overwriting).
+
+        :param run: the run's :class:`pllzoo.RunInfo`.
+        :param record: the epoch's record: ``method``, ``seed``, ``stage``, ``epoch`` (1-based within
+            the stage), ``epochs``, ``lr``, ``loss``, the components' logs, ``acc_all``,
+            ``acc_many``/``acc_medium``/``acc_few``, ``class_acc``, ``wall_s`` and the like.
+        :param step: the record's 1-based position in ``log.jsonl``: increases over stages, equal for a
+            re-trained epoch.
+        :returns: None.
+
+        Example::
+
+            class EpochPrinter(Observer):
+                @hookimpl
+                def pllzoo_observe_epoch(self, record, step):
+                    print(f"step {step}: acc {record['acc_all']:.1f}")
+
+        .. versionadded:: 0.3
+        """
+
+    @hookspec
+    def pllzoo_observe_run_end(self, run: RunInfo, summary: RunSummary) -> None:
+        """Close what :meth:`pllzoo_observe_run_start` opened; called even when the run failed or stopped.
+
+        Called: once per run that started, last: after ``log.jsonl`` and ``done`` are written for a
+        finished run, after the failure for a failed one, at the clean stop (time limit, signal) for a
+        stopped one; not on an observer that an earlier failure disabled for the run.
+
+        :param run: the run's :class:`pllzoo.RunInfo`.
+        :param summary: :class:`pllzoo.RunSummary`: ``status`` (``"finished"``, ``"failed"`` or
+            ``"stopped"``), ``records`` (every record of the run so far, checkpointed ones included),
+            ``final`` (the last record or ``None``), ``error`` (one line, or ``None``).
+        :returns: None.
+
+        Example::
+
+            class EpochPrinter(Observer):
+                @hookimpl
+                def pllzoo_observe_run_end(self, summary):
+                    print(f"{summary.status}: {summary.final and summary.final['acc_all']}")
+
+        .. versionadded:: 0.3
         """
 
 

@@ -20,6 +20,7 @@ from pllzoo.data.validate import check_training_set
 from pllzoo.errors import PLLZooError, UnknownNameError
 from pllzoo.hparams import as_dict, check, override
 from pllzoo.migrate import portable
+from pllzoo.observers import ObserverChoice
 from pllzoo.registry import Registry
 from pllzoo.results import backbone_env, plugins_env, run_id
 from pllzoo.run import BOOKKEEPING_FIELDS, HASHED_UNLESS_DEFAULT, TrainConfig
@@ -37,6 +38,7 @@ class RunPlan:
     view_workers: int = 0  # processes computing the strong view ahead (pllzoo.prefetch); 0: in the loop
     check: bool = False  # check the components' outputs at every step (pllzoo.checks); never in the run id
     plugins: dict[str, Any] = field(default_factory=dict)  # env.json: plugins, and who supplied each component
+    observers: tuple[ObserverChoice, ...] = ()  # --observe: made where the run trains (pllzoo.observers); not in the run id
 
     @property
     def run_id(self) -> str:

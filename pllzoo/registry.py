@@ -1,4 +1,4 @@
-"""Names to things: components per slot, method recipes, datasets, backbones and views.
+"""Names to things: components per slot, method recipes, datasets, backbones, views and run observers.
 
 Built once from the plugin manager (:func:`get_registry`), one plugin at a time,
 all or nothing: a plugin whose registrations are not all valid, or that takes a
@@ -27,6 +27,7 @@ from pllzoo.components import (OPTIONAL_SLOTS, SLOTS, Component, Method, check_c
 from pllzoo.data.base import DatasetSpec
 from pllzoo.errors import PLLZooError, UnknownNameError
 from pllzoo.hparams import override
+from pllzoo.observers import Observer, check_observer
 from pllzoo.plugins import PluginInfo, make_plugin_manager, one_line
 
 IMAGEFOLDER_PREFIX = "imagefolder:"  # --dataset imagefolder:PATH (pllzoo.data.imagefolder)
@@ -41,6 +42,7 @@ class Registry:
     datasets: dict[str, tuple[DatasetSpec, str]] = field(default_factory=dict)
     models: dict[str, tuple[Callable[..., Any], str]] = field(default_factory=dict)  # name -> (factory, plugin)
     views: dict[str, tuple[Callable[..., Any], str]] = field(default_factory=dict)  # name -> (view, plugin)
+    observers: dict[str, tuple[type[Observer], str]] = field(default_factory=dict)
 
     # ------------------------------------------------------------------ building
     @classmethod
@@ -76,6 +78,7 @@ class Registry:
             ("pllzoo_register_datasets", self._object_registrar("dataset", DatasetSpec, info, staged.datasets)),
             ("pllzoo_register_models", self._callable_registrar("model", info, staged.models, self.models)),
             ("pllzoo_register_views", self._callable_registrar("view", info, staged.views, self.views)),
+            ("pllzoo_register_observers", self._observer_registrar(info, staged.observers)),
         ]
         try:
             for hook_name, register in calls:
@@ -99,6 +102,9 @@ class Registry:
         self.datasets.update((n, (d, info.name)) for n, d in staged.datasets.items())
         self.models.update((n, (f, info.name)) for n, f in staged.models.items())
         self.views.update((n, (v, info.name)) for n, v in staged.views.items())
+        for name, observer in staged.observers.items():
+            observer.name = name
+            self.observers[name] = (observer, info.name)
 
     def _fail(self, plugin: str, reason: str, tb: str | None = None) -> None:
         for i, info in enumerate(self.plugins):
@@ -150,6 +156,15 @@ class Registry:
                 raise PLLZooError(f"{what} {name!r}: expected a callable, got {type(fn).__name__}")
             table[name] = fn
 
+    def _observer_registrar(self, info: PluginInfo, table: dict):
+        def register(name: str, observer: type[Observer]) -> None:
+            self._claim("observer", name, table, self.observers, info)
+            try:
+                check_observer(observer)
+            except PLLZooError as exc:
+                raise PLLZooError(f"observer {name!r}: {exc}") from None
+            table[name] = observer
+
         return register
 
     def failures(self) -> list[PluginInfo]:
@@ -190,6 +205,14 @@ class Registry:
         except (KeyError, TypeError):
             raise UnknownNameError(f"{where + ': ' if where else ''}unknown {what} {name!r}; "
                                    f"valid: {', '.join(sorted(table))}{self._failed_note()}") from None
+
+    def observer_class(self, name: str) -> type[Observer]:
+        """The observer class registered as ``name`` (``--observe NAME``)."""
+        try:
+            return self.observers[name][0]
+        except KeyError:
+            valid = ", ".join(sorted(self.observers)) or "(none)"
+            raise UnknownNameError(f"unknown observer {name!r}; valid: {valid}{self._failed_note()}") from None
 
     def list_methods(self, pattern: str = "*") -> list[str]:
         return sorted(n for n in self.methods if fnmatch.fnmatch(n, pattern))
@@ -292,6 +315,7 @@ class _Staged:
     datasets: dict[str, DatasetSpec] = field(default_factory=dict)
     models: dict[str, Callable[..., Any]] = field(default_factory=dict)
     views: dict[str, Callable[..., Any]] = field(default_factory=dict)
+    observers: dict[str, type[Observer]] = field(default_factory=dict)
 
 
 _REGISTRY: Registry | None = None

@@ -15,13 +15,13 @@ import pytest
 import torch
 from click.testing import CliRunner
 
-from pllzoo import Component, Method, PLLState, Stage, hookimpl, hookspecs
+from pllzoo import Component, Method, Observer, PLLState, Stage, hookimpl, hookspecs
 from pllzoo.cli import cli
 from pllzoo.components import SLOTS
 from pllzoo.docgen import describe_component, field_comments, render, shipped_registry, specs
 
 REPO = Path(__file__).resolve().parents[1]
-SPECS = specs(hookspecs.DiscoverySpec) + specs(hookspecs.RunSpec)
+SPECS = specs(hookspecs.DiscoverySpec) + specs(hookspecs.RunSpec) + specs(hookspecs.ObserverSpec)
 
 
 def test_hooks_md_equals_the_generated_text():
@@ -50,21 +50,23 @@ def _example(fn) -> str:
 @pytest.mark.parametrize("name,fn", SPECS, ids=[s[0] for s in SPECS])
 def test_spec_example_implements_the_hook(name, fn):
     """Each example runs as written and implements its hook with arguments the spec has."""
-    ns = {"hookimpl": hookimpl, "Component": Component, "Method": Method, "Stage": Stage, "torch": torch}
+    ns = {"hookimpl": hookimpl, "Component": Component, "Method": Method, "Stage": Stage, "Observer": Observer,
+          "torch": torch}
     exec(compile(_example(fn), f"<example of {name}>", "exec"), ns)
     run_specs = dict(specs(hookspecs.RunSpec))
     impls = []  # (hook name, argument names) of every @hookimpl defined by the example
     for obj in ns.values():
         if inspect.isfunction(obj) and hasattr(obj, "pllzoo_impl"):
             impls.append((obj.__name__, list(inspect.signature(obj).parameters)))
-        if isinstance(obj, type) and issubclass(obj, Component) and obj is not Component:
+        if isinstance(obj, type) and issubclass(obj, (Component, Observer)) and obj not in (Component, Observer):
             impls += [(a, list(inspect.signature(f).parameters)[1:]) for a, f in vars(obj).items()
                       if hasattr(f, "pllzoo_impl")]
     assert name in [hook for hook, _ in impls], f"the example of {name} does not implement it"
     for hook, args in impls:
         spec = dict(SPECS)[hook]
         assert set(args) <= set(list(inspect.signature(spec).parameters)[1:]), (hook, args)
-        assert hook in run_specs or fn in dict(specs(hookspecs.DiscoverySpec)).values()
+        assert hook in run_specs or hook in dict(specs(hookspecs.ObserverSpec)) \
+            or fn in dict(specs(hookspecs.DiscoverySpec)).values()
 
 
 def test_cli_shows_needs_provides_and_views(monkeypatch):

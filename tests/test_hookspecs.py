@@ -12,7 +12,7 @@ from pllzoo import hookspecs
 REPO = Path(__file__).resolve().parents[1]
 SPECS = [
     (name, fn)
-    for cls in (hookspecs.DiscoverySpec, hookspecs.RunSpec)
+    for cls in (hookspecs.DiscoverySpec, hookspecs.RunSpec, hookspecs.ObserverSpec)
     for name, fn in cls.__dict__.items()
     if name.startswith("pllzoo_")
 ]

@@ -112,9 +112,17 @@ def _continue_command(ctx: click.Context) -> str:
 @click.option("--shard", default=None, metavar="I/N", callback=lambda ctx, param, v: _shard(v),
               help="Run only the I-th of N disjoint parts of the method x seed grid (1 <= I <= N), into the same "
                    "--out layout: N shards (a SLURM array, one process per GPU) cover the grid; report merges.")
+@click.option("--observe", multiple=True, envvar="PLLZOO_OBSERVE", metavar="NAME[=ARG]",
+              help="Send each run's start, epoch records and end to the observer NAME that a plugin registered "
+                   "(pllzoo plugins lists them), e.g. an experiment tracker; repeatable (default: PLLZOO_OBSERVE, "
+                   "space-separated). An observer that fails is one warning and is disabled for that run.")
+@click.option("--tensorboard", type=click.Path(path_type=Path), default=None, metavar="DIR",
+              help="Write every epoch's scalars (loss, lr, accuracies, method logs) to DIR/<run-id>/ for TensorBoard; "
+                   "short for --observe pllzoo.tensorboard=DIR. Needs: pip install 'pllzoo[tensorboard]'.")
 @click.pass_context
 def bench(ctx, methods, dataset, seeds, epochs, batch_size, data_dir, split, phi, imb, imb_type, holdout, subset,
-          device, view_workers, hps, out, resume, overwrite, offline, check, jobs, threads, time_limit, shard) -> None:
+          device, view_workers, hps, out, resume, overwrite, offline, check, jobs, threads, time_limit, shard,
+          observe, tensorboard) -> None:
     """Run METHODS head-to-head on DATASET over SEEDS and print All/Many/Medium/Few.
 
     Under ``torchrun --nproc-per-node G -m pllzoo bench ...`` each run trains data-parallel on G processes
@@ -124,7 +132,7 @@ def bench(ctx, methods, dataset, seeds, epochs, batch_size, data_dir, split, phi
     try:
         _bench(ctx, dist, methods, dataset, seeds, epochs, batch_size, data_dir, split, phi, imb, imb_type, holdout,
                subset, device, view_workers, hps, out, resume, overwrite, offline, check, jobs, threads, time_limit,
-               shard)
+               shard, observe, tensorboard)
     finally:  # every way out (a table, failed runs, a stop, a planning error) is reached by all ranks
         if dist.active:
             distributed.shutdown()
@@ -132,7 +140,7 @@ def bench(ctx, methods, dataset, seeds, epochs, batch_size, data_dir, split, phi
 
 def _bench(ctx, dist, methods, dataset, seeds, epochs, batch_size, data_dir, split, phi, imb, imb_type, holdout,
            subset, device, view_workers, hps, out, resume, overwrite, offline, check, jobs, threads, time_limit,
-           shard) -> None:
+           shard, observe=(), tensorboard=None) -> None:
     if not dist.is_main:  # torchrun: rank 0 reports warnings (the data's, reused runs, ...) once
         warnings.simplefilter("ignore")
     reg = get_registry()
@@ -140,6 +148,9 @@ def _bench(ctx, dist, methods, dataset, seeds, epochs, batch_size, data_dir, spl
         raise PLLZooError(f"--jobs {jobs} under torchrun: the {dist.world} processes train one run at a time")
     warn_failed_plugins(reg)  # one line each, to stderr: a method may be missing because of it
     check_out(Path(out))
+    from pllzoo.observers import choose
+
+    observers = choose(reg, observe, tensorboard)  # names and arguments checked before anything is written
     if resume and overwrite:
         raise PLLZooError("--overwrite and --resume exclude each other; --overwrite retrains finished runs, "
                           "--resume keeps them")
@@ -151,6 +162,8 @@ def _bench(ctx, dist, methods, dataset, seeds, epochs, batch_size, data_dir, spl
         hp=configfile.overrides(ctx, hps), device=device, view_workers=view_workers, check=check, shard=part,
     )
     replay.check(ctx, plans)  # --from-run: the recorded config, or one line
+    for p in plans:  # each run's process makes its observers (pllzoo.observers); not part of the run id
+        p.observers = observers
     if part is not None and dist.is_main:
         click.echo(f"shard {part[0]}/{part[1]}: {len(plans)} run(s) of the grid", err=True)
     if not plans:  # more shards than runs (a large array job): nothing to do is not an error

@@ -39,6 +39,7 @@ def _plugin_rows(reg, debug: bool = False) -> list[dict]:
             "datasets": sorted(n for n, (_, p) in reg.datasets.items() if p == info.name),
             "models": sorted(n for n, (_, p) in reg.models.items() if p == info.name),
             "views": sorted(n for n, (_, p) in reg.views.items() if p == info.name),
+            "observers": sorted(n for n, (_, p) in reg.observers.items() if p == info.name),
             "hooks": plugin_hooks(reg.pm, info.name),
         })
     return rows
