@@ -156,6 +156,8 @@ class Registry:
                 raise PLLZooError(f"{what} {name!r}: expected a callable, got {type(fn).__name__}")
             table[name] = fn
 
+        return register
+
     def _observer_registrar(self, info: PluginInfo, table: dict):
         def register(name: str, observer: type[Observer]) -> None:
             self._claim("observer", name, table, self.observers, info)
