@@ -10,9 +10,12 @@
 
 from __future__ import annotations
 
-import pandas as pd
+from typing import TYPE_CHECKING
 
 from pllzoo.errors import PLLZooError
+
+if TYPE_CHECKING:  # pragma: no cover  (pandas loads when a rule runs: `pllzoo report --help` stays fast)
+    import pandas as pd
 
 RULES = ("last", "oracle", "heldout")
 
@@ -27,6 +30,8 @@ _SCORE = {"oracle": "acc_all", "heldout": "val_covering"}
 
 def select_epochs(records: pd.DataFrame, rule: str) -> pd.DataFrame:
     """One row per run (column ``run``) from per-epoch ``records``, chosen by ``rule``."""
+    import pandas as pd
+
     if rule not in RULES:
         raise PLLZooError(f"unknown model selection {rule!r}; valid: {', '.join(RULES)}")
     final = records[records["final_stage"].astype(bool)].sort_values(["run", "epoch"], kind="stable")

@@ -10,11 +10,23 @@ from rich.table import Table
 
 from pllzoo.cli import cli
 from pllzoo.components import SLOTS
-from pllzoo.docgen import describe_component
 from pllzoo.hparams import describe
 from pllzoo.cli import failure_lines
 from pllzoo.plugins import DEBUG_ENV, debug_enabled, plugin_hooks
-from pllzoo.registry import get_registry
+
+
+def get_registry():
+    """:func:`pllzoo.registry.get_registry`, imported when a listing runs: ``--help`` loads no torch."""
+    from pllzoo.registry import get_registry as registry
+
+    return registry()
+
+
+def describe_component(cls) -> dict:
+    """:func:`pllzoo.docgen.describe_component`, imported when a listing runs (docgen imports torch)."""
+    from pllzoo.docgen import describe_component as describe_
+
+    return describe_(cls)
 
 
 def _plugin_rows(reg, debug: bool = False) -> list[dict]:
