@@ -21,24 +21,62 @@ internal and may move.
 * The registry: :func:`get_registry`.
 """
 
+from typing import TYPE_CHECKING, Any
+
 import pluggy
 
 __version__ = "0.2.0"
 
 hookimpl = pluggy.HookimplMarker("pllzoo")
 
-from pllzoo.components import SLOTS, Component, Method  # noqa: E402
-from pllzoo.data.base import DataOptions, DatasetSpec, PLLData, TrainDefaults  # noqa: E402
-from pllzoo.data.imagefolder import image_folder_dataset, pll_from_images  # noqa: E402
-from pllzoo.errors import PLLZooError, UnknownNameError  # noqa: E402
-from pllzoo.hparams import NoHParams, as_dict, describe, hp  # noqa: E402
-from pllzoo.losses import masked_mean, normalize_rows, soft_cross_entropy  # noqa: E402
-from pllzoo.mixup import mixup_loss  # noqa: E402
-from pllzoo.pllnet import PLLNet  # noqa: E402
-from pllzoo.observers import Observer, RunInfo, RunSummary  # noqa: E402
-from pllzoo.registry import get_registry  # noqa: E402
-from pllzoo.run import Batch, Run, Stage, Step, TrainConfig  # noqa: E402
-from pllzoo.state import PLLState  # noqa: E402
+# The public names, each imported from its module on first use (PEP 562): ``import pllzoo`` (and so
+# ``pllzoo --help``) loads no torch; ``from pllzoo import Component`` imports ``pllzoo.components`` then.
+_LAZY = {
+    "SLOTS": "pllzoo.components", "Component": "pllzoo.components", "Method": "pllzoo.components",
+    "PLLZooError": "pllzoo.errors", "UnknownNameError": "pllzoo.errors",
+    "NoHParams": "pllzoo.hparams", "as_dict": "pllzoo.hparams", "describe": "pllzoo.hparams", "hp": "pllzoo.hparams",
+    "masked_mean": "pllzoo.losses", "normalize_rows": "pllzoo.losses", "soft_cross_entropy": "pllzoo.losses",
+    "mixup_loss": "pllzoo.mixup",
+    "get_registry": "pllzoo.registry",
+    "Batch": "pllzoo.run", "Run": "pllzoo.run", "Stage": "pllzoo.run", "Step": "pllzoo.run",
+    "TrainConfig": "pllzoo.run",
+    "PLLState": "pllzoo.state",
+    "DataOptions": "pllzoo.data.base", "DatasetSpec": "pllzoo.data.base", "PLLData": "pllzoo.data.base",
+    "TrainDefaults": "pllzoo.data.base",
+    "image_folder_dataset": "pllzoo.data.imagefolder", "pll_from_images": "pllzoo.data.imagefolder",
+    "PLLNet": "pllzoo.pllnet",
+    "Observer": "pllzoo.observers", "RunInfo": "pllzoo.observers", "RunSummary": "pllzoo.observers",
+}
+
+if TYPE_CHECKING:  # pragma: no cover  (what type checkers and IDEs see)
+    from pllzoo.components import SLOTS, Component, Method
+    from pllzoo.errors import PLLZooError, UnknownNameError
+    from pllzoo.hparams import NoHParams, as_dict, describe, hp
+    from pllzoo.losses import masked_mean, normalize_rows, soft_cross_entropy
+    from pllzoo.mixup import mixup_loss
+    from pllzoo.registry import get_registry
+    from pllzoo.run import Batch, Run, Stage, Step, TrainConfig
+    from pllzoo.state import PLLState
+    from pllzoo.data.base import DataOptions, DatasetSpec, PLLData, TrainDefaults
+    from pllzoo.data.imagefolder import image_folder_dataset, pll_from_images
+    from pllzoo.pllnet import PLLNet
+    from pllzoo.observers import Observer, RunInfo, RunSummary
+
+
+def __getattr__(name: str) -> Any:
+    """A public name from :data:`_LAZY`, imported on first access and kept in the module."""
+    if name not in _LAZY:
+        raise AttributeError(f"module 'pllzoo' has no attribute {name!r}")
+    import importlib
+
+    value = getattr(importlib.import_module(_LAZY[name]), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_LAZY))
+
 
 __all__ = [
     "hookimpl", "Component", "Method", "SLOTS",

@@ -34,11 +34,9 @@ from typing import Any, Iterable
 
 import pandas as pd
 
+from pllzoo.columns import ACC_COLUMNS, RESULT_COLUMNS
 from pllzoo.errors import PLLZooError
 from pllzoo.model_selection import select_epochs
-
-ACC_COLUMNS = ("acc_all", "acc_many", "acc_medium", "acc_few")
-RESULT_COLUMNS = ("method", "dataset", "seed", "epoch", *ACC_COLUMNS)
 
 
 def run_id(config: dict[str, Any]) -> str:

@@ -22,20 +22,17 @@ import warnings
 from pathlib import Path
 
 import click
-from rich.console import Console
-from rich.markup import escape
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from pllzoo import bench as bench_lib
-from pllzoo import checkpoint, configfile, distributed, replay
+from pllzoo import configfile, replay  # click callbacks of --config/--from-run; neither loads torch
 from pllzoo.cli import cli, warn_failed_plugins
-from pllzoo.data.base import DataOptions
 from pllzoo.errors import PLLZooError
-from pllzoo.jobs import RunsFailed
-from pllzoo.planning import parse_shard
-from pllzoo.registry import get_registry
-from pllzoo import report as rep
-from pllzoo.results import load, setting_label
+
+
+def get_registry():
+    """:func:`pllzoo.registry.get_registry`, imported when the bench runs: ``--help`` loads no torch."""
+    from pllzoo.registry import get_registry as registry
+
+    return registry()
 
 
 def _csv(text: str) -> list[str]:
@@ -119,20 +116,28 @@ def _continue_command(ctx: click.Context) -> str:
 @click.option("--tensorboard", type=click.Path(path_type=Path), default=None, metavar="DIR",
               help="Write every epoch's scalars (loss, lr, accuracies, method logs) to DIR/<run-id>/ for TensorBoard; "
                    "short for --observe pllzoo.tensorboard=DIR. Needs: pip install 'pllzoo[tensorboard]'.")
+@click.option("--dry-run", is_flag=True,
+              help="Print the plan (runs, model, stages and epochs, device, estimated duration) and each run's "
+                   "resolved config as JSON (what its config.json would hold); train and write nothing, exit 0.")
 @click.pass_context
 def bench(ctx, methods, dataset, seeds, epochs, batch_size, data_dir, split, phi, imb, imb_type, holdout, subset,
           device, view_workers, hps, out, resume, overwrite, offline, check, jobs, threads, time_limit, shard,
-          observe, tensorboard) -> None:
+          observe, tensorboard, dry_run) -> None:
     """Run METHODS head-to-head on DATASET over SEEDS and print All/Many/Medium/Few.
 
     Under ``torchrun --nproc-per-node G -m pllzoo bench ...`` each run trains data-parallel on G processes
     (docs/distributed.md); rank 0 writes everything and prints the table, the others print nothing.
+
+    Before training it prints the plan and an estimated duration from a timing of the first steps, and
+    warns when the plan looks too long (pllzoo.costs); --dry-run stops there.
     """
+    from pllzoo import distributed
+
     dist = distributed.init_from_env(device)
     try:
         _bench(ctx, dist, methods, dataset, seeds, epochs, batch_size, data_dir, split, phi, imb, imb_type, holdout,
                subset, device, view_workers, hps, out, resume, overwrite, offline, check, jobs, threads, time_limit,
-               shard, observe, tensorboard)
+               shard, observe, tensorboard, dry_run)
     finally:  # every way out (a table, failed runs, a stop, a planning error) is reached by all ranks
         if dist.active:
             distributed.shutdown()
@@ -140,7 +145,18 @@ def bench(ctx, methods, dataset, seeds, epochs, batch_size, data_dir, split, phi
 
 def _bench(ctx, dist, methods, dataset, seeds, epochs, batch_size, data_dir, split, phi, imb, imb_type, holdout,
            subset, device, view_workers, hps, out, resume, overwrite, offline, check, jobs, threads, time_limit,
-           shard, observe=(), tensorboard=None) -> None:
+           shard, observe=(), tensorboard=None, dry_run=False) -> None:
+    from rich.console import Console
+
+    from pllzoo import bench as bench_lib
+    from pllzoo import checkpoint
+    from pllzoo import report as rep
+    from pllzoo.cli.bench_plan import show_plan
+    from pllzoo.data.base import DataOptions
+    from pllzoo.jobs import RunsFailed
+    from pllzoo.progress import BenchProgress
+    from pllzoo.results import load, setting_label
+
     if not dist.is_main:  # torchrun: rank 0 reports warnings (the data's, reused runs, ...) once
         warnings.simplefilter("ignore")
     reg = get_registry()
@@ -169,29 +185,22 @@ def _bench(ctx, dist, methods, dataset, seeds, epochs, batch_size, data_dir, spl
     if not plans:  # more shards than runs (a large array job): nothing to do is not an error
         return
     if not dist.is_main:  # torchrun: train rank 0's runs with it, write and print nothing
+        if dry_run:
+            return
         bench_lib.follow(reg, plans, time_limit)
         return
     err = Console(stderr=True)
+    costs, estimates = show_plan(reg, plans, Path(out), overwrite=overwrite, jobs=jobs, threads=threads,
+                                 time=not dist.active and jobs == 1, dry_run=dry_run)
+    if dry_run:
+        return
     stopped: BaseException | None = None
     failure: RunsFailed | None = None
-    columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
-    with Progress(*columns, console=err, transient=False) as progress:
-        tasks: dict[str, int] = {}
-
-        def on_run(p, status):
-            if p.run_id in tasks:  # a --jobs run that failed: its line says so
-                progress.update(tasks[p.run_id], description=f"{escape(p.method.name)} seed {p.seed} {escape(status)}")
-                return
-            tasks[p.run_id] = progress.add_task(f"{escape(p.method.name)} seed {p.seed} ({status})", total=None)
-
-        def on_epoch(p, rec):
-            task = tasks[p.run_id]
-            progress.update(task, total=rec["epochs"], completed=rec["epoch"], description=(
-                f"{escape(p.method.name)} seed {p.seed} {escape('[' + rec['stage'] + ']')} acc {rec['acc_all']:.1f} loss {rec['loss']:.3f}"))
-
+    with BenchProgress(costs, estimates, jobs, live=err.is_terminal, console=err) as progress:
         try:
-            rows = bench_lib.execute(reg, plans, out, resume=resume, on_epoch=on_epoch, on_run=on_run, jobs=jobs,
-                                     threads=threads, time_limit=time_limit, overwrite=overwrite)
+            rows = bench_lib.execute(reg, plans, out, resume=resume, on_epoch=progress.on_epoch,
+                                     on_run=progress.on_run, jobs=jobs, threads=threads, time_limit=time_limit,
+                                     overwrite=overwrite)
         except RunsFailed as exc:  # the others finished: their table, then one line naming the failed runs
             failure, rows = exc, exc.rows
         except (checkpoint.Stopped, KeyboardInterrupt) as exc:
@@ -225,6 +234,8 @@ def _bench(ctx, dist, methods, dataset, seeds, epochs, batch_size, data_dir, spl
 
 def _shard(text: str | None) -> tuple[int, int] | None:
     """``--shard``'s value as ``(i, n)``; a bad one is a usage error (exit 2), one line."""
+    from pllzoo.planning import parse_shard
+
     try:
         return parse_shard(text) if text is not None else None
     except PLLZooError as exc:
@@ -272,6 +283,8 @@ def _write_error(exc: OSError, out: Path, plans) -> PLLZooError:
 
 def _stop(ctx: click.Context, exc: BaseException, out: Path) -> None:
     """One line and the exit status of a stopped bench; a summary would speak for unfinished runs, so none stays."""
+    from pllzoo import checkpoint
+
     for name in ("summary.csv", "summary.md"):
         (out / name).unlink(missing_ok=True)
     if isinstance(exc, checkpoint.Stopped):

@@ -5,13 +5,9 @@ from __future__ import annotations
 from pathlib import Path
 
 import click
-import pandas as pd
-from rich.console import Console
 
-from pllzoo import bench as bench_lib
-from pllzoo import report as rep
 from pllzoo.cli import cli
-from pllzoo.results import ACC_COLUMNS, summarise
+from pllzoo.columns import ACC_COLUMNS
 
 
 @cli.command()
@@ -26,10 +22,16 @@ from pllzoo.results import ACC_COLUMNS, summarise
               help="Write a Markdown table here: mean ± sample std over the runs of each method.")
 def evaluate(runs, predict, hps, data_dir, device, csv_path, md_path) -> None:
     """Test accuracy of each finished run (RUNS: results/<study>/runs/<run>) under --hp, no training."""
+    import pandas as pd
+    from rich.console import Console
+
+    from pllzoo import planning
+    from pllzoo import report as rep
     from pllzoo.evaluate import rescore
     from pllzoo.registry import get_registry
+    from pllzoo.results import summarise
 
-    overrides = bench_lib.parse_overrides(hps)
+    overrides = planning.parse_overrides(hps)
     rows = pd.DataFrame([rescore(get_registry(), run, overrides, predict, data_dir, device) for run in runs])
     setting = ([f"predict={predict}"] if predict else []) + [f"{k}={v}" for k, v in overrides.items()]
     title = "Re-scored: " + (", ".join(setting) or "as trained")

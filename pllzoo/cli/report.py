@@ -3,21 +3,24 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
-import pandas as pd
-from rich.console import Console
 
-from pllzoo import report as rep
 from pllzoo.cli import cli
+from pllzoo.columns import ACC_COLUMNS
 from pllzoo.errors import PLLZooError
 from pllzoo.model_selection import RULES
-from pllzoo.results import ACC_COLUMNS, load, unfinished
+
+if TYPE_CHECKING:  # pragma: no cover  (pandas, torch load when the command runs: `--help` stays fast)
+    import pandas as pd
 
 
 def _paper(path: Path | None) -> pd.DataFrame | None:
     if path is None:
         return None
+    import pandas as pd
+
     frame = pd.read_csv(path, dtype=str)
     missing = {"method", "setting", "paper"} - set(frame.columns)
     if missing:
@@ -42,6 +45,11 @@ def _paper(path: Path | None) -> pd.DataFrame | None:
 @click.option("--csv", "csv_path", type=click.Path(path_type=Path), default=None, help="Write the summary CSV here.")
 def report(results, rule, methods, missing_ok, wide, metric, paper, title, md, csv_path) -> None:
     """Tables of mean ± std over seeds from RESULTS folders written by `pllzoo bench`."""
+    from rich.console import Console
+
+    from pllzoo import report as rep
+    from pllzoo.results import load, unfinished
+
     damaged: list[tuple[Path, str]] = []
     records = load(*results, damaged=damaged)
     for _, why in damaged:  # one line each: the run and what is wrong (pllzoo.results.read_log)

@@ -1,0 +1,181 @@
+"""What a bench will cost, said before it trains: the plan, an estimate of its duration, and a warning
+when the plan looks unreasonable (the cost guard of ``pllzoo bench``; ``--dry-run`` stops after it).
+
+* The plan (:func:`run_costs`): per run its method, seed, model, device, and its stages with their epochs,
+  from the recipe's own ``pllzoo_stages`` answer as the trainer asks it (SoLar: ``pre-estimation 20 +
+  train 40``); the steps per epoch follow from the training rows and the batch size.
+* The estimate (:func:`run_seconds`): ``epochs × (steps per epoch × step_s + evaluated rows × eval_row_s)``
+  per run, with ``step_s`` and ``eval_row_s`` timed on the run's own device from a few steps of the first
+  run of its method (:mod:`pllzoo.timing`; a few seconds in all: once the timing budget is spent the
+  remaining methods are assumed to cost what the first did; not with ``--jobs N`` or torchrun, where the
+  progress estimates from the first epochs).  The bench's total is the sum over the runs
+  it will train (runs already finished under ``--out`` are reused and cost nothing) divided by the runs
+  trained at once (``--jobs``; an upper bound on the speed-up).  Not counted: a method's epoch-end or
+  stage-start passes over the training set, checkpoints, data loading.
+* The guard (:func:`cost_warning`): one line when a ResNet runs on the CPU for more than
+  :data:`CPU_RESNET_EPOCHS` epochs or the whole bench is estimated above :data:`LONG_HOURS` hours,
+  suggesting the CPU-tier recipe (:data:`CPU_RECIPE`) on a CPU, fewer epochs or more GPUs elsewhere.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from pllzoo.planning import RunPlan
+from pllzoo.registry import Registry
+
+CPU_RESNET_EPOCHS = 100  # a ResNet on the CPU for more epochs than this is warned about, whatever the estimate
+LONG_HOURS = 12.0  # a bench estimated above this many hours is warned about
+CPU_RECIPE = ("benchmarks/cifar10lt-cpu/run.sh (a small CNN: --hp train.model=cnn, 40 epochs, "
+              "--hp train.schedule=cosine)")
+
+
+@dataclass(frozen=True)
+class RunCost:
+    """One planned run as the plan shows it."""
+
+    method: str
+    seed: int
+    run_id: str
+    model: str
+    device: str
+    stages: tuple[tuple[str, int], ...]  # (stage name, epochs), in training order
+    steps_per_epoch: int
+    eval_rows: int  # rows evaluated after every epoch (test, and held-out training rows)
+    reused: bool = False  # finished under --out already: reused, not trained
+
+    @property
+    def epochs(self) -> int:
+        """Epochs over all stages."""
+        return sum(e for _, e in self.stages)
+
+    def stage_text(self) -> str:
+        """``pre-estimation 20 + train 40 = 60 epochs`` (one stage: ``train 40 epochs``)."""
+        parts = " + ".join(f"{name} {e}" for name, e in self.stages)
+        return f"{parts} = {self.epochs} epochs" if len(self.stages) > 1 else f"{parts} epochs"
+
+
+def stages_of(registry: Registry, plan: RunPlan) -> tuple[tuple[str, int], ...]:
+    """``plan``'s stages as ``(name, epochs)``: the recipe's ``pllzoo_stages`` answer, or one ``train`` stage."""
+    from pllzoo.components import single_answerers
+    from pllzoo.hookcalls import RunHooks, make_run_manager
+    from pllzoo.run import Run
+
+    comps = registry.build_components(plan.method, plan.component_overrides, (plan.data.name, plan.data.kind))
+    calls = RunHooks(make_run_manager(comps), comps, single_answerers(plan.method.name, comps))
+    run = Run(data=plan.data, candidates=plan.data.candidates.bool(), config=plan.train,
+              device=_cpu(), seed=plan.seed)
+    planned = calls.role("stages", run=run) or [_default_stage()]
+    return tuple((s.name, s.epochs if s.epochs is not None else plan.train.epochs) for s in planned)
+
+
+def _cpu() -> Any:
+    import torch
+
+    return torch.device("cpu")
+
+
+def _default_stage() -> Any:
+    from pllzoo.run import Stage
+
+    return Stage()
+
+
+def run_costs(registry: Registry, plans: list[RunPlan], out: Path, overwrite: bool = False) -> list[RunCost]:
+    """The :class:`RunCost` of every plan; ``reused`` when ``out`` holds it finished and not ``overwrite``."""
+    costs, seen = [], {}
+    for p in plans:
+        key = (p.method.name, repr(p.train), p.data.num_train)
+        if key not in seen:  # the stages depend on the recipe and the trainer settings, not the seed
+            seen[key] = stages_of(registry, p)
+        n, bs = p.data.num_train, p.train.batch_size
+        steps = n // bs if p.train.drop_last else math.ceil(n / bs)
+        evals = p.data.x_test.shape[0] + (p.data.x_val.shape[0] if p.data.x_val is not None else 0)
+        reused = not overwrite and (Path(out) / "runs" / p.run_id / "done").exists()
+        costs.append(RunCost(p.method.name, p.seed, p.run_id, p.train.model, p.config["device"], seen[key],
+                             max(steps, 1), int(evals), reused))
+    return costs
+
+
+def run_seconds(cost: RunCost, step_s: float, eval_row_s: float) -> float:
+    """Estimated seconds of one run: ``epochs × (steps per epoch × step_s + evaluated rows × eval_row_s)``."""
+    return cost.epochs * (cost.steps_per_epoch * step_s + cost.eval_rows * eval_row_s)
+
+
+def bench_seconds(run_s: list[float], jobs: int = 1) -> float:
+    """The bench's estimate: the runs' seconds summed, divided by the runs trained at once."""
+    return sum(run_s) / max(1, min(jobs, len(run_s))) if run_s else 0.0
+
+
+def duration(seconds: float) -> str:
+    """``<1s``, ``45s``, ``12m``, ``3.4h``, ``2.1 days``: a duration at the precision an estimate deserves."""
+    if seconds < 1:
+        return "<1s"
+    if seconds < 90:
+        return f"{seconds:.0f}s"
+    if seconds < 90 * 60:
+        return f"{seconds / 60:.0f}m"
+    if seconds < 48 * 3600:
+        return f"{seconds / 3600:.1f}h"
+    return f"{seconds / 86400:.1f} days"
+
+
+def plan_lines(costs: list[RunCost], jobs: int = 1) -> list[str]:
+    """The plan, one line for the whole and one per method (its seeds, model, stages, steps per epoch)."""
+    if not costs:
+        return []
+    methods = list(dict.fromkeys(c.method for c in costs))
+    seeds = list(dict.fromkeys(c.seed for c in costs))
+    reused = sum(c.reused for c in costs)
+    head = (f"plan: {len(costs)} run(s) = {len(methods)} method(s) x {len(seeds)} seed(s) on {costs[0].device}"
+            + (f", {jobs} at once" if jobs > 1 else "")
+            + (f"; {reused} finished under --out, reused" if reused else ""))
+    lines = [head]
+    width = max(len(m) for m in methods)
+    for m in methods:
+        mine = [c for c in costs if c.method == m]
+        first = mine[0]
+        lines.append(f"  {m:<{width}}  seeds {','.join(str(c.seed) for c in mine)}  model {first.model}  "
+                     f"{first.stage_text()}, {first.steps_per_epoch} steps each")
+    return lines
+
+
+def estimate_line(costs: list[RunCost], run_s: dict[str, float], timed: list[str], jobs: int = 1) -> str:
+    """``estimate: ~2.1h in all (proden ~12m per run, ...); timed: ...``; ``run_s`` maps run id to seconds."""
+    todo = [c for c in costs if not c.reused]
+    total = bench_seconds([run_s[c.run_id] for c in todo], jobs)
+    per = {}
+    for c in todo:
+        per.setdefault(c.method, run_s[c.run_id])
+    each = ", ".join(f"{m} ~{duration(s)}" for m, s in per.items())
+    return (f"estimate: ~{duration(total)} in all ({each} per run), from a timing of the first steps of "
+            f"{', '.join(timed)}; epoch-end passes and checkpoints not included")
+
+
+def cost_warning(costs: list[RunCost], total_s: float | None) -> str | None:
+    """One warning line when the plan looks unreasonable (see the module doc), else None."""
+    todo = [c for c in costs if not c.reused]
+    if not todo:
+        return None
+    on_cpu = todo[0].device == "cpu"
+    why = []
+    slow = [c for c in todo if on_cpu and c.model.startswith("resnet") and c.epochs > CPU_RESNET_EPOCHS]
+    if slow:
+        why.append(f"{slow[0].model} for {slow[0].epochs} epochs on the CPU")
+    if total_s is not None and total_s > LONG_HOURS * 3600:
+        why.append(f"estimated at ~{duration(total_s)}")
+    if not why:
+        return None
+    fix = (f"on a CPU use the CPU-tier recipe {CPU_RECIPE}, or a GPU" if on_cpu
+           else "fewer epochs or seeds, --jobs N, or --shard I/N over several GPUs")
+    return f"Warning: this bench looks too long ({'; '.join(why)}); {fix}. --dry-run shows the plan only."
+
+
+def dry_run_json(plans: list[RunPlan], out: Path) -> str:
+    """Each run's resolved config (what its ``config.json`` will hold) with its folder, as a JSON list."""
+    return json.dumps([{"run": p.run_id, "folder": str(Path(out) / "runs" / p.run_id), "config": p.config}
+                       for p in plans], indent=2, sort_keys=True, default=str)  # as results.write_json
