@@ -32,7 +32,6 @@ from click.core import ParameterSource
 
 from pllzoo.configfile import META_HP, META_REPLAY_HP
 from pllzoo.errors import PLLZooError
-from pllzoo.results import DamagedRun, run_id
 
 if TYPE_CHECKING:  # pragma: no cover
     from pllzoo.planning import RunPlan
@@ -54,6 +53,8 @@ def read_config(path: Path) -> dict[str, Any]:
     :raises PLLZooError: one line: no such folder, no config.json, or a damaged one (not JSON, or
         without the keys and types a bench writes).
     """
+    from pllzoo.results import DamagedRun  # here: pllzoo.results loads pandas, and `bench --help` must not
+
     file = path if path.name == "config.json" else path / "config.json"
     if not path.exists():
         raise PLLZooError(f"--from-run {path}: no such run folder (a run folder is OUT/runs/<run-id>)")
@@ -153,6 +154,8 @@ def check(ctx: click.Context, plans: list[RunPlan]) -> None:
     """
     if META_RUN not in ctx.meta or not plans:
         return
+    from pllzoo.results import run_id
+
     path, recorded = ctx.meta[META_RUN]
     planned = json.loads(json.dumps(plans[0].config, default=str))  # as config.json holds it
     chosen = set(NEVER_COMPARED)

@@ -7,14 +7,14 @@ from pathlib import Path
 
 import click
 
-from pllzoo import archive as arc
 from pllzoo.cli import cli
-from pllzoo.migrate import migrate
 
 
 def prune(out: Path) -> tuple[int, list[Path]]:
     """Remove the run folders of ``out`` whose every file is in its archive, as archived; return how many
     went and the folders kept (a checkpoint or another file beside the archived ones, or a copy that differs)."""
+    from pllzoo import archive as arc
+
     archived = arc.read(out)
     removed, kept = 0, []
     for run_dir in sorted(p for p in (out / "runs").glob("*") if p.is_dir() and not p.name.startswith(".")):
@@ -38,6 +38,9 @@ def archive(results: tuple[Path, ...], do_prune: bool) -> None:
     Runs recorded under old run ids (with machine paths) are first moved to their new ids
     (pllzoo.migrate).  The same runs always give the same bytes; an unchanged archive is not rewritten.
     """
+    from pllzoo import archive as arc  # here, not at the top: `pllzoo --help` loads no pandas
+    from pllzoo.migrate import migrate
+
     for out in results:
         moved = migrate(out)
         if moved:
