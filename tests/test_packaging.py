@@ -16,9 +16,10 @@ from pllzoo.cli import cli
 REPO = Path(__file__).resolve().parents[1]
 DISTS = {  # pyproject -> the package folder whose imports it must declare
     REPO / "pyproject.toml": REPO / "pllzoo",
-    **{p / "pyproject.toml": next(p.glob("pllzoo_*")) for p in sorted((REPO / "plugins").iterdir())},
+    **{p / "pyproject.toml": next(d for d in sorted(p.glob("pllzoo_*")) if (d / "__init__.py").is_file())
+       for p in sorted((REPO / "plugins").iterdir())},  # the package, not an editable install's egg-info
 }
-IMPORT_NAMES = {"PIL": "pillow"}  # import name -> distribution name, where they differ
+IMPORT_NAMES = {"PIL": "pillow", "yaml": "pyyaml"}  # import name -> distribution name, where they differ
 
 
 def _project(path: Path) -> dict:
@@ -57,7 +58,8 @@ def test_runtime_dependencies_are_what_the_code_imports(pyproject):
     runtime = {_name(r) for r in project["dependencies"]} - {"pllzoo", "pllzoo-baselines"}
     extras = {_name(r) for extra in project.get("optional-dependencies", {}).values() for r in extra}
     imported = _imports(DISTS[pyproject])
-    assert imported - runtime <= {"matplotlib"} & extras, "imported but not declared"
+    optional = {"matplotlib", "pyyaml", "tensorboard"}  # `pllzoo plot`, YAML --config, --tensorboard: one-line errors
+    assert imported - runtime <= optional & extras, "imported but not declared"
     assert runtime <= imported, f"declared but never imported: {runtime - imported}"
 
 

@@ -25,6 +25,7 @@ import click
 
 from pllzoo import configfile, replay  # click callbacks of --config/--from-run; neither loads torch
 from pllzoo.cli import cli, warn_failed_plugins
+from pllzoo.cli.options import run_options
 from pllzoo.errors import PLLZooError
 
 
@@ -63,14 +64,7 @@ def _continue_command(ctx: click.Context) -> str:
 @click.option("--methods", required=True, help="Comma-separated method strings, e.g. proden,cc or proden+selection=X.")
 @click.option("--dataset", default="synthetic-lt", show_default=True, help="Dataset name (pllzoo datasets) or .mat path.")
 @click.option("--seeds", default="1", show_default=True, help="Comma-separated seeds (data and training), 0 to 2**32-1; a repeat runs once.")
-@click.option("--epochs", type=int, default=None, help="Epochs of the final stage (default: the dataset's).")
-@click.option("--batch-size", type=int, default=None, help="Training batch size (default: the dataset's).")
-@click.option("--data-dir", type=click.Path(path_type=Path), default=None, help="Offline data folder.")
-@click.option("--split", type=click.Choice(["uniform", "balanced"]), default="uniform", show_default=True,
-              help="Test protocol of the real-world .mat sets.")
-@click.option("--phi", type=float, default=None, help="Partial rate (CIFAR; < 0 selects the non-uniform matrix).")
-@click.option("--imb", type=float, default=None, help="Imbalance ratio gamma (CIFAR, synthetic).")
-@click.option("--imb-type", type=click.Choice(["exp", "step"]), default=None, help="Long-tail profile.")
+@run_options
 @click.option("--holdout", type=float, default=0.0, show_default=True,
               help="Hold out this fraction of training rows (partial labels only) for `report --select heldout`.")
 @click.option("--subset", type=int, default=None, help="Keep N random train and N test rows (smoke runs, not results).")

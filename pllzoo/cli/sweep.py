@@ -14,6 +14,7 @@ from pathlib import Path
 import click
 
 from pllzoo.cli import cli, warn_failed_plugins
+from pllzoo.cli.options import run_options
 from pllzoo.errors import PLLZooError
 from pllzoo.model_selection import RULES
 
@@ -38,14 +39,7 @@ def _csv(text: str) -> list[str]:
               help="Model selection of each run's epoch and of the trials (oracle: by test accuracy, labelled).")
 @click.option("--holdout", type=float, default=0.1, show_default=True,
               help="Fraction of training rows held out, partial labels only, scoring approx/heldout/last (PLENCH: 0.1).")
-@click.option("--epochs", type=int, default=None, help="Epochs of the final stage (default: the dataset's).")
-@click.option("--batch-size", type=int, default=None, help="Training batch size (default: the dataset's).")
-@click.option("--data-dir", type=click.Path(path_type=Path), default=None, help="Offline data folder.")
-@click.option("--split", type=click.Choice(["uniform", "balanced"]), default="uniform", show_default=True,
-              help="Test protocol of the real-world .mat sets.")
-@click.option("--phi", type=float, default=None, help="Partial rate (CIFAR; < 0 selects the non-uniform matrix).")
-@click.option("--imb", type=float, default=None, help="Imbalance ratio gamma (CIFAR, synthetic).")
-@click.option("--imb-type", type=click.Choice(["exp", "step"]), default=None, help="Long-tail profile.")
+@run_options
 @click.option("--subset", type=int, default=None, help="Keep N random train and N test rows (smoke runs, not results).")
 @click.option("--hp", "hps", multiple=True, help="A fixed override for every trial, as in pllzoo bench.")
 @click.option("--device", default="auto", show_default=True, help="auto | cpu | cuda[:i].")

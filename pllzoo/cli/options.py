@@ -1,0 +1,26 @@
+"""Options that ``pllzoo bench`` and ``pllzoo sweep`` share: how long runs train and which data they read."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Callable
+
+import click
+
+_RUN_OPTIONS = (
+    click.option("--epochs", type=int, default=None, help="Epochs of the final stage (default: the dataset's)."),
+    click.option("--batch-size", type=int, default=None, help="Training batch size (default: the dataset's)."),
+    click.option("--data-dir", type=click.Path(path_type=Path), default=None, help="Offline data folder."),
+    click.option("--split", type=click.Choice(["uniform", "balanced"]), default="uniform", show_default=True,
+                 help="Test protocol of the real-world .mat sets."),
+    click.option("--phi", type=float, default=None, help="Partial rate (CIFAR; < 0 selects the non-uniform matrix)."),
+    click.option("--imb", type=float, default=None, help="Imbalance ratio gamma (CIFAR, synthetic)."),
+    click.option("--imb-type", type=click.Choice(["exp", "step"]), default=None, help="Long-tail profile."),
+)
+
+
+def run_options(command: Callable) -> Callable:
+    """Add ``--epochs --batch-size --data-dir --split --phi --imb --imb-type`` to ``command``, in that order."""
+    for option in reversed(_RUN_OPTIONS):
+        command = option(command)
+    return command
