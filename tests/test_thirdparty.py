@@ -11,27 +11,19 @@ is reported by ``pllzoo plugins`` and does not stop the others.
 from __future__ import annotations
 
 import json
-import os
-import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import pandas as pd
 import pytest
 
-HERE = Path(__file__).resolve().parent
+from plugin_site import install, run_pllzoo
+
 
 
 @pytest.fixture(scope="module")
 def site(tmp_path_factory) -> Path:
-    target = tmp_path_factory.mktemp("site")
-    source = tmp_path_factory.mktemp("src") / "pllzoo-example"  # build outside the repository
-    shutil.copytree(HERE / "thirdparty" / "pllzoo-example", source, ignore=shutil.ignore_patterns("build", "*.egg-info"))
-    cmd = [sys.executable, "-m", "pip", "install", "--quiet", "--no-index", "--no-deps", "--no-build-isolation",
-           "--target", str(target), str(source)]
-    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
-    assert proc.returncode == 0, proc.stderr
+    target = install("pllzoo-example", tmp_path_factory)
     broken = target / "pllzoo_broken-0.0.1.dist-info"  # an installed distribution whose plugin cannot import
     broken.mkdir()
     (broken / "METADATA").write_text("Metadata-Version: 2.1\nName: pllzoo-broken\nVersion: 0.0.1\n")
@@ -40,10 +32,7 @@ def site(tmp_path_factory) -> Path:
 
 
 def _pllzoo(site: Path, *args: str) -> subprocess.CompletedProcess:
-    env = {k: v for k, v in os.environ.items() if k != "PLLZOO_LOAD_PLUGINS"}
-    env["PYTHONPATH"] = os.pathsep.join([str(site), env.get("PYTHONPATH", "")])
-    return subprocess.run([sys.executable, "-m", "pllzoo", *args], capture_output=True, text=True, env=env,
-                          timeout=300)
+    return run_pllzoo(site, *args)
 
 
 def test_installed_plugin_is_listed_and_broken_one_reported(site):

@@ -7,36 +7,23 @@ folder (as in tests/test_thirdparty.py) and found through the ``pllzoo`` entry-p
 from __future__ import annotations
 
 import json
-import os
-import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import pandas as pd
 import pytest
 
-HERE = Path(__file__).resolve().parent
+from plugin_site import install, run_pllzoo
+
 
 
 @pytest.fixture(scope="module")
 def site(tmp_path_factory) -> Path:
-    target = tmp_path_factory.mktemp("site")
-    source = tmp_path_factory.mktemp("src") / "pllzoo-vision-example"  # build outside the repository
-    shutil.copytree(HERE / "thirdparty" / "pllzoo-vision-example", source,
-                    ignore=shutil.ignore_patterns("build", "*.egg-info"))
-    cmd = [sys.executable, "-m", "pip", "install", "--quiet", "--no-index", "--no-deps", "--no-build-isolation",
-           "--target", str(target), str(source)]
-    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
-    assert proc.returncode == 0, proc.stderr
-    return target
+    return install("pllzoo-vision-example", tmp_path_factory)
 
 
 def _pllzoo(site: Path, *args: str) -> subprocess.CompletedProcess:
-    env = {**os.environ, "PLLZOO_LOAD_PLUGINS": "baselines,vision"}
-    env["PYTHONPATH"] = os.pathsep.join([str(site), env.get("PYTHONPATH", "")])
-    return subprocess.run([sys.executable, "-m", "pllzoo", *args], capture_output=True, text=True, env=env,
-                          timeout=300)
+    return run_pllzoo(site, *args, load="baselines,vision")
 
 
 def test_the_plugin_lists_its_backbone_view_and_dataset(site):
