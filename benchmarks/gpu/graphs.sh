@@ -8,17 +8,7 @@
 #    then the same three eager (the baseline, same process order, same machine)
 # 3. CUDA tests: two gloo processes on one GPU = one process (7 methods + SyncBatchNorm), the compile option
 # 4. torchrun --nproc-per-node 1 --device cuda (the launcher path on a GPU machine)
-set -uo pipefail
-out="${OUT:?set OUT}"; data="${DATA_DIR:-.devdata}"
-export PYTHONUNBUFFERED=1
-python3 -m pip show -q pllzoo-ltpll 2>/dev/null || python3 -m pip install -q --no-deps --no-build-isolation \
-  -e . -e plugins/solar -e plugins/baselines -e plugins/ltpll > "$out/install.log" 2>&1
-{ date -u; nvidia-smi -L; python3 -c "import torch; print(torch.__version__, torch.cuda.get_device_name())"; } > "$out/env.txt" 2>&1
-step() {  # name timeout command...: run, log, record rc and seconds
-  local name=$1 limit=$2; shift 2; local t0=$SECONDS
-  timeout "$limit" "$@" > "$out/$name.log" 2>&1
-  echo "$name rc $? $((SECONDS - t0)) s" >> "$out/env.txt"
-}
+source "$(dirname "$0")/device_setup.sh"
 step graphs 80 python3 benchmarks/gpu/model_limit.py --runs reduce-overhead:256:2:dyn,reduce-overhead:256:2:dyneager
 step speed_graphs "${T_GRAPHS:-200}" python3 benchmarks/gpu_speed.py --device cuda --data-dir "$data" --epochs 4 \
   --warmup 2 --paths device --methods solar,corr,proden --hp train.compile=reduce-overhead --out "$out/speed_graphs.json"

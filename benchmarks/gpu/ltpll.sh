@@ -6,12 +6,7 @@
 #    cudagraph trees (benchmarks/gpu/model_limit.py)
 # 3. The composition study (benchmarks/composition/): the CIFAR-10-LT CPU-tier recipe (small CNN, 40 epochs, cosine,
 #    lr 0.05, wd 5e-4), phi 0.5, gamma 100, seed 1, every method on this one device, --jobs 4
-set -uo pipefail
-out="${OUT:?set OUT}"; data="${DATA_DIR:-.devdata}"
-export PYTHONUNBUFFERED=1
-python3 -m pip show -q pllzoo-ltpll 2>/dev/null || python3 -m pip install -q --no-deps --no-build-isolation \
-  -e . -e plugins/solar -e plugins/baselines -e plugins/ltpll > "$out/install.log" 2>&1
-{ date -u; nvidia-smi -L; python3 -c "import torch; print(torch.__version__, torch.cuda.get_device_name())"; } > "$out/env.txt" 2>&1
+source "$(dirname "$0")/device_setup.sh"
 timeout "${T_TEST:-70}" python3 -m pytest -q -o addopts="" -p no:cacheprovider tests/test_cuda.py tests/test_sync_free.py \
   -k "corr or records or htc" > "$out/pytest_cuda.log" 2>&1
 echo "pytest rc $?" >> "$out/env.txt"
