@@ -173,7 +173,8 @@ def main() -> None:
     args = ap.parse_args()
     device = torch.device(args.device)
     reg = get_registry()
-    result = {"env": env(device), "args": {k: str(v) for k, v in vars(args).items()},
+    recorded = {k: (v.name if k == "out" and v is not None else str(v)) for k, v in vars(args).items()}  # no machine path
+    result = {"env": env(device), "args": recorded,
               "model_limit": model_limit(args.model, device), "methods": []}
     print(f"model limit: {result['model_limit']['images_per_s']:,.0f} images/s", flush=True)
     for path in args.paths.split(","):
