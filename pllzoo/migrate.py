@@ -3,7 +3,7 @@
 A run's config (``config.json``, hashed into its id by :func:`pllzoo.results.run_id`) records what
 changes a number, never where this machine keeps its files: ``data.data_dir`` (a command-line
 input, ``--data-dir``) and ``data.path`` (the ``.mat`` file a loader found there) are left out
-(:data:`MACHINE_KEYS`, :func:`portable`), so the same run has the same id on every machine.
+(:mod:`pllzoo.portable`), so the same run has the same id on every machine.
 
 Runs recorded before that carry those keys, and ids hashed over them.  :func:`migrate` moves them
 over: it drops the keys from each ``config.json``, renames the folder to the new id and rewrites
@@ -14,30 +14,16 @@ looks for finished runs, so ``--resume`` finds runs recorded under the old ids.
 
 from __future__ import annotations
 
-import copy
 import json
 import os
 import re
 import warnings
 from pathlib import Path
-from typing import Any
 
+from pllzoo.portable import portable
 from pllzoo.results import run_id, write_json
 
-MACHINE_KEYS = ("data_dir", "path")
-"""Keys of a config's ``data`` part that name places on the machine that ran it; never recorded or hashed."""
-
 TABLE_SUFFIXES = (".csv", ".md", ".txt")  # files beside runs/ whose run ids migrate rewrites
-
-
-def portable(config: dict[str, Any]) -> dict[str, Any]:
-    """``config`` without :data:`MACHINE_KEYS` in its ``data`` part (a copy; ``config`` is unchanged)."""
-    out = copy.deepcopy(config)
-    data = out.get("data")
-    if isinstance(data, dict):
-        for key in MACHINE_KEYS:
-            data.pop(key, None)
-    return out
 
 
 def legacy_runs(runs_dir: Path) -> dict[str, str]:

@@ -19,7 +19,7 @@ from pllzoo.data.holdout import hold_out, subsample
 from pllzoo.data.validate import check_training_set
 from pllzoo.errors import PLLZooError, UnknownNameError
 from pllzoo.hparams import as_dict, check, override
-from pllzoo.migrate import portable
+from pllzoo.portable import portable
 from pllzoo.observers import ObserverChoice
 from pllzoo.registry import Registry
 from pllzoo.results import backbone_env, plugins_env, run_id

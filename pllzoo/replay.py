@@ -32,6 +32,7 @@ from click.core import ParameterSource
 
 from pllzoo.configfile import META_HP, META_REPLAY_HP
 from pllzoo.errors import PLLZooError
+from pllzoo.portable import MACHINE_KEYS
 
 if TYPE_CHECKING:  # pragma: no cover
     from pllzoo.planning import RunPlan
@@ -42,7 +43,7 @@ FIXED = ("methods", "dataset", "seeds", "epochs", "batch_size", "split", "phi", 
 """Bench parameters a replay takes from the record; given on the command line beside ``--from-run``
 they are refused."""
 DATA_OPTIONS = ("split", "phi", "imb", "imb_type", "holdout", "subset")  # DataOptions fields that are bench options
-NEVER_COMPARED = frozenset({"data.data_dir", "data.path", "data.download"})  # where and how the data came
+NEVER_COMPARED = frozenset({f"data.{k}" for k in MACHINE_KEYS} | {"data.download"})  # where and how the data came
 EMPTY = (None, 0, False, "none")  # a key a later pllzoo records, absent from older records, at such a value: tolerated
 EXPECTED = {"method": str, "dataset": str, "seed": int, "device": str, "train": dict, "hparams": dict, "data": dict}
 

@@ -173,7 +173,7 @@ def test_plan_reproduces_a_committed_run_id(registry):
     run read from ``runs/`` or from the archive; one recorded under its old id (with machine paths) gives the
     path-free config and id it migrates to (pllzoo.migrate)."""
     from pllzoo import archive
-    from pllzoo.migrate import portable
+    from pllzoo.portable import portable
 
     out = REPO / "benchmarks" / "cifar10lt-cpu" / "results-phi0.5"
     recorded = {r.run: r.config for r in archive.read(out).values()}

@@ -20,7 +20,8 @@ from pllzoo import archive
 from pllzoo.bench import plan
 from pllzoo.cli import cli
 from pllzoo.data.base import DataOptions
-from pllzoo.migrate import MACHINE_KEYS, legacy_runs, rename_ids
+from pllzoo.migrate import legacy_runs, rename_ids
+from pllzoo.portable import MACHINE_KEYS
 from pllzoo.results import load, run_id, write_json
 from pllzoo.trainer import Trainer
 

@@ -1,0 +1,25 @@
+"""What a run's config leaves out: the places on the machine that ran it (a light module: no torch, no pandas).
+
+``data.data_dir`` (a command-line input, ``--data-dir``) and ``data.path`` (the ``.mat`` file a loader found
+there) change no number, so they are neither recorded in ``config.json`` nor hashed into the run id
+(:func:`pllzoo.results.run_id`); :mod:`pllzoo.migrate` moves runs recorded with them, and ``--from-run``
+(:mod:`pllzoo.replay`) never compares them.
+"""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+MACHINE_KEYS = ("data_dir", "path")
+"""Keys of a config's ``data`` part that name places on the machine that ran it; never recorded or hashed."""
+
+
+def portable(config: dict[str, Any]) -> dict[str, Any]:
+    """``config`` without :data:`MACHINE_KEYS` in its ``data`` part (a copy; ``config`` is unchanged)."""
+    out = copy.deepcopy(config)
+    data = out.get("data")
+    if isinstance(data, dict):
+        for key in MACHINE_KEYS:
+            data.pop(key, None)
+    return out
