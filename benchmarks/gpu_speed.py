@@ -11,7 +11,8 @@
     *including* the epoch's evaluation and any prior-estimation pass (the median of the epochs after
     the first ``--warmup`` ones, so cuDNN autotuning and a filling queue are left out), and training
     images × passes per second: every train-mode forward pass counts its rows (SoLar: weak, strong
-    and mixup passes), divided by the epoch time.  Throughput / model-only limit is the issue's
+    and mixup passes; a padded mixup pass, ``train.mixup_rows``, counts its R rows, not its padding),
+    divided by the epoch time.  Throughput / model-only limit is the issue's
     "≥ 60 %" measure.
 Extra ``--hp KEY=VALUE`` apply to every method run, e.g. ``--hp train.compile=reduce-overhead``.
 
@@ -96,19 +97,23 @@ def method_speed(method: str, path: str, args: argparse.Namespace, reg) -> dict:
     comps = reg.build_components(plan.method, plan.component_overrides, (plan.data.name, plan.data.kind))
     device = torch.device(plan.config["device"])
     trainer = Trainer(plan.data, comps, plan.train, plan.seed, device, view_workers=plan.view_workers)
-    rows = [0]
+    rows = [torch.zeros((), device=device)]
     epoch_rows: list[int] = []
 
     def count(module, inputs):  # a forward pre-hook on the network: rows of train-mode passes
         if module.training:
-            rows[0] += inputs[0].shape[0]
+            masks, n = trainer.row_masks, inputs[0].shape[0]
+            if masks is not None and masks.layers and masks.layers[0].row_masked:  # a padded pass: its R rows
+                rows[0] += masks.weight[:n].sum()  # on the device, read at the epoch's end
+            else:
+                rows[0] += n
 
     records: list[dict] = []
 
     def on_epoch(recs: list[dict]) -> None:
         _sync(device)
-        epoch_rows.append(rows[0])
-        rows[0] = 0
+        epoch_rows.append(int(rows[0]))
+        rows[0] = torch.zeros((), device=device)
         records.append({**recs[-1], "t_end": time.perf_counter()})
 
     trainer.on_epoch = on_epoch

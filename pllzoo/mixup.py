@@ -107,6 +107,35 @@ def draw_mixup(step: Step, alpha: float, rows: torch.Tensor | None = None, n_row
     return Mixup(lam=lam, own=slice(lo, hi), partner=perm[lo:hi], n=n, keep=keep, dist=dist)
 
 
+def padded_mixup_loss(step: Step, loss_fn: PerSampleLoss, labels: torch.Tensor, alpha: float,
+                      rows: torch.Tensor) -> torch.Tensor:
+    """:func:`mixup_loss` over ``rows`` as a pass of the batch's fixed size, with no host read.
+
+    The n = |R| rows go first (ascending, as :func:`true_rows`), then the others; π permutes the first n
+    positions among themselves (random keys, the others' keys fixed above them: a uniform permutation of
+    the n rows, drawn from ``step.device_generator``) and fixes the rest; ``step.forward_padded`` runs the
+    network on all B rows with BatchNorm's statistics over the first n only (:mod:`pllzoo.masked_bn`), and
+    the loss is the mean over those n.  So for n ≥ 2 this is the exact path's value and gradient for the
+    same l and π (tests/test_padded_mixup.py); the draws differ from its ``randperm(n)`` (another stream).
+    With n ≤ 1 it is 0, as the exact path then adds no term.  One process only (the trainer offers
+    ``forward_padded`` only without torchrun).
+    """
+    b = rows.shape[0]
+    n = rows.sum()  # |R| on the device
+    keep = torch.sort((~rows).to(torch.uint8), stable=True).indices  # [B]: R ascending, then the rest
+    pos = torch.arange(b, device=rows.device)
+    lam = mixup_coefficient(step.generator, alpha)
+    gen = step.device_generator if step.device_generator is not None else step.generator
+    keys = torch.rand(b, generator=gen, device=gen.device, dtype=torch.float64).to(rows.device)
+    perm = torch.where(pos < n, keys, 2.0 + pos).argsort()  # [B]: π on the first n, identity after
+    x, a = step.batch.x.index_select(0, keep), labels.index_select(0, keep)
+    weight = (pos < n).float()  # the rows BatchNorm and the loss count
+    logits = step.forward_padded(lam * x + (1 - lam) * x[perm], weight)
+    per_row = lam * loss_fn(logits, a) + (1 - lam) * loss_fn(logits, a[perm])
+    mean = (per_row * weight).sum() / n.clamp_min(1)
+    return torch.where(n > 1, mean, torch.zeros_like(mean))
+
+
 def mixup_loss(step: Step, loss_fn: PerSampleLoss, labels: torch.Tensor, alpha: float,
                rows: torch.Tensor | None = None, n_rows: int | None = None) -> torch.Tensor:
     """Mean mixed loss over the batch (or its ``rows``, a bool mask): one extra forward pass.
@@ -115,8 +144,11 @@ def mixup_loss(step: Step, loss_fn: PerSampleLoss, labels: torch.Tensor, alpha: 
         (soft targets, candidate rows, ...), without grad; permuted along with the inputs.
     :param rows, n_rows: as :func:`draw_mixup` (``n_rows``: the global |R|).
     Under G > 1 the global batch's mixup (module docstring): every rank must call it, with the same
-    decision whether to.
+    decision whether to.  Over ``rows``, when the trainer offers ``step.forward_padded``
+    (``train.mixup_rows``), :func:`padded_mixup_loss`: a fixed-shape pass, no host read, 0 for |R| ≤ 1.
     """
+    if rows is not None and step.forward_padded is not None:
+        return padded_mixup_loss(step, loss_fn, labels, alpha, rows)
     m = draw_mixup(step, alpha, rows, n_rows)
     x, a = m.take(step.batch.x), m.take(labels)
     logits = step.forward(m.mix(x))  # train mode: BN sees the mixed rows

@@ -40,6 +40,12 @@ class TrainConfig:
     compile: str = hp("none", "torch.compile the network: none | default | reduce-overhead (CUDA graphs; "
                       "experimental: fails on CUDA for steps that call the network more than once before "
                       "backward, benchmarks/gpu/README.md)", choices=("none", "default", "reduce-overhead"))
+    mixup_rows: str = hp("auto", "mixup over a subset of the batch (SoLar's reliable rows): exact (a pass over the "
+                         "subset's rows) | padded (a pass of the batch's fixed size, BatchNorm over the subset: "
+                         "the same maths, no host read, CUDA-graph friendly) | auto (padded under "
+                         "compile=reduce-overhead in one process)", choices=("auto", "exact", "padded"))
+    view_batches: int = hp(0, "compute the training views of N batches in one call (on CUDA: fewer, larger "
+                           "kernel launches); 0: 16 on CUDA, 1 on CPU; the view stream depends on N", ge=0)
     sync_bn: bool = hp(False, "under torchrun (G > 1 processes): BatchNorm statistics over the global batch "
                        "(SyncBatchNorm, CUDA only); no effect in one process")
 
@@ -49,7 +55,7 @@ BOOKKEEPING_FIELDS = frozenset({"checkpoint_every", "checkpoint_minutes"})
 of the hashed run config (:func:`pllzoo.bench.plan`, so ``--resume`` finds the run under any
 setting) and recorded in the run's env.json instead."""
 
-HASHED_UNLESS_DEFAULT = frozenset({"compile", "sync_bn"})
+HASHED_UNLESS_DEFAULT = frozenset({"compile", "sync_bn", "mixup_rows", "view_batches"})
 """TrainConfig fields added after runs were recorded: part of the run id only when set to something
 other than their default, so the recorded runs keep their ids (:func:`pllzoo.bench.plan`)."""
 
@@ -119,6 +125,10 @@ class Step:
     logit_offset: torch.Tensor | None = None  # float [K] or [B, K]: what ``pllzoo_logit_offset`` answered
     dist: DistContext = SINGLE  # the processes training the run (pllzoo.distributed): under torchrun the batch
     # is this rank's slice of the global batch; form batch statistics over the global one (dist.batch_mean)
+    forward_padded: Callable[[torch.Tensor, torch.Tensor], torch.Tensor] | None = None  # (x [B, ...], row
+    # weights float [B] 0/1) -> logits [B, K], train mode, with grad, BatchNorm statistics over the weighted rows
+    # only (pllzoo.masked_bn): a subset's pass at the batch's fixed shape.  None unless train.mixup_rows asks
+    # for it (one process); pllzoo.mixup.mixup_loss uses it over ``rows``
 
     def label_probs_of(self, logits: torch.Tensor) -> torch.Tensor:
         """The probabilities a label update reads for ``logits`` of this batch: ``softmax(z − offset)``

@@ -38,7 +38,7 @@ from typing import TYPE_CHECKING, Any, Callable
 
 import torch
 
-from pllzoo import augment, ddp, distributed, prefetch
+from pllzoo import augment, ddp, distributed, masked_bn, prefetch
 from pllzoo.checks import check_logits, check_loss, check_offset, check_selection, check_targets, describe
 from pllzoo.checkpoint import (Bookkeeper, load_checkpoint, restore_rng, save_checkpoint, save_guess_s, signal_stop,
                                stop_requested, stop_signals, time_stop)
@@ -124,6 +124,7 @@ class Trainer:
         self.state = PLLState()
         self.model: torch.nn.Module | None = None
         self.net: torch.nn.Module | None = None  # the training passes: the model, or DDP around it (G > 1)
+        self.row_masks: masked_bn.RowMasks | None = None  # padded subset passes (train.mixup_rows)
         self.optimizer: torch.optim.Optimizer | None = None
 
     # ------------------------------------------------------------------ helpers
@@ -141,6 +142,21 @@ class Trainer:
             logits, feats = (self.net(x, features=True) if self.dist.active
                              else self.model.forward_with_features(x))
         return logits.float(), feats.float()
+
+    def _padded_rows(self) -> bool:
+        """Whether subset passes run at the batch's fixed shape (``train.mixup_rows``; one process only)."""
+        mode = self.config.mixup_rows
+        if mode == "auto":
+            mode = "padded" if self.config.compile == "reduce-overhead" else "exact"
+        return mode == "padded" and not self.dist.active
+
+    def forward_padded(self, x: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
+        """Train-mode logits of ``x`` ``[B, ...]`` with BatchNorm's statistics over the rows of weight 1 (``Step.forward_padded``)."""
+        self.row_masks.set(weight)
+        try:
+            return self.forward(x)
+        finally:
+            self.row_masks.clear()
 
     def _views_forward(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor | None]:
         """Logits of a training view, and its features when a component asked for ``features``."""
@@ -242,6 +258,8 @@ class Trainer:
             self.model = build_model(self.config.model, self.data.num_classes, tuple(self.x_train.shape[1:]),
                                      self.registry)
             self.model.to(self.device)
+            self.row_masks = (masked_bn.install(self.model, self.config.batch_size)
+                              if self._padded_rows() and masked_bn.supports(self.model) else None)
             if self.config.compile != "none":
                 local = self.config.batch_size // self.dist.world
                 evals = tuple(x.shape[0] for x in (self.x_train, self.x_test, self.x_val) if x is not None)
@@ -428,10 +446,16 @@ class Trainer:
             pooled = self.view_pool.batches(self.data.x_train, mine.cpu(), lbs, n_batches, seed)  # one read per epoch
         loss_sum = torch.zeros((), device=self.device)
         log_sums: dict[str, torch.Tensor] = {}
+        group, views = self._view_group(lbs), None
         for b in range(n_batches):
             x_strong = next(pooled) if pooled is not None else None
+            if group > 1:  # the views of `group` batches in one call; this batch's rows of them
+                if b % group == 0:
+                    views = self._group_views(mine[b * lbs : (b + group) * lbs], vgen, with_strong=pooled is None)
+                at = slice((b % group) * lbs, (b % group + 1) * lbs)
+                step_views = (views[0][at], views[1][at] if views[1] is not None else None)
             step, loss = self.step(stage, epoch, mine[b * lbs : (b + 1) * lbs], gen, vgen, x_strong,
-                                   check=self.check or b == 0)
+                                   check=self.check or b == 0, views=step_views if group > 1 else None)
             loss_sum += loss.detach()
             for key, value in step.logs.items():
                 log_sums[key] = log_sums.get(key, 0.0) + torch.as_tensor(value, dtype=torch.float64).detach()
@@ -447,22 +471,47 @@ class Trainer:
         # step logs are averaged over the epoch; keys ending in "_count" are summed
         return mean_loss, {k: float(v) / (1 if k.endswith("_count") else n_batches) for k, v in log_sums.items()}
 
+    VIEW_GROUP_BYTES = 512 * 2**20  # the most memory one call of grouped views may fill
+
+    def _view_group(self, local_batch: int) -> int:
+        """How many batches' views one call computes (``train.view_batches``; 0: 16 on CUDA, 1 on CPU), at most
+        :data:`VIEW_GROUP_BYTES` of normalised views; 1 on tabular data (no views)."""
+        if not self.image:
+            return 1
+        asked = self.config.view_batches or (16 if self.device.type == "cuda" else 1)
+        per_batch = local_batch * self.x_train[0].numel() * 4 * (2 if "strong" in self.views else 1)  # float32
+        return max(1, min(asked, self.VIEW_GROUP_BYTES // max(per_batch, 1)))
+
+    def _group_views(self, rows: torch.Tensor, vgen: torch.Generator, with_strong: bool
+                     ) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """The weak views of the training ``rows`` (several batches' rows, in step order), then their strong views
+        when a component asks and no view pool computes them: each one call, per-sample random from ``vgen``."""
+        x_raw = self.x_train[rows]
+        weak = self._prepare(x_raw, self.weak, vgen)
+        strong = self._prepare(x_raw, self.strong, vgen) if with_strong and "strong" in self.views else None
+        return weak, strong
+
     def step(self, stage: Stage, epoch: int, idx: torch.Tensor, gen: torch.Generator, vgen: torch.Generator,
-             x_strong: torch.Tensor | None = None, check: bool | None = None) -> tuple[Step, torch.Tensor]:
+             x_strong: torch.Tensor | None = None, check: bool | None = None,
+             views: tuple[torch.Tensor, torch.Tensor | None] | None = None) -> tuple[Step, torch.Tensor]:
         """One training step on the rows ``idx`` (long [B] on the device); returns the step and its loss.
 
         Views → forward passes → label update → selection → loss → SGD step → post-step.  Nothing here
         reads a device value on the host (logs stay tensors until the epoch's one read) unless ``check``
         (default: the trainer's ``check``), which checks the answers' values (:mod:`pllzoo.checks`).
-        ``x_strong`` (uint8, CPU) is a strong view computed ahead by the view pool.
+        ``x_strong`` (uint8, CPU) is a strong view computed ahead by the view pool; ``views`` the batch's weak
+        (and strong, or None) views computed with other batches' (:meth:`_group_views`), normalised.
         """
         values = self.check if check is None else check
         if self.config.compile == "reduce-overhead":
             torch.compiler.cudagraph_mark_step_begin()
-        x_raw = self.x_train[idx]
-        batch = Batch(idx, self._prepare(x_raw, self.weak, vgen), self.candidates[idx].float(), self.y_train[idx])
+        x_raw = self.x_train[idx] if views is None else None
+        batch = Batch(idx, self._prepare(x_raw, self.weak, vgen) if views is None else views[0],
+                      self.candidates[idx].float(), self.y_train[idx])
         if x_strong is not None:
             batch.x_strong = self._normalize(x_strong.to(self.device, non_blocking=True))
+        elif views is not None:
+            batch.x_strong = views[1]
         elif "strong" in self.views:
             batch.x_strong = self._prepare(x_raw, self.strong, vgen)
         if batch.x_strong is not None and "joint" in self.views:  # one pass: BN statistics over both views
@@ -478,6 +527,7 @@ class Trainer:
             forward=self.forward, generator=gen, device_generator=vgen, epoch=epoch, stage=stage,
             nominal_batch_size=self.config.batch_size, logits_strong=logits_strong,
             features_strong=feats_strong, forward_with_features=self.forward_with_features, dist=self.dist,
+            forward_padded=self.forward_padded if self.row_masks is not None else None,
         )
         comps = self.components
         with torch.no_grad():

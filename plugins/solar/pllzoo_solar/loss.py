@@ -16,8 +16,11 @@ The targets may come from any label update (PRODEN's confidences in ``proden-s-c
 Host synchronisation (``pllzoo.syncs``): without mixup the step reads nothing on the host (an empty R
 is a ``torch.where``). With mixup it reads |R| once: the mixup pass runs the network on the R mixed
 rows, so the shape of that forward pass (and BatchNorm's statistics over exactly those rows) and the
-number of random draws for π depend on |R|; a fixed-size pass would change what is computed.
-Test: tests/test_sync_free.py.
+number of random draws for π depend on |R|.  Unless the trainer offers a padded pass
+(``step.forward_padded``, ``train.mixup_rows``, the default under CUDA graphs): then the mixup runs at
+the batch's fixed size with BatchNorm's statistics over R only — the same value and gradient for the
+same l and π (:func:`pllzoo.mixup.padded_mixup_loss`), π from another stream — and nothing is read.
+Tests: tests/test_sync_free.py, tests/test_padded_mixup.py.
 
 Under torchrun (G > 1, ``beyond.md`` D5/D7): the mask is this rank's slice of the global R (the selection
 gathers), the means over R (L_ce, L_cr) and over U are the global ones (``masked_mean(..., step.dist)``:
@@ -83,7 +86,9 @@ class SolarLoss(Component):
         if self.hp.cr:
             loss = loss + masked_mean(soft_cross_entropy(step.logits_strong, q), reliable, dist)
         n_reliable = dist.all_reduce_sum(reliable.sum())  # |R_G| (one process: |R|), on the device
-        if self.hp.mixup:  # the step's one host read: the mixed batch is the reliable rows (see the docstring)
+        if self.hp.mixup and step.forward_padded is not None:  # a fixed-shape pass over R: no host read
+            loss = loss + mixup_loss(step, soft_cross_entropy, q, self.hp.mixup_alpha, rows=reliable)  # 0 if |R| ≤ 1
+        elif self.hp.mixup:  # the step's one host read: the mixed batch is the reliable rows (see the docstring)
             n_reliable = int(n_reliable)
             if n_reliable == 0:  # Alg. l.2
                 return rn.mean()
