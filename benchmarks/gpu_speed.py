@@ -119,10 +119,10 @@ def method_speed(method: str, path: str, args: argparse.Namespace, reg) -> dict:
     trainer.on_epoch = on_epoch
     original = trainer._new_model
 
-    def new_model(stage):  # hook every stage's fresh network
-        original(stage)
+    def new_model(stage):  # hook every stage's fresh network: its encoder, which every path calls
+        original(stage)  # (forward and forward_with_features alike; PiCO's passes are the latter)
         if not getattr(trainer.model, "_speed_hooked", False):
-            trainer.model.register_forward_pre_hook(count)
+            trainer.model.encoder.register_forward_pre_hook(count)
             trainer.model._speed_hooked = True
 
     trainer._new_model = new_model

@@ -68,11 +68,14 @@ def compile_model(model: torch.nn.Module, mode: str, sizes: frozenset[int] | Non
     Why static graphs per size and eager for the rest: on an H100 (torch 2.11, second session) SoLar's
     step failed in ``backward`` ("a saved [512] tensor is modified in place") when dynamo marked the
     network's passes dynamic after a second size and the data-sized mixup pass ran compiled without
-    graphs; an isolated network with the same calls trains (``benchmarks/gpu/model_limit.py``, variant
-    ``dyn``), so the cause was not pinned down.  This arrangement is the one that trains in the
-    trainer: on an H100 (third session) SoLar, CORR and PRODEN, 1.2–1.7× faster an epoch than eager
-    after 20–45 s of compilation (``benchmarks/gpu/README.md``); opt-in until every method has run it
-    on a device.  ``default`` compiles every pass (no graphs).
+    graphs.  The cause, pinned down in the fourth session (:func:`compile_features`): a compiled pass
+    writes BatchNorm's running statistics back with a version-bumping copy, which breaks the backward of
+    an eager BatchNorm pass made before it in the same step.  With every pass of a step compiled (SoLar's
+    mixup at a fixed shape, ``train.mixup_rows``; the feature passes compiled too) every registered method
+    trains under CUDA graphs on an H100, SoLar 2.2× and PRODEN 3.3× faster an epoch than the eager path
+    after 20–45 s of compilation (``benchmarks/gpu/README.md``, fourth session).  Still opt-in: the
+    default stays ``none`` until the CUDA test suite has run with it on.  ``default`` compiles every pass
+    (no graphs).
     """
     if mode == "reduce-overhead" and sizes is not None:
         import torch._dynamo.config as dynamo_config
@@ -86,3 +89,23 @@ def compile_model(model: torch.nn.Module, mode: str, sizes: frozenset[int] | Non
     if mode == "reduce-overhead" and sizes is not None and model._compiled_call_impl is not None:
         # nn.Module.__call__ runs _compiled_call_impl when set, else _call_impl (the eager module call)
         model._compiled_call_impl = dispatch_by_size(model._compiled_call_impl, model._call_impl, sizes)
+
+
+def compile_features(model: torch.nn.Module, mode: str, sizes: frozenset[int] | None = None
+                     ) -> Callable[[torch.Tensor], tuple[torch.Tensor, torch.Tensor]]:
+    """``model.forward_with_features`` compiled like :func:`compile_model` compiles the network's call (the
+    passes of components that ask for features: PiCO, RECORDS, HTC's mixup), as a separate callable; the
+    module itself is left alone (components deep-copy it).
+
+    Why every training pass must be compiled alike: a compiled pass writes BatchNorm's running statistics
+    back with a copy (AOTAutograd functionalises the in-place update), which bumps the buffers' version
+    counters; an *eager* BatchNorm pass earlier in the same step saved those buffers for its backward, so
+    the backward then fails ("a [128] tensor is at version 1; expected version 0": RECORDS' methods on an
+    H100 and under inductor on the CPU, ``benchmarks/gpu/README.md``, fourth session).  Eager passes after
+    every compiled one (a data-sized pass under ``reduce-overhead``) are safe.
+    Test: tests/test_compile_option.py::test_feature_passes_are_compiled_too.
+    """
+    compiled = torch.compile(model.forward_with_features, mode=mode)
+    if mode == "reduce-overhead" and sizes is not None:
+        return dispatch_by_size(compiled, model.forward_with_features, sizes)
+    return compiled

@@ -37,9 +37,9 @@ class TrainConfig:
     checkpoint_every: int = hp(0, "bookkeeping: checkpoint every N epochs (0: off); always at a stage's end", ge=0)
     checkpoint_minutes: float = hp(10.0, "bookkeeping: checkpoint once M minutes passed since the last one (0: off)",
                                   ge=0)
-    compile: str = hp("none", "torch.compile the network: none | default | reduce-overhead (CUDA graphs; "
-                      "experimental: fails on CUDA for steps that call the network more than once before "
-                      "backward, benchmarks/gpu/README.md)", choices=("none", "default", "reduce-overhead"))
+    compile: str = hp("none", "torch.compile the network: none | default | reduce-overhead (CUDA graphs per "
+                      "fixed pass size: on a GPU 2-3x faster an epoch after 20-45 s of compiling, "
+                      "benchmarks/gpu/README.md)", choices=("none", "default", "reduce-overhead"))
     mixup_rows: str = hp("auto", "mixup over a subset of the batch (SoLar's reliable rows): exact (a pass over the "
                          "subset's rows) | padded (a pass of the batch's fixed size, BatchNorm over the subset: "
                          "the same maths, no host read, CUDA-graph friendly) | auto (padded under "

@@ -44,7 +44,7 @@ from pllzoo.checkpoint import (Bookkeeper, load_checkpoint, restore_rng, save_ch
                                stop_requested, stop_signals, time_stop)
 from pllzoo.components import Component, single_answerers, views_of
 from pllzoo.data.base import PLLData
-from pllzoo.devices import compile_model, graph_sizes
+from pllzoo.devices import compile_features, compile_model, graph_sizes
 from pllzoo.errors import PLLZooError
 from pllzoo.hookcalls import RunHooks, make_run_manager
 from pllzoo.metrics import approximated_accuracy, covering_rate, evaluate, shot_groups
@@ -125,6 +125,8 @@ class Trainer:
         self.model: torch.nn.Module | None = None
         self.net: torch.nn.Module | None = None  # the training passes: the model, or DDP around it (G > 1)
         self.row_masks: masked_bn.RowMasks | None = None  # padded subset passes (train.mixup_rows)
+        self._features_pass: Callable[[torch.Tensor], tuple[torch.Tensor, torch.Tensor]] | None = None  # compiled
+        # alike the network's call (pllzoo.devices.compile_features)
         self.optimizer: torch.optim.Optimizer | None = None
 
     # ------------------------------------------------------------------ helpers
@@ -139,8 +141,7 @@ class Trainer:
 
     def forward_with_features(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         with self._autocast():
-            logits, feats = (self.net(x, features=True) if self.dist.active
-                             else self.model.forward_with_features(x))
+            logits, feats = self.net(x, features=True) if self.dist.active else self._features_pass(x)
         return logits.float(), feats.float()
 
     def _padded_rows(self) -> bool:
@@ -266,6 +267,9 @@ class Trainer:
                 sizes = graph_sizes(local, self.x_train.shape[0], self.config.drop_last, self.config.eval_batch_size,
                                     evals)
                 compile_model(self.model, self.config.compile, sizes)
+                self._features_pass = compile_features(self.model, self.config.compile, sizes)
+            else:
+                self._features_pass = self.model.forward_with_features
             self.net = (ddp.DataParallelNet(self.model, self.dist, self.config.sync_bn) if self.dist.active
                         else self.model)
         self.run.model = self.model

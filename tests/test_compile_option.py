@@ -63,6 +63,37 @@ def test_reduce_overhead_runs_other_sizes_eager(monkeypatch):
     assert other(torch.zeros(5, 3)) == "compiled"
 
 
+def test_feature_passes_are_compiled_too(monkeypatch):
+    """``forward_with_features`` (PiCO, RECORDS, HTC) is compiled like the network's call, sizes dispatched alike;
+    the module's own method is untouched (components deep-copy the module)."""
+    from pllzoo.devices import compile_features
+    from pllzoo.models import build_model
+
+    seen = []
+    monkeypatch.setattr(torch, "compile", lambda fn, mode: (seen.append(mode), lambda x: "compiled")[1])
+    net = build_model("mlp", 3, (4,))
+    call = compile_features(net, "reduce-overhead", frozenset({8}))
+    assert seen == ["reduce-overhead"] and call(torch.zeros(8, 4)) == "compiled"
+    logits, feats = call(torch.zeros(5, 4))  # another size: the eager method
+    assert logits.shape == (5, 3) and feats.shape == (5, net.feature_dim)
+    assert compile_features(net, "default")(torch.zeros(5, 4)) == "compiled"
+    assert "forward_with_features" not in vars(net)
+
+
+@pytest.mark.slow
+def test_records_methods_train_compiled(registry):
+    """The fourth H100 session's failure, reproduced by inductor on the CPU (~40 s): a RECORDS method's feature
+    pass ran eager before a compiled pass, whose functionalised BatchNorm update broke the eager pass's
+    backward.  With both passes compiled it trains."""
+    from conftest import make_fake_images
+
+    data = make_fake_images(n=64, k=4)
+    comps = registry.build_components(registry.method("proden-records"), {}, dataset=(data.name, data.kind))
+    cfg = TrainConfig(model="cnn", epochs=2, lr=0.01, weight_decay=0.0, batch_size=16, compile="default")
+    records = Trainer(data, comps, cfg, seed=1, device=torch.device("cpu")).fit()
+    assert all(torch.isfinite(torch.tensor(r["loss"])) for r in records)
+
+
 def test_not_compiled_by_default(registry, tiny_data, monkeypatch):
     calls = []
     monkeypatch.setattr(torch.nn.Module, "compile", lambda self, **kw: calls.append(kw))
