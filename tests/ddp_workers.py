@@ -46,6 +46,9 @@ def _entry(rank: int, world: int, folder: str, job: Callable[..., Any], args: tu
 
         add_test_model()
         torch.save(job(distributed.current(), *args), Path(folder) / f"result-{rank}.pt")
+        # both ranks done before either tears gloo down: a rank that destroys its group while the other still
+        # talks to it aborted once under load ("terminate called without an active exception", SIGABRT)
+        torch.distributed.barrier()
     finally:
         torch.distributed.destroy_process_group()
 
