@@ -101,3 +101,22 @@ def test_unfinished_runs_are_left_out_with_a_warning(bench_out, tmp_path):
     res = CliRunner().invoke(cli, ["report", str(copy), "--csv", str(tmp_path / "s.csv")])
     assert res.exit_code == 0 and "left out 1 unfinished run" in res.output
     assert sorted(pd.read_csv(tmp_path / "s.csv")["n"]) == [1, 2]
+
+
+def test_seeds_keeps_only_those_seeds(bench_out, tmp_path):
+    """--seeds 2: n = 1 per method and the numbers of seed 2 alone (results.csv by hand)."""
+    res = _report(bench_out, "--seeds", "2", "--csv", tmp_path / "s.csv")
+    assert res.exit_code == 0, res.output
+    got = pd.read_csv(tmp_path / "s.csv")
+    rows = pd.read_csv(bench_out / "results.csv")
+    for method in ("proden", "cc"):
+        mine = got[got["method"] == method]
+        assert int(mine["n"].iloc[0]) == 1
+        want = rows[(rows["method"] == method) & (rows["seed"] == 2)]["acc_all"].iloc[0]
+        assert mine["acc_all_mean"].iloc[0] == pytest.approx(want, abs=1e-6)
+
+
+@pytest.mark.parametrize("seeds,message", [("7", "no runs of these seeds; found seeds 1, 2"), ("x", "bad --seeds")])
+def test_seeds_without_runs_or_malformed_is_one_line(bench_out, seeds, message):
+    res = CliRunner().invoke(cli, ["report", str(bench_out), "--seeds", seeds])
+    assert res.exit_code != 0 and message in res.output and "Traceback" not in res.output

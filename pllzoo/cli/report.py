@@ -36,6 +36,7 @@ def _paper(path: Path | None) -> pd.DataFrame | None:
 @click.option("--methods", default=None, help="Comma-separated methods to show, in this order (default: all, by name).")
 @click.option("--missing-ok", is_flag=True,
               help="Leave out --methods that have no finished run instead of stopping (table scripts).")
+@click.option("--seeds", default=None, help="Comma-separated seeds to include (default: every seed found).")
 @click.option("--wide", is_flag=True, help="One metric, methods x settings (with --paper numbers beside ours).")
 @click.option("--metric", type=click.Choice(ACC_COLUMNS), default="acc_all", show_default=True, help="Metric of --wide.")
 @click.option("--paper", type=click.Path(exists=True, dir_okay=False, path_type=Path), default=None,
@@ -43,7 +44,7 @@ def _paper(path: Path | None) -> pd.DataFrame | None:
 @click.option("--title", default="", help="Title of the --wide table.")
 @click.option("--md", type=click.Path(path_type=Path), default=None, help="Write the tables as Markdown here.")
 @click.option("--csv", "csv_path", type=click.Path(path_type=Path), default=None, help="Write the summary CSV here.")
-def report(results, rule, methods, missing_ok, wide, metric, paper, title, md, csv_path) -> None:
+def report(results, rule, methods, missing_ok, seeds, wide, metric, paper, title, md, csv_path) -> None:
     """Tables of mean ± std over seeds from RESULTS folders written by `pllzoo bench`."""
     from rich.console import Console
 
@@ -60,6 +61,14 @@ def report(results, rule, methods, missing_ok, wide, metric, paper, title, md, c
     if records.empty:
         raise PLLZooError(f"no runs under {', '.join(map(str, results))} "
                           f"(expected RESULTS/runs/*/log.jsonl or RESULTS/runs.jsonl.xz)")
+    if seeds is not None:  # e.g. a study whose new methods ran one seed, compared on that seed alone
+        from pllzoo.cli.bench import _seeds
+
+        kept = set(_seeds(seeds))
+        found = sorted(set(records["seed"]))
+        records = records[records["seed"].isin(kept)]
+        if records.empty:
+            raise PLLZooError(f"--seeds {seeds}: no runs of these seeds; found seeds {', '.join(map(str, found))}")
     wanted = [m.strip() for m in methods.split(",") if m.strip()] if methods else None
     unknown = sorted(set(wanted or ()) - set(records["method"]))
     if unknown and missing_ok and set(wanted) - set(unknown):  # at least one listed method has runs
