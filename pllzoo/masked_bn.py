@@ -24,6 +24,9 @@ BatchNorm on the subset, 2-d and 4-d, momentum and cumulative averaging).
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
+
 import torch
 from torch import nn
 
@@ -81,8 +84,8 @@ _MASKED = {nn.BatchNorm1d: MaskedBatchNorm1d, nn.BatchNorm2d: MaskedBatchNorm2d}
 
 
 class RowMasks:
-    """The masked layers of one network and their shared row weights: :meth:`set` before a padded pass,
-    :meth:`clear` after it."""
+    """The masked layers of one network and their shared row weights: a padded pass runs inside
+    :meth:`applied` (or between :meth:`set` and :meth:`clear`)."""
 
     def __init__(self, layers: list[MaskedBatchNormMixin], weight: torch.Tensor) -> None:
         self.layers, self.weight = layers, weight
@@ -94,8 +97,18 @@ class RowMasks:
             layer.row_masked = True
 
     def clear(self) -> None:
+        """Back to torch's BatchNorm."""
         for layer in self.layers:
             layer.row_masked = False
+
+    @contextlib.contextmanager
+    def applied(self, weight: torch.Tensor) -> Iterator[None]:
+        """Mask mode with row weights ``weight`` for the passes inside the block."""
+        self.set(weight)
+        try:
+            yield
+        finally:
+            self.clear()
 
 
 def supports(model: nn.Module) -> bool:

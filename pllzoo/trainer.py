@@ -153,11 +153,8 @@ class Trainer:
 
     def forward_padded(self, x: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
         """Train-mode logits of ``x`` ``[B, ...]`` with BatchNorm's statistics over the rows of weight 1 (``Step.forward_padded``)."""
-        self.row_masks.set(weight)
-        try:
+        with self.row_masks.applied(weight):
             return self.forward(x)
-        finally:
-            self.row_masks.clear()
 
     def _views_forward(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor | None]:
         """Logits of a training view, and its features when a component asked for ``features``."""

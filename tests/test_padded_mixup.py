@@ -32,6 +32,14 @@ def _step(model, x, rows, forward_padded=None, seed=3):
                 epoch=1, stage=Stage(), nominal_batch_size=B, device_generator=device, forward_padded=forward_padded)
 
 
+def _padded_forward(model, masks):
+    """``Step.forward_padded`` of a bare network with masked BatchNorm (the trainer's, without autocast)."""
+    def forward(x, weight):
+        with masks.applied(weight):
+            return model(x)
+    return forward
+
+
 def _generators(device: str, seed: int = 3) -> tuple[torch.Generator, torch.Generator]:
     """(host, device) generators as the trainer makes them: one and the same on CPU."""
     host = torch.Generator().manual_seed(seed)
@@ -46,18 +54,11 @@ def test_padded_equals_exact_for_the_same_draws(n: int, device: str) -> None:
     padded = copy.deepcopy(plain)
     masks = masked_bn.install(padded, capacity=B)
 
-    def forward_padded(x, w):
-        masks.set(w)
-        try:
-            return padded(x)
-        finally:
-            masks.clear()
-
     x = torch.randn(B, 3, 16, 16, dtype=torch.float64).to(device)
     q = torch.softmax(torch.randn(B, K, dtype=torch.float64), 1).to(device)
     rows = torch.zeros(B, dtype=torch.bool, device=device)
     rows[torch.randperm(B, generator=torch.Generator().manual_seed(n))[:n]] = True
-    got = padded_mixup_loss(_step(padded, x, rows, forward_padded), soft_cross_entropy, q, 4.0, rows)
+    got = padded_mixup_loss(_step(padded, x, rows, _padded_forward(padded, masks)), soft_cross_entropy, q, 4.0, rows)
     plain(x)  # the weak pass _step made on the padded copy: the same running-statistics update
     # the exact path by hand, with the padded path's draws: l from the host generator, then π from the keys
     host, gen = _generators(device)
@@ -85,16 +86,9 @@ def test_fewer_than_two_rows_add_nothing(n: int) -> None:
     masks = masked_bn.install(model, capacity=B)
     before = copy.deepcopy(model.state_dict())
 
-    def forward_padded(x, w):
-        masks.set(w)
-        try:
-            return model(x)
-        finally:
-            masks.clear()
-
     x = torch.randn(B, 3, 16, 16)
     rows = torch.arange(B) < n
-    step = _step(model, x, rows, forward_padded)
+    step = _step(model, x, rows, _padded_forward(model, masks))
     model.load_state_dict(before)  # _step's plain forward moved the running statistics
     loss = padded_mixup_loss(step, soft_cross_entropy, torch.full((B, K), 1 / K), 4.0, rows)
     assert float(loss.detach()) == 0.0
