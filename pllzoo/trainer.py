@@ -33,6 +33,7 @@ import contextlib
 import dataclasses
 import math
 import time
+import warnings
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
 
@@ -145,7 +146,8 @@ class Trainer:
         return logits.float(), feats.float()
 
     def _padded_rows(self) -> bool:
-        """Whether subset passes run at the batch's fixed shape (``train.mixup_rows``; one process only)."""
+        """Whether subset passes run at the batch's fixed shape (``train.mixup_rows``; one process only: under
+        torchrun a mixup over R mixes across ranks, :mod:`pllzoo.mixup`)."""
         mode = self.config.mixup_rows
         if mode == "auto":
             mode = "padded" if self.config.compile == "reduce-overhead" else "exact"
@@ -256,8 +258,13 @@ class Trainer:
             self.model = build_model(self.config.model, self.data.num_classes, tuple(self.x_train.shape[1:]),
                                      self.registry)
             self.model.to(self.device)
+            padded = self._padded_rows()
             self.row_masks = (masked_bn.install(self.model, self.config.batch_size)
-                              if self._padded_rows() and masked_bn.supports(self.model) else None)
+                              if padded and masked_bn.supports(self.model) else None)
+            if padded and self.row_masks is None and self.config.mixup_rows == "padded":
+                warnings.warn(f"train.mixup_rows=padded: model {self.config.model!r} has normalisation layers other "
+                              f"than BatchNorm1d/2d (pllzoo.masked_bn.supports); mixup over a subset runs exact",
+                              stacklevel=2)
             if self.config.compile != "none":
                 local = self.config.batch_size // self.dist.world
                 evals = tuple(x.shape[0] for x in (self.x_train, self.x_test, self.x_val) if x is not None)

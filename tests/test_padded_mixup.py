@@ -165,3 +165,11 @@ def test_view_group_size(registry) -> None:
     trainer.VIEW_GROUP_BYTES = 16 * trainer.x_train[0].numel() * 4 * 2 * 3  # room for 3 batches of both views
     assert trainer._view_group(16) == 3
     assert dataclasses.replace(trainer.config, view_batches=0).view_batches == 0
+
+
+def test_padded_asked_for_an_unsupported_model_warns_and_runs_exact(registry, monkeypatch) -> None:
+    monkeypatch.setattr(masked_bn, "supports", lambda model: False)  # e.g. a third-party net with InstanceNorm
+    trainer = _trainer(registry, mixup_rows="padded")
+    with pytest.warns(UserWarning, match="mixup over a subset runs exact"):
+        trainer._enter_stage(trainer.stages()[-1])
+    assert trainer.row_masks is None
