@@ -5,7 +5,9 @@
 The trainer runs as ``benchmarks/gpu_speed.py`` sets it up (CIFAR-10-LT φ = 0.5, γ = 100, seed 1,
 ResNet-18, SoLar without pre-estimation); the first two epochs warm up (compilation, cuDNN), then
 ``--steps`` steps of the third epoch are profiled.  Prints the ops by self CPU time (what the
-launching thread spends) and by self CUDA time, and the profiled steps' wall time per step.
+launching thread spends) and by self CUDA time, the profiled steps' wall time per step, and the CPU time of
+each labelled part of a step (the role hooks: label update, selection, loss, ...; the network passes; the
+grouped views).
 """
 
 from __future__ import annotations
@@ -63,6 +65,21 @@ def main() -> None:
         return out
 
     trainer.step = profiled
+    role = trainer.calls.role
+
+    def labelled_role(name, **kwargs):  # each role hook under its own label: "## hook:label_update ##" rows
+        with torch.profiler.record_function(f"## hook:{name} ##"):
+            return role(name, **kwargs)
+
+    trainer.calls.role = labelled_role
+    for name in ("_views_forward", "forward_padded", "_group_views"):  # the trainer's passes and grouped views
+        original_fn = getattr(trainer, name)
+
+        def labelled(*a, _fn=original_fn, _name=name, **kw):
+            with torch.profiler.record_function(f"## {_name} ##"):
+                return _fn(*a, **kw)
+
+        setattr(trainer, name, labelled)
     trainer.fit()
     print(f"{args.method} {' '.join(args.hp)}: {1000 * timing['dt'] / args.steps:.1f} ms per profiled step "
           f"(profiler on)")
@@ -70,6 +87,10 @@ def main() -> None:
     print(table.table(sort_by="self_cpu_time_total", row_limit=args.rows))
     if cuda:
         print(table.table(sort_by="self_cuda_time_total", row_limit=args.rows // 2))
+    print("Per labelled part (CPU total, ms per step):")  # where the launching thread's time goes
+    for event in sorted(table, key=lambda e: -e.cpu_time_total):
+        if event.key.startswith("## ") and not event.key.startswith("## Call"):
+            print(f"  {event.key:40s} {event.cpu_time_total / 1000 / args.steps:8.2f} ms  ({event.count} calls)")
 
 
 if __name__ == "__main__":
