@@ -15,7 +15,9 @@ stops the run cleanly with a checkpoint (:mod:`pllzoo.checkpoint`).
 Randomness: every stream is derived from ``(seed, stage, epoch)`` and the run's
 generators are checkpointed, so on CPU a run is bit-deterministic and a resumed
 run equals an uninterrupted one.  With ``view_workers`` > 0 the strong view comes
-from worker processes and its own stream (:mod:`pllzoo.prefetch`).
+from worker processes and its own stream (:mod:`pllzoo.prefetch`).  With ``train.view_batches``
+N > 1 (the CUDA default, 16) the views of N batches are drawn in one call before their steps
+(fewer, larger kernel launches; another stream than N = 1, the CPU default).
 
 Under torchrun (``dist.world`` = G > 1, :mod:`pllzoo.distributed`, :mod:`pllzoo.ddp`): every rank
 draws the epoch's permutation as one process does and trains on its contiguous slice of each global
