@@ -6,7 +6,8 @@
 #   OUT=$OUT MINUTES=8 bash benchmarks/gpu/next.sh paper   the released c10-phi0.5-g100-solar recipe, seed 1, in
 #       --time-limit parts on the same warm machine (exit 75: call again at once; results/ is ignored, so the run
 #       folder and its checkpoint stay on the machine between calls); COMPILE=none|reduce-overhead (default: the
-#       faster in the speed step). Logs and results.csv come back in $OUT; then, here:
+#       faster in the speed step; under graphs SoLar took 1.37 s an epoch on an H100, fourth session: 100 + 1000
+#       epochs ~25 min, more than one session's 15 device-minutes). Logs and results.csv come back in $OUT; then, here:
 #       cp -r the run folder (without checkpoint.pt) to benchmarks/paper/results/ and run `python benchmarks/paper/run.py table`.
 set -uo pipefail
 out="${OUT:?set OUT}"; data="${DATA_DIR:-.devdata}"; what="${1:?speed or paper}"
