@@ -38,7 +38,7 @@ def test_sync_rewrites_a_block_from_its_file(tmp_path):
     ("realworld", ["table-uniform.md", "table-uniform.csv", "table-balanced.md", "shots-uniform.md"]),
     ("cifar10lt-cpu", ["results-phi0.5/table.md", "results-phi0.5/table.csv"]),
     ("gpu", ["results/table-resnet18.md", "results/table-resnet18.csv", "results/table-cnn.md"]),
-    ("composition", ["table.md", "table.csv"]),
+    ("composition", ["table.md", "table.csv", "table-cpu.md", "table-cpu.csv"]),
 ])
 def test_table_scripts_reproduce_committed_tables(study, files, tmp_path):
     here = ROOT / "benchmarks" / study
