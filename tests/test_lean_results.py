@@ -217,3 +217,16 @@ def test_resume_finds_runs_recorded_under_old_ids(out, monkeypatch):
     assert "moved 4 run(s) recorded under old run ids" in res.output
     assert sorted(p.name for p in (out / "runs").iterdir() if p.is_dir()) == sorted(back)
     assert (out / "results.csv").read_bytes() == results
+
+
+def test_benchmarks_in_git_stay_under_5_mb():
+    """Issue 16 item 8: the committed benchmarks (tables, results.csv, archives, figures, device logs) ≤ 5 MB."""
+    import shutil
+    import subprocess
+
+    root = Path(__file__).resolve().parents[1]
+    if shutil.which("git") is None or not (root / ".git").exists():
+        pytest.skip("not a git checkout: the tracked files are unknown")
+    files = subprocess.run(["git", "ls-files", "-z", "benchmarks"], cwd=root, capture_output=True, check=True).stdout
+    total = sum((root / name).stat().st_size for name in files.decode().split("\0") if name and (root / name).exists())
+    assert total <= 5_000_000, f"benchmarks/ in git holds {total:,} bytes; compress or drop raw logs (limit 5 MB)"

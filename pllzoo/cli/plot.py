@@ -29,5 +29,5 @@ def plot(results: tuple[Path, ...], methods: str | None, out: Path | None) -> No
     except ValueError as exc:
         raise PLLZooError(str(exc)) from None
     out = out or results[0] / "figure1.png"
-    fig.savefig(out, dpi=120)
+    fig.savefig(out, dpi=100)  # 100 dpi: the committed study figures stay small (benchmarks/ ≤ 5 MB)
     click.echo(f"figure: {out}")
