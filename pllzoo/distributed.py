@@ -19,6 +19,7 @@ or none (decide it from replicated values, or all-reduce the decision first).
 from __future__ import annotations
 
 import contextlib
+import gc
 import datetime
 import os
 from dataclasses import dataclass
@@ -204,9 +205,12 @@ def shutdown(wait: bool = True) -> None:
 
     ``wait``: first wait until every rank got here (a barrier), so no rank tears its side down while
     another still uses it (gloo aborts the early one's process otherwise).  A barrier that fails (a rank
-    died) is ignored: the group is destroyed anyway.
+    died) is ignored: the group is destroyed anyway.  Objects that still hold the group in a reference
+    cycle (a trainer and its DDP wrapper) are collected first, so the group's threads are joined here and
+    not at interpreter exit (a rank aborted there under load: "terminate called without an active exception").
     """
     if distributed_available() and torch.distributed.is_initialized():
+        gc.collect()
         if wait:
             with contextlib.suppress(RuntimeError):
                 torch.distributed.barrier()

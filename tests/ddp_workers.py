@@ -41,16 +41,15 @@ def _entry(rank: int, world: int, folder: str, job: Callable[..., Any], args: tu
     torch.set_num_threads(1)
     torch.distributed.init_process_group("gloo", init_method=f"file://{folder}/rendezvous", rank=rank,
                                          world_size=world, timeout=datetime.timedelta(seconds=TIMEOUT_S))
-    try:
-        from pllzoo import distributed
+    from pllzoo import distributed
 
+    done = False
+    try:
         add_test_model()
         torch.save(job(distributed.current(), *args), Path(folder) / f"result-{rank}.pt")
-        # both ranks done before either tears gloo down: a rank that destroys its group while the other still
-        # talks to it aborted once under load ("terminate called without an active exception", SIGABRT)
-        torch.distributed.barrier()
+        done = True
     finally:
-        torch.distributed.destroy_process_group()
+        distributed.shutdown(wait=done)  # as pllzoo bench ends: collect, barrier (unless this rank failed), destroy
 
 
 def spawn(job: Callable[..., Any], folder: Path, *args: Any, world: int = 2) -> list[Any]:
