@@ -14,7 +14,8 @@ when the plan looks unreasonable (the cost guard of ``pllzoo bench``; ``--dry-ru
   stage-start passes over the training set, checkpoints, data loading.
 * The guard (:func:`cost_warning`): one line when a ResNet runs on the CPU for more than
   :data:`CPU_RESNET_EPOCHS` epochs or the whole bench is estimated above :data:`LONG_HOURS` hours,
-  suggesting the CPU-tier recipe (:data:`CPU_RECIPE`) on a CPU, fewer epochs or more GPUs elsewhere.
+  suggesting the CPU-tier recipe (:data:`CPU_RECIPE`) on a CPU, fewer epochs or more GPUs elsewhere;
+  and one tip line (:func:`graphs_tip`) when a long GPU bench runs its network without CUDA graphs.
 """
 
 from __future__ import annotations
@@ -173,6 +174,20 @@ def cost_warning(costs: list[RunCost], total_s: float | None) -> str | None:
     fix = (f"on a CPU use the CPU-tier recipe {CPU_RECIPE}, or a GPU" if on_cpu
            else "fewer epochs or seeds, --jobs N, or --shard I/N over several GPUs")
     return f"Warning: this bench looks too long ({'; '.join(why)}); {fix}. --dry-run shows the plan only."
+
+
+GRAPHS_TIP_S = 600.0  # a GPU bench estimated above this many seconds without CUDA graphs gets the tip below
+
+
+def graphs_tip(costs: list[RunCost], compiled: bool, total_s: float | None) -> str | None:
+    """One tip line when a GPU bench that would take over :data:`GRAPHS_TIP_S` seconds runs its network eager:
+    ``--hp train.compile=reduce-overhead`` (CUDA graphs) trains every method 2–3× faster an epoch after
+    20–45 s of compiling (an H100, ``benchmarks/gpu/README.md``).  The estimate times the eager path."""
+    todo = [c for c in costs if not c.reused]
+    if compiled or not todo or todo[0].device == "cpu" or total_s is None or total_s <= GRAPHS_TIP_S:
+        return None
+    return ("Tip: on a GPU --hp train.compile=reduce-overhead (CUDA graphs) trains 2-3x faster an epoch after "
+            "20-45 s of compiling per run (benchmarks/gpu/README.md).")
 
 
 def dry_run_json(plans: list[RunPlan], out: Path) -> str:

@@ -83,6 +83,15 @@ def test_a_long_estimate_is_warned_on_a_gpu_with_gpu_advice():
     assert "estimated at ~2.0 days" in line and "--shard" in line and "cifar10lt-cpu" not in line
 
 
+def test_a_long_eager_gpu_bench_gets_the_cuda_graphs_tip_once():
+    line = costs.graphs_tip([_cost(device="cuda")], compiled=False, total_s=3600.0)
+    assert line.startswith("Tip: ") and "--hp train.compile=reduce-overhead" in line and "\n" not in line
+    assert costs.graphs_tip([_cost(device="cuda")], compiled=True, total_s=3600.0) is None  # already graphed
+    assert costs.graphs_tip([_cost(device="cuda")], compiled=False, total_s=60.0) is None  # short
+    assert costs.graphs_tip([_cost(device="cpu")], compiled=False, total_s=3600.0) is None  # no graphs on a CPU
+    assert costs.graphs_tip([_cost(device="cuda")], compiled=False, total_s=None) is None  # no estimate
+
+
 # ---------------------------------------------------------------------------------------------- progress
 def test_tracker_positions_and_etas_by_hand():
     a = _cost("solar", 1, (("pre", 2), ("train", 3)))  # 5 epochs

@@ -85,6 +85,9 @@ def show_plan(registry: Registry, plans: list[RunPlan], out: Path, overwrite: bo
     warning = cost_lib.cost_warning(costs, total)
     if warning is not None:
         click.echo(warning, err=True)
+    tip = cost_lib.graphs_tip(costs, all(p.train.compile != "none" for p in plans), total)
+    if tip is not None:
+        click.echo(tip, err=True)
     if dry_run:
         click.echo(cost_lib.dry_run_json(plans, out))
         click.echo("dry run: nothing trained or written", err=True)
