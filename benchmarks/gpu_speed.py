@@ -103,7 +103,7 @@ def method_speed(method: str, path: str, args: argparse.Namespace, reg) -> dict:
     def count(module, inputs):  # a forward pre-hook on the network: rows of train-mode passes
         if module.training:
             masks, n = trainer.row_masks, inputs[0].shape[0]
-            if masks is not None and masks.layers and masks.layers[0].row_masked:  # a padded pass: its R rows
+            if masks is not None and masks.active:  # a padded pass: its R rows
                 rows[0] += masks.weight[:n].sum()  # on the device, read at the epoch's end
             else:
                 rows[0] += n

@@ -42,15 +42,17 @@ class MaskedBatchNormMixin:
             return super().forward(x)  # type: ignore[misc]
         w = self.row_weight[: x.shape[0]]  # [B]
         spatial = x[0, 0].numel()  # H·W for 4-d inputs, 1 for 2-d
-        enough = w.sum() > 1.5  # at least two rows: the pass is used, the running statistics move
+        n_rows = w.sum()
+        enough = n_rows > 1.5  # at least two rows: the pass is used, the running statistics move
         w = torch.where(enough, w, torch.ones_like(w))  # otherwise statistics over all rows: finite, unused
+        n_rows = torch.where(enough, n_rows, float(w.shape[0]))
         view = (-1,) + (1,) * (x.dim() - 1)  # w over rows
         per_channel = (1, -1) + (1,) * (x.dim() - 2)  # statistics over channels
         dims = [0] + list(range(2, x.dim()))
         xf = x.float() if x.dtype in (torch.float16, torch.bfloat16) else x  # float32 at least
         w = w.to(xf.dtype)
         wv = w.view(view)
-        count = w.sum() * spatial  # m
+        count = n_rows.to(xf.dtype) * spatial  # m
         mean = (xf * wv).sum(dims) / count  # [C]
         centred = xf - mean.view(per_channel)
         var = (centred.square() * wv).sum(dims) / count  # biased, for normalising
@@ -89,6 +91,11 @@ class RowMasks:
 
     def __init__(self, layers: list[MaskedBatchNormMixin], weight: torch.Tensor) -> None:
         self.layers, self.weight = layers, weight
+
+    @property
+    def active(self) -> bool:
+        """Whether a padded pass is under way (between :meth:`set` and :meth:`clear`)."""
+        return bool(self.layers) and self.layers[0].row_masked
 
     def set(self, weight: torch.Tensor) -> None:
         """Mask mode with row weights ``weight`` (float [b], 0/1, b ≤ the capacity); no host read."""

@@ -122,7 +122,7 @@ def padded_mixup_loss(step: Step, loss_fn: PerSampleLoss, labels: torch.Tensor, 
     """
     b = rows.shape[0]
     n = rows.sum()  # |R| on the device
-    keep = torch.sort((~rows).to(torch.uint8), stable=True).indices  # [B]: R ascending, then the rest
+    keep = true_rows(rows, b)  # [B]: R ascending, then the rest
     pos = torch.arange(b, device=rows.device)
     lam = mixup_coefficient(step.generator, alpha)
     gen = step.device_generator if step.device_generator is not None else step.generator
