@@ -104,18 +104,46 @@ def save_checkpoint(
     state: PLLState, records: list[dict[str, Any]], modules: dict[str, torch.nn.Module] | None = None,
 ) -> Path:
     path = Path(run_dir) / NAME
-    tmp = path.with_suffix(".tmp")
-    torch.save(
-        {
-            "format": FORMAT, "version": VERSION,
-            "stage": stage, "epoch": epoch, "model": model.state_dict(), "optimizer": optimizer.state_dict(),
-            "state": state.state_dict(), "records": _plain(records), "rng": _rng_states(),
-            "modules": {name: m.state_dict() for name, m in (modules or {}).items()},
-        },
-        tmp,
-    )
-    os.replace(tmp, path)
+    _write(path, {
+        "format": FORMAT, "version": VERSION,
+        "stage": stage, "epoch": epoch, "model": model.state_dict(), "optimizer": optimizer.state_dict(),
+        "state": state.state_dict(), "records": _plain(records), "rng": _rng_states(),
+        "modules": {name: m.state_dict() for name, m in (modules or {}).items()},
+    })
     return path
+
+
+def _write(path: Path, ckpt: dict[str, Any]) -> None:
+    """Write atomically: a reader sees the old file or the new one, never a part."""
+    tmp = path.with_suffix(".tmp")
+    torch.save(ckpt, tmp)
+    os.replace(tmp, path)
+
+
+def slim_checkpoint(path: Path) -> tuple[int, int]:
+    """Rewrite the checkpoint at ``path`` without the optimizer's per-parameter state → (bytes before, after).
+
+    SGD's momentum buffers hold as many numbers as the model: ResNet-18's checkpoint is 90 MB with them and
+    46 MB without, which is what fits a device call's transfer limits (``benchmarks/gpu/carry_run.py``).
+    A run resumed from a slim checkpoint restarts momentum from its next gradient (torch's SGD starts a
+    missing buffer at the gradient), so it no longer equals an uninterrupted run; the trainer warns and
+    marks the first epoch after the restart ``momentum_restarted`` in the run's records.
+
+    :raises CheckpointError: as :func:`read_checkpoint`.
+    """
+    path = Path(path)
+    ckpt = read_checkpoint(path)
+    before = path.stat().st_size
+    ckpt["optimizer"] = {**ckpt["optimizer"], "state": {}}
+    _write(path, ckpt)
+    return before, path.stat().st_size
+
+
+def lacks_momentum(ckpt: dict[str, Any]) -> bool:
+    """A checkpoint of an optimizer with momentum but without its buffers (:func:`slim_checkpoint`)."""
+    opt = ckpt["optimizer"]
+    groups = opt.get("param_groups") or []
+    return not opt.get("state") and any(float(g.get("momentum", 0) or 0) > 0 for g in groups)
 
 
 def read_checkpoint(path: Path) -> dict[str, Any]:

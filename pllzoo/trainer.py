@@ -43,8 +43,8 @@ import torch
 
 from pllzoo import augment, ddp, distributed, masked_bn, prefetch
 from pllzoo.checks import check_logits, check_loss, check_offset, check_selection, check_targets, describe
-from pllzoo.checkpoint import (Bookkeeper, load_checkpoint, restore_rng, save_checkpoint, save_guess_s, signal_stop,
-                               stop_requested, stop_signals, time_stop)
+from pllzoo.checkpoint import (Bookkeeper, lacks_momentum, load_checkpoint, restore_rng, save_checkpoint, save_guess_s,
+                               signal_stop, stop_requested, stop_signals, time_stop)
 from pllzoo.components import Component, single_answerers, views_of
 from pllzoo.data.base import PLLData
 from pllzoo.devices import compile_features, compile_model, graph_sizes
@@ -291,9 +291,12 @@ class Trainer:
         # G > 1: their gradients are averaged over ranks after each backward (pllzoo.ddp: not wrapped in DDP)
         self.module_params = [p for m in self.modules.values() for p in m.parameters() if p.requires_grad]
         params = list(self.model.parameters()) + [p for m in self.modules.values() for p in m.parameters()]
+        # on CUDA one fused kernel updates every parameter: the foreach path's few dozen launches a step were
+        # 1.6 ms of the launching thread in SoLar's graphed step (benchmarks/gpu/README.md, fourth session);
+        # on the CPU torch's default, which the recorded CPU runs used
         self.optimizer = torch.optim.SGD(
             [p for p in params if p.requires_grad], lr=self.config.lr, momentum=self.config.momentum,
-            weight_decay=self.config.weight_decay,
+            weight_decay=self.config.weight_decay, fused=True if self.device.type == "cuda" else None,
         )
 
     # ------------------------------------------------------------------ the loop
@@ -363,13 +366,22 @@ class Trainer:
             self._enter_stage(stage)
             n_epochs = stage.epochs if stage.epochs is not None else self.config.epochs
             start = 0
+            restarted = False  # momentum restarts in this stage's first epoch after a slim checkpoint
             if ckpt and stage.index == ckpt["stage"]:
                 self._restore(ckpt)
+                restarted = lacks_momentum(ckpt) and ckpt["epoch"] + 1 < n_epochs
+                if restarted and self.dist.is_main:
+                    warnings.warn(f"resuming from a checkpoint without SGD momentum (slim): momentum restarts at "
+                                  f"epoch {ckpt['epoch'] + 2} of stage {stage.name!r}, so this run no longer "
+                                  "equals an uninterrupted one (its record says momentum_restarted)")
                 start, ckpt = ckpt["epoch"] + 1, None
             for epoch in range(start, n_epochs):
                 self._stop_if_asked(keeper, stage, epoch, records)
                 keeper.epoch_started()
                 record = self._epoch(stage, epoch, n_epochs, is_last=stage is plan[-1])
+                if restarted:
+                    record["momentum_restarted"] = True
+                    restarted = False
                 keeper.epoch_done()
                 records.append(record)
                 if keeper.due(stage_end=epoch == n_epochs - 1):

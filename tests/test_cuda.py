@@ -32,6 +32,7 @@ def test_method_trains_on_cuda(name, amp, registry):
     trainer = Trainer(data, comps, cfg, seed=1, device=CUDA)
     records = trainer.fit()
     assert records and all(math.isfinite(r["loss"]) for r in records)
+    assert trainer.optimizer.defaults["fused"]  # one fused SGD kernel a step on CUDA
     assert trainer.test_metrics()["acc_all"] == records[-1]["acc_all"]  # the record is the final model's accuracy
     for key in trainer.state:
         assert trainer.state.get(key).device.type == "cuda", key

@@ -4,11 +4,16 @@
 #       gpu_speed.py for solar, proden, cc, pico with --hp train.compile=reduce-overhead, and solar, proden eager;
 #       then --jobs 1 vs --jobs 3 (proden, 3 seeds, 4 epochs) wall time; then the CUDA tests.
 #   OUT=$OUT MINUTES=8 bash benchmarks/gpu/next.sh paper   the released c10-phi0.5-g100-solar recipe, seed 1, in
-#       --time-limit parts on the same warm machine (exit 75: call again at once; results/ is ignored, so the run
-#       folder and its checkpoint stay on the machine between calls); COMPILE=none|reduce-overhead (default: the
-#       faster in the speed step; under graphs SoLar took 1.37 s an epoch on an H100, fourth session: 100 + 1000
-#       epochs ~25 min, more than one session's 15 device-minutes). Logs and results.csv come back in $OUT; then, here:
-#       cp -r the run folder (without checkpoint.pt) to benchmarks/paper/results/ and run `python benchmarks/paper/run.py table`.
+#       --time-limit parts (exit 75: call again at once on the warm machine; results/ is ignored, so the run folder
+#       and its whole checkpoint stay there between calls); COMPILE=none|reduce-overhead (default reduce-overhead:
+#       SoLar 1.37 s an epoch on an H100, fourth session, so 100 + 1000 epochs ~25 min, more than one session's
+#       15 device-minutes). Each call ends by packing the run for the next session (carry_run.py: run.tgz, the
+#       checkpoint without SGD momentum in parts of 15 MiB, carry.json) into $OUT; here, copy them into .paperrun/
+#       (ignored by .gitignore) and name .paperrun in `carry` next session: a fresh machine
+#       unpacks it and resumes with momentum restarted (benchmarks/momentum-restart/ measures what that does).
+#       Commit run.tgz's small files (no checkpoint) with the command.
+#       When it ends: the run folder (without checkpoint.pt) into benchmarks/paper/results/ and
+#       `python benchmarks/paper/run.py table`.
 set -uo pipefail
 out="${OUT:?set OUT}"; data="${DATA_DIR:-.devdata}"; what="${1:?speed or paper}"
 export PYTHONUNBUFFERED=1
@@ -31,10 +36,13 @@ if [ "$what" = speed ]; then
     tests/unit/test_augment_batched.py > "$out/pytest_cuda.log" 2>&1
   echo "pytest rc $?" >> "$out/env.txt"
 else
-  compile="${COMPILE:-reduce-overhead}"; minutes="${MINUTES:-8}"
-  python3 benchmarks/paper/run.py run c10-phi0.5-g100-solar --seeds 1 --out results/paper-c10-solar \
+  compile="${COMPILE:-reduce-overhead}"; minutes="${MINUTES:-8}"; run=results/paper-c10-solar
+  if [ ! -d "$run" ] && [ -f .paperrun/carry.json ]; then  # a fresh machine: the run carried from the last session
+    python3 benchmarks/gpu/carry_run.py unpack .paperrun "$run" >> "$out/env.txt" 2>&1
+  fi
+  python3 benchmarks/paper/run.py run c10-phi0.5-g100-solar --seeds 1 --out "$run" \
     --device cuda --data-dir "$data" --offline --time-limit "$minutes" --hp train.compile="$compile" \
     > "$out/paper.log" 2>&1
   echo "paper rc $?" >> "$out/env.txt"
-  tar czf "$out/paper_run.tgz" --exclude=checkpoint.pt results/paper-c10-solar
+  python3 benchmarks/gpu/carry_run.py pack "$run" "$out" >> "$out/env.txt" 2>&1  # run.tgz, ckpt.part*, carry.json
 fi

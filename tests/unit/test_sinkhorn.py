@@ -238,7 +238,8 @@ def _hard_cases():
     return cases
 
 
-@pytest.mark.parametrize("kw", [dict(), dict(stop="fixed"), dict(tol=1e-6, max_iter=400, check_every=1)])
+@pytest.mark.parametrize("kw", [dict(), dict(stop="fixed"), dict(tol=1e-6, max_iter=400, check_every=1),
+                                dict(tol=1e-7, max_iter=25, check_every=10)])
 def test_sync_free_equals_host_path(kw):
     """Off the CPU (simulated by count_syncs) the solver reads nothing on the host: all iterations with
     frozen iterates, feasibility and the relaxed problem by torch.where. Same q, iterations, flags."""
@@ -277,3 +278,38 @@ def test_prebuilt_kernel_rows_and_exp_hint():
     kern2 = build_kernel(row_kernel(ls2, 3.0), r, m=row_kernel(ls2, 3.0).v.exp())
     assert float(kern2.col_shift[7]) == pytest.approx(-15.0, abs=1e-4) and (kern2.col_shift[:7] == 0).all()
     assert torch.equal(sinkhorn(ls2, r, kernel=kern2).q, sinkhorn(ls2, r).q)
+
+
+class _LaggingWatch:
+    """A CUDA stop-flag watch as seen from a host running ``lag`` iterations ahead of the device: a posted flag
+    becomes known ``lag`` queries after its post."""
+
+    lag = 0
+
+    def __init__(self, done):
+        self.posts = []
+        self.post(done)
+
+    def post(self, done):
+        self.posts.append([bool(done), 0])
+
+    def known_done(self):
+        for post in self.posts:
+            post[1] += 1
+        return any(flag and seen > self.lag for flag, seen in self.posts)
+
+
+@pytest.mark.parametrize("lag", [0, 1, 3, 9, 10, 11, 25])
+def test_a_break_inside_a_chunk_keeps_the_frozen_iterates(monkeypatch, lag):
+    """On CUDA the host stops queueing iterations once it learns that a check passed, which may be any number
+    of iterations later (inside a later chunk): the answer is the host path's all the same."""
+    import pllzoo_solar.sinkhorn as sk
+
+    _LaggingWatch.lag = lag
+    monkeypatch.setattr(sk, "_watch", _LaggingWatch)
+    for kw in (dict(tol=1e-6), dict(tol=1e-6, max_iter=25, check_every=10), dict(stop="fixed")):
+        for ls, cand, r in _hard_cases():
+            host = sinkhorn(ls, r, **kw)
+            with count_syncs(cuda=False):
+                dev = sinkhorn(ls, r, **kw)
+            assert torch.equal(dev.q, host.q) and int(dev.iters) == int(host.iters), (lag, kw)

@@ -92,7 +92,8 @@ def _scale(mv: MatVec, rmv: MatVec, r: Tensor, c: Tensor, max_iter: int, tol: fl
 
     ``host``: stop at the first check that passes (a host read per check). Otherwise run ``max_iter``
     iterations and freeze the iterates on the device once a check passes (or from the start where
-    ``active`` is False), which gives the same β. On CUDA the stop flag is also copied to pinned host
+    ``active`` is False), which gives the same β: the chunk of iterations after a passed check is dropped
+    at its end (one ``where`` per chunk, not per iteration). On CUDA the stop flag is also copied to pinned host
     memory without waiting (:class:`_DoneWatch`): once that copy has landed and says "done", no more
     (frozen) iterations are queued. The host never waits, and the answer is the same.
     """
@@ -102,14 +103,18 @@ def _scale(mv: MatVec, rmv: MatVec, r: Tensor, c: Tensor, max_iter: int, tol: fl
     iters = torch.full((), max_iter, dtype=torch.long, device=r.device)
     finite = torch.ones((), dtype=torch.bool, device=r.device)
     done = torch.zeros((), dtype=torch.bool, device=r.device) if active is None else ~active
-    watch = _DoneWatch(done) if not host and r.device.type == "cuda" else None
+    watch = None if host else _watch(done)
+    beta0, u0 = beta, u  # the iterates at the start of the chunk of iterations between two checks
     for t in range(1, max_iter + 1):
-        if watch is not None and watch.known_done():
+        if watch is not None and watch.known_done():  # done was posted at a check, i.e. before this chunk began
+            beta, u = beta0, u0
             break
-        new_beta = r / u.clamp_min(tiny)  # [K]; r_j = 0 → β_j = 0
-        new_u = rmv((1.0 / n) / mv(new_beta))  # [K]; rows of Q sum to 1; column marginal / Ñ is β ⊙ u
-        beta, u = (new_beta, new_u) if host else (torch.where(done, beta, new_beta), torch.where(done, u, new_u))
-        if not fixed and (t % check_every == 0 or t == max_iter):
+        beta = r / u.clamp_min(tiny)  # [K]; r_j = 0 → β_j = 0
+        u = rmv((1.0 / n) / mv(beta))  # [K]; rows of Q sum to 1; column marginal / Ñ is β ⊙ u
+        end = t % check_every == 0 or t == max_iter
+        if not host and end:  # frozen once done: done changes only at checks, so a chunk is kept or dropped whole
+            beta, u = torch.where(done, beta0, beta), torch.where(done, u0, u)  # two launches a chunk, not two an iteration
+        if not fixed and end:
             err = (beta * u - r).abs().sum()
             if host:
                 err_f = float(err)
@@ -124,7 +129,15 @@ def _scale(mv: MatVec, rmv: MatVec, r: Tensor, c: Tensor, max_iter: int, tol: fl
                 done = done | stop
                 if watch is not None:
                     watch.post(done)
+        if end:
+            beta0, u0 = beta, u
     return beta, iters, finite
+
+
+def _watch(done: Tensor) -> _DoneWatch | None:
+    """The stop-flag watch of a sync-free solve: on CUDA only (tests put in one that lets a CPU solve break as a
+    CUDA one may)."""
+    return _DoneWatch(done) if done.device.type == "cuda" else None
 
 
 class _DoneWatch:

@@ -1,0 +1,109 @@
+"""Carry an unfinished run folder between device sessions, within a device call's transfer limits.
+
+    python benchmarks/gpu/carry_run.py pack OUT DEST [--part-mib 15]
+    python benchmarks/gpu/carry_run.py unpack SRC OUT
+
+A device call sends at most 64 MiB (the working tree included) and brings back at most 8 files of
+16 MiB (``/work/.library/device/README.md``); a ResNet-18 run's checkpoint is 90 MB, half of it SGD's
+momentum buffers.  ``pack`` writes, for the ``pllzoo bench --out`` folder OUT, into DEST:
+
+* ``run.tgz``: OUT without its checkpoints (config, env, log, results.csv: small);
+* ``ckpt.partNN``: the one unfinished run's checkpoint (none when every run finished) *slimmed* (:func:`pllzoo.checkpoint.slim_checkpoint`:
+  without the momentum buffers, 46 MB for ResNet-18) and cut into parts of at most ``--part-mib`` MiB;
+* ``carry.json``: the run's folder, the parts and the checkpoint's sha256.
+
+OUT's own checkpoint stays whole, so a run continued on the same machine keeps its momentum.  ``unpack``
+rebuilds OUT from them on another machine (checking the sha256); ``pllzoo bench --resume`` then continues
+the run with momentum restarted (the trainer warns and marks that epoch's record ``momentum_restarted``).
+What a restart does to a result: ``benchmarks/momentum-restart/``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import shutil
+import sys
+import tarfile
+import tempfile
+from pathlib import Path
+
+from pllzoo.checkpoint import NAME, slim_checkpoint
+
+MANIFEST = "carry.json"
+
+
+def _sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def pack(out: Path, dest: Path, part_mib: float) -> dict:
+    ckpts = sorted(p for p in out.glob(f"runs/*/{NAME}") if not (p.parent / "done").exists())
+    if len(ckpts) > 1:
+        sys.exit(f"carry_run: {out} holds {len(ckpts)} unfinished runs; pack carries one")
+    dest.mkdir(parents=True, exist_ok=True)
+    with tarfile.open(dest / "run.tgz", "w:gz") as tar:
+        tar.add(out, arcname=".", filter=lambda info: None if Path(info.name).name in (NAME, f"{NAME[:-3]}.tmp")
+                else info)
+    manifest: dict = {"run": None, "parts": []}  # every run finished: the small files alone
+    if ckpts:
+        with tempfile.TemporaryDirectory() as tmp:
+            slim = Path(tmp) / NAME
+            shutil.copyfile(ckpts[0], slim)
+            full, size = slim_checkpoint(slim)
+            part_bytes = int(part_mib * 2**20)
+            with slim.open("rb") as f:
+                for i, block in enumerate(iter(lambda: f.read(part_bytes), b"")):
+                    manifest["parts"].append(f"ckpt.part{i:02d}")
+                    (dest / manifest["parts"][-1]).write_bytes(block)
+            manifest.update(run=str(ckpts[0].parent.relative_to(out)), sha256=_sha256(slim), bytes=size,
+                            full_bytes=full)
+    (dest / MANIFEST).write_text(json.dumps(manifest, indent=1) + "\n")
+    return manifest
+
+
+def unpack(src: Path, out: Path) -> Path:
+    manifest = json.loads((src / MANIFEST).read_text())
+    out.mkdir(parents=True, exist_ok=True)
+    with tarfile.open(src / "run.tgz", "r:gz") as tar:
+        tar.extractall(out, filter="data")
+    if manifest["run"] is None:
+        return out
+    target = out / manifest["run"] / NAME
+    tmp = target.with_suffix(".carry")
+    with tmp.open("wb") as f:
+        for part in manifest["parts"]:
+            f.write((src / part).read_bytes())
+    if _sha256(tmp) != manifest["sha256"]:
+        tmp.unlink()
+        sys.exit(f"carry_run: the parts in {src} do not rebuild the packed checkpoint (sha256 differs)")
+    tmp.replace(target)
+    return target
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    sub = ap.add_subparsers(dest="verb", required=True)
+    p = sub.add_parser("pack")
+    p.add_argument("out", type=Path)
+    p.add_argument("dest", type=Path)
+    p.add_argument("--part-mib", type=float, default=15.0)
+    u = sub.add_parser("unpack")
+    u.add_argument("src", type=Path)
+    u.add_argument("out", type=Path)
+    args = ap.parse_args()
+    if args.verb == "pack":
+        m = pack(args.out, args.dest, args.part_mib)
+        print(f"packed {m['run']}: checkpoint {m['full_bytes']} -> {m['bytes']} bytes (slim) in {len(m['parts'])} "
+              f"part(s)" if m["run"] else f"packed {args.out}: every run finished, no checkpoint carried")
+    else:
+        print(f"unpacked {unpack(args.src, args.out)}")
+
+
+if __name__ == "__main__":
+    main()

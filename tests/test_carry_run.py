@@ -1,0 +1,88 @@
+"""benchmarks/gpu/carry_run.py: an unfinished run carried to another folder in parts, resumed there."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+from click.testing import CliRunner
+
+from pllzoo.checkpoint import NAME, lacks_momentum, read_checkpoint
+from pllzoo.cli import cli
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks" / "gpu"))
+import carry_run  # noqa: E402
+
+
+@pytest.fixture
+def stopped(registry, tmp_path, monkeypatch, request):
+    """A proden bench stopped by --time-limit after epoch 2 of 5 (10 s an epoch on the fake clock)."""
+    import fake_clock
+
+    request.addfinalizer(lambda threads=torch.get_num_threads(): torch.set_num_threads(threads))
+    fake_clock.install(monkeypatch)
+    out = tmp_path / "out"
+    args = ["bench", "--methods", "proden", "--dataset", "synthetic-lt", "--epochs", "5", "--out", str(out),
+            "--threads", "1"]
+    res = CliRunner().invoke(cli, [*args, "--time-limit", "0.5"])
+    assert res.exit_code == 75, res.output
+    return out, args
+
+
+def test_pack_unpack_resume(stopped, tmp_path):
+    out, args = stopped
+    (ckpt,) = out.glob(f"runs/*/{NAME}")
+    full = ckpt.read_bytes()
+    dest = tmp_path / "carry"
+    manifest = carry_run.pack(out, dest, part_mib=0.05)
+    assert ckpt.read_bytes() == full  # the run's own checkpoint keeps its momentum
+    parts = sorted(dest.glob("ckpt.part*"))
+    assert [p.name for p in parts] == manifest["parts"] and len(parts) > 1
+    assert all(p.stat().st_size <= 0.05 * 2**20 for p in parts)
+    assert sum(p.stat().st_size for p in parts) == manifest["bytes"] < manifest["full_bytes"] == len(full)
+
+    moved = tmp_path / "elsewhere"
+    target = carry_run.unpack(dest, moved)
+    assert target == moved / manifest["run"] / NAME
+    carried, original = read_checkpoint(target), read_checkpoint(ckpt)
+    assert lacks_momentum(carried) and not lacks_momentum(original)
+    for k, v in original["model"].items():
+        assert torch.equal(carried["model"][k], v), k
+    assert (moved / manifest["run"] / "log.jsonl").read_text() == (ckpt.parent / "log.jsonl").read_text()
+
+    resume = [a if a != str(out) else str(moved) for a in args]
+    res = CliRunner().invoke(cli, [*resume, "--resume"])
+    assert res.exit_code == 0, res.output
+    records = [json.loads(line) for line in (moved / manifest["run"] / "log.jsonl").read_text().splitlines()]
+    assert [r["epoch"] for r in records] == [1, 2, 3, 4, 5]
+    assert [r.get("momentum_restarted", False) for r in records] == [False, False, True, False, False]
+
+
+def test_unpack_refuses_damaged_parts(stopped, tmp_path):
+    out, _ = stopped
+    dest = tmp_path / "carry"
+    manifest = carry_run.pack(out, dest, part_mib=0.05)
+    last = dest / manifest["parts"][-1]
+    last.write_bytes(last.read_bytes()[:-1])
+    with pytest.raises(SystemExit, match="sha256 differs"):
+        carry_run.unpack(dest, tmp_path / "elsewhere")
+    assert not list((tmp_path / "elsewhere").glob(f"runs/*/{NAME}"))
+
+
+def test_pack_carries_one_unfinished_run_or_none(tmp_path):
+    out = tmp_path / "out"
+    for run in ("a", "b"):
+        (out / "runs" / run).mkdir(parents=True)
+        (out / "runs" / run / NAME).write_bytes(b"x")
+    with pytest.raises(SystemExit, match="holds 2 unfinished runs"):
+        carry_run.pack(out, tmp_path / "carry", part_mib=15)
+    for run in ("a", "b"):
+        (out / "runs" / run / "done").write_text("ok\n")
+    (out / "runs" / "a" / "log.jsonl").write_text("{}\n")
+    assert carry_run.pack(out, tmp_path / "carry", part_mib=15) == {"run": None, "parts": []}
+    assert carry_run.unpack(tmp_path / "carry", tmp_path / "moved") == tmp_path / "moved"
+    assert (tmp_path / "moved" / "runs" / "a" / "log.jsonl").read_text() == "{}\n"
+    assert not list((tmp_path / "moved").glob(f"runs/*/{NAME}"))
