@@ -135,13 +135,31 @@ def _git_commit() -> str | None:
     return out.stdout.strip() or None if out.returncode == 0 else None
 
 
+def _cpu_model() -> str:
+    """The processor's name (Linux: /proc/cpuinfo's "model name"; elsewhere what ``platform`` knows)."""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
 def env_info(device: str) -> dict[str, Any]:
-    """Versions of everything that can change a number, plus device and git commit."""
+    """Versions of everything that can change a number, plus device and git commit.
+
+    The CPU too: its model and the instruction set torch dispatches to (``cpu_capability``).  A CPU run is
+    bit-reproducible on the same kind of CPU with the same thread count; another CPU takes other MKL/oneDNN
+    kernels, whose last bits differ (benchmarks/momentum-restart/README.md: the first epoch of runs recorded
+    on an earlier machine differs in the 5th digit here).  Pillow decodes the JPEG datasets.
+    """
     import numpy
     import torch
 
     versions = {}
-    for dist in ("pllzoo", "pllzoo-solar", "pllzoo-baselines", "torch", "torchvision", "numpy", "scipy", "pluggy"):
+    for dist in ("pllzoo", "pllzoo-solar", "pllzoo-baselines", "torch", "torchvision", "numpy", "scipy", "pluggy",
+                 "pillow"):
         try:
             versions[dist] = md.version(dist)
         except md.PackageNotFoundError:
@@ -152,6 +170,7 @@ def env_info(device: str) -> dict[str, Any]:
         "numpy": numpy.__version__, "device": device,
         "gpu": torch.cuda.get_device_name(0) if device.startswith("cuda") else None,
         "torch_threads": torch.get_num_threads(), "git_commit": _git_commit(),
+        "cpu": _cpu_model(), "cpu_capability": torch.backends.cpu.get_cpu_capability(),
     }
 
 

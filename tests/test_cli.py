@@ -7,6 +7,7 @@ import json
 import pandas as pd
 import pytest
 import scipy.io
+import torch
 from click.testing import CliRunner
 
 from pllzoo.cli import cli
@@ -36,7 +37,8 @@ def test_bench_birdsong_writes_table_and_files(runner, shared_data, tmp_path):
         cfg = json.loads((run / "config.json").read_text())
         env = json.loads((run / "env.json").read_text())
         assert cfg["recipe"]["label_update"] in {"proden.confidence", "pllzoo.uniform"}
-        assert "torch" in env["versions"] and "git_commit" in env
+        assert "torch" in env["versions"] and "pillow" in env["versions"] and "git_commit" in env
+        assert env["cpu"] and env["cpu_capability"] == torch.backends.cpu.get_cpu_capability()  # the CPU's kernels
         assert len((run / "log.jsonl").read_text().splitlines()) == 3 and (run / "done").exists()
 
 
