@@ -213,6 +213,20 @@ def _check_layout(path: Path, ckpt: Any) -> None:
         raise CheckpointError(f"{path}: damaged checkpoint (bad {', '.join(dict.fromkeys(wrong))})")
 
 
+def check_owner(ckpt: dict[str, Any], path: Path, **run: Any) -> None:
+    """Refuse a checkpoint written by another run: its records name their method, dataset and seed.
+
+    ``run``: this run's ``method``, ``dataset`` and ``seed`` (a None value is not compared).
+    :raises CheckpointError: one line naming what differs.
+    """
+    last = ckpt["records"][-1] if ckpt["records"] else {}
+    differ = [f"{key} {last[key]!r}, not {value!r}" for key, value in run.items()
+              if value is not None and key in last and last[key] != value]
+    if differ:
+        raise CheckpointError(f"{path}: the checkpoint of another run ({'; '.join(differ)}); "
+                              "remove it to retrain this run")
+
+
 def load_checkpoint(run_dir: Path) -> dict[str, Any] | None:
     """The run's checkpoint (:func:`read_checkpoint`), or None when there is none; restores the RNG states."""
     path = Path(run_dir) / NAME

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from pllzoo.bench import carve
-from pllzoo.checkpoint import NAME, CheckpointError, load_checkpoint
+from pllzoo.checkpoint import NAME, CheckpointError, check_owner, load_checkpoint
 from pllzoo.data.base import DataOptions
 from pllzoo.errors import PLLZooError
 from pllzoo.registry import Registry
@@ -58,6 +58,7 @@ def rescore(registry: Registry, run_dir: Path, overrides: dict[str, str], predic
     config = _config(run_dir)
     try:
         ckpt = load_checkpoint(run_dir)
+        check_owner(ckpt, run_dir / NAME, method=config["method"], dataset=config["dataset"], seed=config["seed"])
     except CheckpointError as exc:
         raise PLLZooError(f"{exc}; re-run the training") from None
     last = ckpt["records"][-1] if ckpt["records"] else {}

@@ -27,8 +27,10 @@ TABLE_SUFFIXES = (".csv", ".md", ".txt")  # files beside runs/ whose run ids mig
 
 
 def legacy_runs(runs_dir: Path) -> dict[str, str]:
-    """``{old id: new id}`` for the run folders under ``runs_dir`` whose name is not the id of their
-    path-free config (hidden folders and folders without a readable config.json are left alone)."""
+    """``{old id: new id}`` for the run folders under ``runs_dir`` whose config.json records machine paths
+    (hidden folders and folders without a readable config.json are left alone).  A path-free config whose
+    hash is not its folder's name was edited, or copied in: not a run recorded under an old id, so it is left
+    alone too (it is not moved to the id of what its config now says)."""
     moves = {}
     for run_dir in sorted(Path(runs_dir).glob("*/config.json")):
         name = run_dir.parent.name
@@ -40,9 +42,8 @@ def legacy_runs(runs_dir: Path) -> dict[str, str]:
             continue
         if not isinstance(config, dict) or "method" not in config or "dataset" not in config or "seed" not in config:
             continue
-        new = run_id(portable(config))
-        if new != name or portable(config) != config:
-            moves[name] = new
+        if portable(config) != config:
+            moves[name] = run_id(portable(config))
     return moves
 
 

@@ -249,7 +249,7 @@ class _Source:
 
     def config(self, first: dict[str, Any]) -> dict[str, Any]:
         if self.archived is None:
-            return _config(self.where, first)
+            return run_config(self.where, first)
         if not isinstance(self.archived.config, dict) or "dataset" not in self.archived.config:
             raise DamagedRun(f"{self.where}: damaged run (config.json is not a pllzoo run config)")
         return self.archived.config
@@ -288,6 +288,7 @@ def load(*out_dirs: Path, finished_only: bool = True,
     ``(run folder, one-line reason)`` appended to ``damaged``, or as a warning when it is None.
     """
     frames = []
+    seen: dict[str, Path] = {}  # run id (of its config) → where it was read: a copied run folder counts once
     for out_dir in out_dirs:
         for src in _sources(Path(out_dir)):
             if finished_only and not src.done:
@@ -303,6 +304,11 @@ def load(*out_dirs: Path, finished_only: bool = True,
                 else:
                     damaged.append((src.where, str(exc)))
                 continue
+            same = _run_key(config, src.name)
+            if same in seen:
+                warnings.warn(f"left out {src.where}: the same run as {seen[same]} (a copy; each run counts once)")
+                continue
+            seen[same] = src.where
             counts = tuple(config.get("data", {}).get("train_counts", ()))
             frame = pd.DataFrame(recs).assign(run=src.name, setting=setting_label(config))
             frame["train_counts"] = [counts] * len(frame)
@@ -323,7 +329,17 @@ def _check_checkpoint(run_dir: Path) -> None:
             raise DamagedRun(f"{run_dir}: damaged run ({NAME}: {why})") from None
 
 
-def _config(run_dir: Path, first: dict[str, Any]) -> dict[str, Any]:
+def _run_key(config: dict[str, Any], name: str) -> str:
+    """The id of the run ``config`` describes (the folder's name when the config is not a whole one)."""
+    from pllzoo.portable import portable
+
+    whole = all(k in config for k in ("method", "dataset", "seed"))
+    return run_id(portable(config)) if whole else name
+
+
+def run_config(run_dir: Path, first: dict[str, Any]) -> dict[str, Any]:
+    """A run folder's config.json (``{"dataset": ...}`` from its ``first`` record when it has none: runs recorded
+    before configs were written). :raises DamagedRun: one that is not a pllzoo run config."""
     path = run_dir / "config.json"
     if not path.exists():
         return {"dataset": first.get("dataset", "?")}

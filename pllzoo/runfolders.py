@@ -13,7 +13,7 @@ from typing import Any
 
 from pllzoo import checkpoint
 from pllzoo.errors import PLLZooError
-from pllzoo.results import DamagedRun, read_log
+from pllzoo.results import DamagedRun, read_log, run_config
 
 
 def settle_all(swaps: dict[int, tuple[Path, Path, bool]], finals: list, failed: dict[int, str]) -> None:
@@ -125,8 +125,9 @@ def reusable(run_dir: Path) -> list[dict[str, Any]] | None:
     """With ``resume``: the records of a finished, undamaged run; otherwise None, and the run resumes from its
     checkpoint or retrains.
 
-    Damage is one warning line naming the run and what is wrong: a finished run's log that is not whole
-    (:func:`pllzoo.results.read_log`; the run resumes from its checkpoint, which holds every record, or
+    Damage is one warning line naming the run and what is wrong: a finished run's log or config.json that is
+    not whole (:func:`pllzoo.results.read_log`, :func:`~pllzoo.results.run_config`; the run resumes from its
+    checkpoint, which holds every record, or
     retrains), or a checkpoint that cannot be used (:func:`pllzoo.checkpoint.read_checkpoint`; a finished
     run's only gets :func:`~pllzoo.checkpoint.quick_check`): it is kept as ``checkpoint.pt.damaged`` and the
     run retrains from the start.
@@ -136,6 +137,7 @@ def reusable(run_dir: Path) -> list[dict[str, Any]] | None:
     if done:
         try:
             records = read_log(run_dir)
+            run_config(run_dir, records[0])  # a finished run's config.json must be whole too
         except DamagedRun as exc:
             log_problem = str(exc)
     if path.exists():

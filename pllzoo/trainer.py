@@ -43,8 +43,8 @@ import torch
 
 from pllzoo import augment, ddp, distributed, masked_bn, prefetch
 from pllzoo.checks import check_logits, check_loss, check_offset, check_selection, check_targets, describe
-from pllzoo.checkpoint import (Bookkeeper, lacks_momentum, load_checkpoint, restore_rng, save_checkpoint, save_guess_s,
-                               signal_stop, stop_requested, stop_signals, time_stop)
+from pllzoo.checkpoint import (Bookkeeper, check_owner, lacks_momentum, load_checkpoint, restore_rng, save_checkpoint,
+                               save_guess_s, signal_stop, stop_requested, stop_signals, time_stop)
 from pllzoo.components import Component, single_answerers, views_of
 from pllzoo.data.base import PLLData
 from pllzoo.devices import compile_features, compile_model, graph_sizes
@@ -347,6 +347,9 @@ class Trainer:
             ckpt = self.dist.broadcast_object(ckpt)
             if ckpt is not None and not self.dist.is_main:
                 restore_rng(ckpt)
+        if ckpt is not None:  # a checkpoint copied from another run is refused (on every rank), not trained on
+            check_owner(ckpt, self.run_dir / "checkpoint.pt", method=self.record_base.get("method"),
+                        dataset=self.record_base.get("dataset"), seed=self.seed)
         return ckpt
 
     def _fit(self, resume: bool) -> list[dict[str, Any]]:

@@ -58,6 +58,8 @@ DAMAGE = {
                          "log.jsonl line 1 is not a JSON record", "resuming it from its checkpoint"),
     "last epoch missing": (_drop_last_epoch, "log.jsonl ends at epoch 1 of 2", "resuming it from its checkpoint"),
     "no log": (lambda r: (r / "log.jsonl").unlink(), "no log.jsonl", "resuming it from its checkpoint"),
+    "garbage config": (lambda r: (r / "config.json").write_text("garbage{"), "not a pllzoo run config",
+                       "resuming it from its checkpoint"),
     "truncated checkpoint": (_cut_checkpoint, "truncated or corrupt", "retraining the run from the start"),
     "empty checkpoint": (lambda r: (r / "checkpoint.pt").write_bytes(b""), "empty, 0 bytes",
                          "retraining the run from the start"),
@@ -167,3 +169,34 @@ def test_with_jobs_the_damage_is_found_before_the_workers_start(out):
     assert res.exit_code == 0, res.output
     assert "ends at epoch 1 of 2" in one_line_about(res.output, "Warning:", run)
     assert (run / "done").exists() and _records(run) == before
+
+
+def test_a_copied_run_folder_counts_once(out, tmp_path):
+    """report and bench read each run once: a copy of a run folder (its config hashes to the same run id) is
+    left out with one line, not counted as another seed."""
+    import shutil
+
+    run = _first(out)
+    shutil.copytree(run, out / "runs" / "copy-of-run")
+    res = CliRunner().invoke(cli, ["report", str(out), "--csv", str(tmp_path / "s.csv")])
+    assert res.exit_code == 0, res.output
+    assert "the same run as" in one_line_about(res.output, "Warning:", out / "runs" / "copy-of-run")
+    assert list(pd.read_csv(tmp_path / "s.csv")["n"]) == [2]  # seeds 1 and 2, once each
+    res = CliRunner().invoke(cli, [*BENCH, "--out", str(out), "--resume"])
+    assert res.exit_code == 0, res.output
+    rows = pd.read_csv(out / "results.csv")
+    assert sorted(zip(rows["method"], rows["seed"])) == [("proden", 1), ("proden", 2)]
+
+
+def test_an_edited_config_is_not_taken_for_an_old_run_id(out):
+    """A path-free config.json edited by hand (another method) is not "moved to its new id": the run stays, is
+    reused, and counts once."""
+    run = _first(out)
+    names = sorted(p.name for p in (out / "runs").iterdir())
+    config = json.loads((run / "config.json").read_text())
+    (run / "config.json").write_text(json.dumps({**config, "method": "cc"}))
+    res = CliRunner().invoke(cli, [*BENCH, "--out", str(out), "--resume"])
+    assert res.exit_code == 0, res.output
+    assert "old run ids" not in res.output and sorted(p.name for p in (out / "runs").iterdir()) == names
+    rows = pd.read_csv(out / "results.csv")
+    assert sorted(zip(rows["method"], rows["seed"])) == [("proden", 1), ("proden", 2)]

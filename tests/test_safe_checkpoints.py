@@ -9,6 +9,7 @@ import os
 import pickle
 from pathlib import Path
 
+import pandas as pd
 import pytest
 import torch
 from click.testing import CliRunner
@@ -145,6 +146,9 @@ CASES = {
     "bad rng": (lambda c: c["rng"].update(torch=[1, 2]), "damaged checkpoint (bad rng.torch)"),
     "another run": (_other_model, "checkpoint does not match this run"),
     "another recipe's stage": (lambda c: c.update(stage=5), "this recipe has 1 stage(s)"),
+    # a checkpoint copied from another run whose tensors fit (cc's, or another seed's): its records say whose it is
+    "another run's, fitting": (lambda c: [r.update(method="cc", seed=2) for r in c["records"]],
+                               "the checkpoint of another run (method 'cc', not 'proden'; seed 2, not 1)"),
 }
 
 
@@ -172,10 +176,13 @@ def test_resume_retrains_a_run_whose_checkpoint_is_refused(out, case):
     assert _records(run) == records
 
 
-def test_resume_with_a_checkpoint_of_another_run_is_one_failed_run(out):
+@pytest.mark.parametrize("case", ["another run", "another run's, fitting"])
+def test_resume_with_a_checkpoint_of_another_run_is_one_failed_run(out, case):
+    change, expected = CASES[case]
     run = _run(out)
     (run / "done").unlink()
-    _rewrite(run / "checkpoint.pt", _other_model)
+    _rewrite(run / "checkpoint.pt", change)
     res = CliRunner().invoke(cli, [*BENCH, "--out", str(out), "--resume"])
     assert res.exit_code == 1 and "Traceback" not in res.output
-    assert "checkpoint does not match this run" in one_line_about(res.output, "Error:", run)
+    assert expected in one_line_about(res.output, "Error:", run)
+    assert "cc" not in set(pd.read_csv(out / "results.csv")["method"])

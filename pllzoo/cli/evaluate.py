@@ -7,6 +7,7 @@ from pathlib import Path
 import click
 
 from pllzoo.cli import cli
+from pllzoo.cli.outputs import OutputFile, write_text
 from pllzoo.columns import ACC_COLUMNS
 
 
@@ -17,8 +18,8 @@ from pllzoo.columns import ACC_COLUMNS
 @click.option("--data-dir", type=click.Path(path_type=Path), default=None,
               help="Offline data folder (default: the one the run recorded).")
 @click.option("--device", default="auto", show_default=True, help="auto | cpu | cuda[:i].")
-@click.option("--csv", "csv_path", type=click.Path(path_type=Path), default=None, help="Write the rows here.")
-@click.option("--md", "md_path", type=click.Path(path_type=Path), default=None,
+@click.option("--csv", "csv_path", type=OutputFile(), default=None, help="Write the rows here.")
+@click.option("--md", "md_path", type=OutputFile(), default=None,
               help="Write a Markdown table here: mean ± sample std over the runs of each method.")
 def evaluate(runs, predict, hps, data_dir, device, csv_path, md_path) -> None:
     """Test accuracy of each finished run (RUNS: results/<study>/runs/<run>) under --hp, no training."""
@@ -41,9 +42,9 @@ def evaluate(runs, predict, hps, data_dir, device, csv_path, md_path) -> None:
     if md_path:
         cells = rep.mean_std_cells(summarise(rows, by=("method",)))
         md = rep.Report(title, ["Method", *rep.HEADERS.values(), "n"], cells, f"{note} {rep.SPREAD}.")
-        Path(md_path).write_text(rep.to_markdown(md))
+        write_text(md_path, rep.to_markdown(md))
         click.echo(f"table: {md_path}")
     if csv_path:
         frame = rows.assign(overrides=rows["overrides"].map(lambda d: ";".join(f"{k}={v}" for k, v in d.items())))
-        frame.drop(columns="class_acc", errors="ignore").to_csv(csv_path, index=False)
+        write_text(csv_path, frame.drop(columns="class_acc", errors="ignore").to_csv(index=False))
         click.echo(f"rows: {csv_path}")

@@ -7,13 +7,15 @@ from pathlib import Path
 import click
 
 from pllzoo.cli import cli
+from pllzoo.cli.outputs import FIGURE_SUFFIXES, OutputFile
 from pllzoo.errors import PLLZooError
 
 
 @cli.command()
 @click.argument("results", nargs=-1, required=True, type=click.Path(exists=True, file_okay=False, path_type=Path))
 @click.option("--methods", default=None, help="Comma-separated methods to draw (default: all).")
-@click.option("--out", type=click.Path(path_type=Path), default=None, help="PNG path (default: figure1.png in the first RESULTS).")
+@click.option("--out", type=OutputFile(FIGURE_SUFFIXES), default=None,
+              help="Figure path, PNG unless its suffix names another format (default: figure1.png in the first RESULTS).")
 def plot(results: tuple[Path, ...], methods: str | None, out: Path | None) -> None:
     """Draw estimated vs true class prior and class-wise test accuracy (needs the ``plot`` extra: matplotlib)."""
     import importlib
@@ -29,5 +31,8 @@ def plot(results: tuple[Path, ...], methods: str | None, out: Path | None) -> No
     except ValueError as exc:
         raise PLLZooError(str(exc)) from None
     out = out or results[0] / "figure1.png"
-    fig.savefig(out, dpi=100)  # 100 dpi: the committed study figures stay small (benchmarks/ ≤ 5 MB)
+    try:
+        fig.savefig(out, dpi=100)  # 100 dpi: the committed study figures stay small (benchmarks/ ≤ 5 MB)
+    except OSError as exc:
+        raise PLLZooError(f"cannot write {out}: {exc.strerror or exc}") from None
     click.echo(f"figure: {out}")

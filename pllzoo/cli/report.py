@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 import click
 
 from pllzoo.cli import cli
+from pllzoo.cli.outputs import OutputFile, write_text
 from pllzoo.columns import ACC_COLUMNS
 from pllzoo.errors import PLLZooError
 from pllzoo.model_selection import RULES
@@ -42,8 +43,8 @@ def _paper(path: Path | None) -> pd.DataFrame | None:
 @click.option("--paper", type=click.Path(exists=True, dir_okay=False, path_type=Path), default=None,
               help="CSV with columns method,setting,paper: the paper's numbers for --wide.")
 @click.option("--title", default="", help="Title of the --wide table.")
-@click.option("--md", type=click.Path(path_type=Path), default=None, help="Write the tables as Markdown here.")
-@click.option("--csv", "csv_path", type=click.Path(path_type=Path), default=None, help="Write the summary CSV here.")
+@click.option("--md", type=OutputFile(), default=None, help="Write the tables as Markdown here.")
+@click.option("--csv", "csv_path", type=OutputFile(), default=None, help="Write the summary CSV here.")
 def report(results, rule, methods, missing_ok, seeds, wide, metric, paper, title, md, csv_path) -> None:
     """Tables of mean ± std over seeds from RESULTS folders written by `pllzoo bench`."""
     from rich.console import Console
@@ -82,8 +83,8 @@ def report(results, rule, methods, missing_ok, seeds, wide, metric, paper, title
     for t in tables:
         console.print(rep.to_rich(t))
     if md:
-        md.write_text("\n".join(rep.to_markdown(t) for t in tables))
+        write_text(md, "\n".join(rep.to_markdown(t) for t in tables))
         click.echo(f"markdown: {md}")
     if csv_path:
-        csv_path.write_text(rep.to_csv(summ, paper_frame))
+        write_text(csv_path, rep.to_csv(summ, paper_frame))
         click.echo(f"csv: {csv_path}")

@@ -1,0 +1,52 @@
+"""Files that commands write (``--md``, ``--csv``, ``plot --out``): checked before any work, written with one line
+on failure.
+
+A path that names a folder, or a figure format matplotlib cannot write, is a usage error (exit 2, one line)
+before anything is computed; a missing folder is made; a write that fails (no permission, a read-only file
+system) is one ``Error:`` line naming the file, never a traceback.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import click
+
+from pllzoo.errors import PLLZooError
+
+FIGURE_SUFFIXES = (".png", ".pdf", ".svg", ".svgz", ".jpg", ".jpeg", ".eps", ".ps", ".tif", ".tiff", ".webp")
+"""What ``matplotlib``'s ``savefig`` writes (by the file's suffix)."""
+
+
+class OutputFile(click.Path):
+    """A file a command writes; ``suffixes``: the ones allowed (a path without one gets the first)."""
+
+    name = "file"
+
+    def __init__(self, suffixes: tuple[str, ...] = ()) -> None:
+        super().__init__(dir_okay=False, path_type=Path)
+        self.suffixes = suffixes
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Path:
+        path = Path(super().convert(value, param, ctx))  # an existing folder: "is a directory"
+        if self.suffixes and not path.suffix:
+            path = path.with_suffix(self.suffixes[0])
+        if self.suffixes and path.suffix.lower() not in self.suffixes:
+            self.fail(f"{str(path)!r}: cannot write a {path.suffix} file; use one of {', '.join(self.suffixes)}",
+                      param, ctx)
+        if path.is_dir():
+            self.fail(f"{str(path)!r} is a directory", param, ctx)
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            self.fail(f"{str(path)!r}: cannot make its folder ({exc.strerror or exc})", param, ctx)
+        return path
+
+
+def write_text(path: Path, text: str) -> None:
+    """Write ``text`` to ``path``. :raises PLLZooError: one line naming the file and why."""
+    try:
+        Path(path).write_text(text)
+    except OSError as exc:
+        raise PLLZooError(f"cannot write {path}: {exc.strerror or exc}") from None

@@ -1,0 +1,78 @@
+"""Files that commands write (``report --md/--csv``, ``evaluate --md/--csv``, ``plot --out``): a bad path is one
+line before any work, a missing folder is made, a failed write is one ``Error:`` line (pllzoo/cli/outputs.py)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from pllzoo.cli import cli
+
+FINISHED_ARGS = ["bench", "--methods", "proden", "--dataset", "synthetic-lt", "--subset", "200", "--batch-size", "64",
+                 "--epochs", "1", "--seeds", "1", "--device", "cpu", "--threads", "1"]
+
+
+def _run(out: Path) -> Path:
+    (run,) = (out / "runs").iterdir()
+    return run
+
+
+def _commands(out: Path, target: str) -> dict[str, list[str]]:
+    return {
+        "report --md": ["report", str(out), "--md", target],
+        "report --csv": ["report", str(out), "--csv", target],
+        "evaluate --md": ["evaluate", str(_run(out)), "--device", "cpu", "--md", target],
+        "evaluate --csv": ["evaluate", str(_run(out)), "--device", "cpu", "--csv", target],
+        "plot --out": ["plot", str(out), "--out", target + (".png" if not target.endswith("/") else "")],
+    }
+
+
+@pytest.mark.parametrize("command", ["report --md", "report --csv", "evaluate --md", "evaluate --csv", "plot --out"])
+def test_a_missing_folder_is_made(finished, tmp_path, command):
+    target = tmp_path / "new" / "deeper" / "file"
+    res = CliRunner().invoke(cli, _commands(finished, str(target))[command])
+    assert res.exit_code == 0, res.output
+    written = [p for p in (tmp_path / "new" / "deeper").iterdir()]
+    assert len(written) == 1 and written[0].stat().st_size > 0 and str(written[0]) in res.output
+
+
+@pytest.mark.parametrize("command", ["report --md", "report --csv", "evaluate --md", "evaluate --csv", "plot --out"])
+def test_a_folder_is_refused_before_any_work(finished, tmp_path, command):
+    folder = tmp_path / "a-folder.png"
+    folder.mkdir()
+    args = _commands(finished, str(folder))[command]
+    if command == "plot --out":
+        args[-1] = str(folder)
+    res = CliRunner().invoke(cli, args)
+    assert res.exit_code == 2 and "Traceback" not in res.output
+    assert res.output.strip().splitlines()[-1].endswith("is a directory.")
+    assert "Method" not in res.output and "Re-scored" not in res.output  # nothing was computed first
+
+
+@pytest.mark.parametrize("command", ["report --md", "evaluate --csv", "plot --out"])
+def test_a_folder_that_cannot_be_made_is_one_line(finished, tmp_path, command):
+    blocker = tmp_path / "a-file"
+    blocker.write_text("x")
+    res = CliRunner().invoke(cli, _commands(finished, str(blocker / "x"))[command])
+    assert res.exit_code == 2 and "Traceback" not in res.output
+    assert "cannot make its folder" in res.output.strip().splitlines()[-1]
+
+
+@pytest.mark.skipif(not Path("/proc/self").is_dir(), reason="needs Linux's /proc, where no file can be made")
+@pytest.mark.parametrize("command", ["report --csv", "evaluate --md", "plot --out"])
+def test_a_failed_write_is_one_error_line(finished, command):
+    res = CliRunner().invoke(cli, _commands(finished, "/proc/pllzoo-cannot-write")[command])
+    assert res.exit_code == 1 and "Traceback" not in res.output
+    last = res.output.strip().splitlines()[-1]
+    assert last.startswith("Error: cannot write /proc/pllzoo-cannot-write"), last
+
+
+def test_plot_names_the_file_it_writes_and_refuses_unknown_formats(finished, tmp_path):
+    res = CliRunner().invoke(cli, ["plot", str(finished), "--out", str(tmp_path / "fig")])
+    assert res.exit_code == 0 and f"figure: {tmp_path / 'fig.png'}" in res.output
+    assert (tmp_path / "fig.png").stat().st_size > 0
+    res = CliRunner().invoke(cli, ["plot", str(finished), "--out", str(tmp_path / "fig.txt")])
+    assert res.exit_code == 2 and "cannot write a .txt file; use one of .png" in res.output
+    assert not (tmp_path / "fig.txt").exists()
