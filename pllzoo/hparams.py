@@ -32,8 +32,8 @@ class Range:
     def __contains__(self, value: Any) -> bool:
         if isinstance(value, tuple):  # a tuple field: every element
             return all(v in self for v in value)
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or math.isnan(value):
-            return False
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+            return False  # a bounded number is a finite one: inf passes "> 0" but trains nothing
         if self.low is not None and not (value > self.low if self.low_open else value >= self.low):
             return False
         return self.high is None or (value < self.high if self.high_open else value <= self.high)

@@ -113,13 +113,17 @@ def claim(out: Path, ident: dict[str, Any], trials: list[Trial]) -> None:
         try:
             before = json.loads(path.read_text())
         except (OSError, ValueError):
+            before = None
+        listed = before.get("trials", []) if isinstance(before, dict) else None
+        if not isinstance(listed, list) or not all(isinstance(t, dict) and isinstance(t.get("trial"), int)
+                                                    for t in listed):
             raise PLLZooError(f"{path} is not a sweep manifest; pick another --out") from None
         old = {k: before.get(k) for k in ident}
         if old != ident:
             diff = next(k for k in ident if old[k] != ident[k])
             raise PLLZooError(f"--out {out} holds another sweep ({diff}: {old[diff]} there, {ident[diff]} now); "
                               f"pick another --out or repeat that sweep's arguments")
-        kept = {t["trial"]: t for t in before.get("trials", [])}
+        kept = {t["trial"]: t for t in listed}
     else:
         kept = {}
     for t in trials:

@@ -194,6 +194,8 @@ CASES = [
     Case("epochs 0", lambda c: _good(c, "--epochs", "0"), 1, "train.epochs"),
     Case("incompatible recipe", lambda c: _good(c, "--methods", "valen+estimator=solar.prior"), 1, "solar.prior"),
     Case("time limit 0", lambda c: _good(c, "--time-limit", "0"), 2, "--time-limit"),
+    Case("time limit nan", lambda c: _good(c, "--time-limit", "nan"), 2, "'nan' is not a finite number"),
+    Case("hp infinite", lambda c: _good(c, "--hp", "train.lr=inf"), 1, "bad value for train.lr: inf; must be > 0"),
     Case("jobs 0", lambda c: _good(c, "--jobs", "0"), 2, "--jobs"),
     Case("bad seeds", lambda c: _good(c, "--seeds", "1,x"), 1, "bad --seeds '1,x'"),
     Case("no method", lambda c: _good(c, "--methods", ","), 1, "no method given"),

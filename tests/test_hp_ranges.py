@@ -36,6 +36,7 @@ class Bounded:
     ("m", "1", "1.0", "in [0, 1)"), ("m", "-0.5", "-0.5", "in [0, 1)"),
     ("n", "0", "0", "≥ 1"), ("cap", "0.5", "0.5", "≤ 0"),
     ("p", "nan", "nan", "in [0, 1]"), ("rate", "nan", "nan", "> 0"),
+    ("rate", "inf", "inf", "> 0"), ("cap", "-inf", "-inf", "≤ 0"),  # a bounded number is a finite one
 ])
 def test_a_value_outside_its_range_is_one_line_naming_key_value_range(key, text, value, bound):
     with pytest.raises(PLLZooError) as err:
@@ -59,7 +60,7 @@ def test_tuples_are_checked_element_by_element_and_flags_too():
 
 def test_range_contains_and_prints():
     assert 0 in Range(0, 1) and 1 in Range(0, 1) and 0 not in Range(0, 1, low_open=True)
-    assert 1 not in Range(0, 1, high_open=True) and math.inf in Range(0) and math.nan not in Range(0)
+    assert 1 not in Range(0, 1, high_open=True) and math.inf not in Range(0) and math.nan not in Range(0)
     assert True not in Range(0, 1) and "0.5" not in Range(0, 1)  # a range is for numbers
     assert [str(r) for r in (Range(0, 1), Range(0, 1, True, True), Range(0, low_open=True), Range(1), Range(None, 0))] \
         == ["[0, 1]", "(0, 1)", "> 0", "≥ 1", "≤ 0"]

@@ -169,6 +169,48 @@ def test_a_different_sweep_into_the_same_out_is_refused(swept):
     assert res.exit_code == 1 and len(lines) == 1 and "holds another sweep (draw_seed: 0 there, 7 now)" in lines[0]
 
 
+def _damaged_copy(swept, tmp_path: Path, damage) -> Path:
+    import shutil
+
+    out = Path(shutil.copytree(swept[0], tmp_path / "out"))
+    damage(out)
+    return out
+
+
+def _manifest(out: Path, value) -> None:
+    path = out / "sweep.json"
+    before = json.loads(path.read_text())
+    path.write_text(json.dumps(value(before)))
+
+
+@pytest.mark.parametrize("damage", [
+    lambda out: _manifest(out, lambda m: []),
+    lambda out: _manifest(out, lambda m: {**m, "trials": "oops"}),
+    lambda out: _manifest(out, lambda m: {**m, "trials": [{"no": "trial"}]}),
+    lambda out: (out / "sweep.json").write_text("{not json"),
+], ids=["a list", "trials a string", "a trial without its index", "not json"])
+def test_a_damaged_manifest_is_one_line(swept, tmp_path, damage):
+    out = _damaged_copy(swept, tmp_path, damage)
+    res = CliRunner().invoke(cli, [*ARGS, "--out", str(out)])
+    assert res.exit_code == 1 and "Traceback" not in res.output
+    assert res.output.strip().splitlines()[-1] == f"Error: {out / 'sweep.json'} is not a sweep manifest; pick another --out"
+
+
+def test_a_trial_folder_that_cannot_be_written_is_one_line(swept, tmp_path):
+    import shutil
+
+    def block(out: Path) -> None:
+        trial = next((out / "trials").iterdir())
+        shutil.rmtree(trial / "runs")
+        (trial / "runs").write_text("a file where the runs go")
+
+    out = _damaged_copy(swept, tmp_path, block)
+    res = CliRunner().invoke(cli, [*ARGS, "--out", str(out)])
+    assert res.exit_code == 1 and "Traceback" not in res.output
+    last = res.output.strip().splitlines()[-1]
+    assert last.startswith(f"Error: cannot write the sweep under --out {out}: File exists"), last
+
+
 def _top_level_imports(path: Path) -> set[str]:
     tree = ast.parse(path.read_text())
     names = set()

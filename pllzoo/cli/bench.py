@@ -25,7 +25,7 @@ import click
 
 from pllzoo import configfile, replay  # click callbacks of --config/--from-run; neither loads torch
 from pllzoo.cli import cli, warn_failed_plugins
-from pllzoo.cli.options import run_options
+from pllzoo.cli.options import PositiveFinite, run_options
 from pllzoo.errors import PLLZooError
 
 
@@ -89,7 +89,7 @@ def _continue_command(ctx: click.Context) -> str:
               help="Torch CPU threads per run (default: the CPUs this process may use, by affinity and cgroup quota, "
                    "capped at torch's own default, divided by --jobs; at least 1). CPU numbers can differ in the "
                    "last bits between counts; env.json records it.")
-@click.option("--time-limit", type=click.FloatRange(min=0, min_open=True), default=None, metavar="MINUTES",
+@click.option("--time-limit", type=PositiveFinite(), default=None, metavar="MINUTES",
               help="Stop the whole bench at an epoch boundary, with a checkpoint, before MINUTES; exit status 75. "
                    "Finished runs are kept; the same command with --resume continues.")
 @click.option("--config", "config", type=click.Path(path_type=Path, dir_okay=False), default=None, is_eager=True,

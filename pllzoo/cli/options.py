@@ -1,9 +1,10 @@
-"""Options that ``pllzoo bench`` and ``pllzoo sweep`` share: how long runs train and which data they read."""
+"""Options that ``pllzoo bench`` and ``pllzoo sweep`` share: how long runs train and which data they read; option types."""
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
-from typing import Callable
+from typing import Any, Callable
 
 import click
 
@@ -24,3 +25,16 @@ def run_options(command: Callable) -> Callable:
     for option in reversed(_RUN_OPTIONS):
         command = option(command)
     return command
+
+
+class PositiveFinite(click.FloatRange):
+    """A number > 0 that is finite: ``nan`` passes a range check (every comparison is False), ``inf`` means no limit."""
+
+    def __init__(self) -> None:
+        super().__init__(min=0, min_open=True)
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> float:
+        number = super().convert(value, param, ctx)
+        if not math.isfinite(number):
+            self.fail(f"{value!r} is not a finite number", param, ctx)
+        return number

@@ -82,7 +82,12 @@ def sweep(methods, dataset, seeds, specs, space_file, trials, draw_seed, rule, h
     def on_run(t, p, status):
         click.echo(f"trial {t.index} ({t.label}): {p.method.name} seed {p.seed} {status}", err=True)
 
-    failed = sw.run_sweep(reg, planned, Path(out), jobs=jobs, on_run=on_run)
+    try:
+        failed = sw.run_sweep(reg, planned, Path(out), jobs=jobs, on_run=on_run)
+    except OSError as exc:  # a trial folder that cannot be written (a file where its runs/ should be, a full disk)
+        where = f" ({exc.filename})" if exc.filename else ""
+        raise PLLZooError(f"cannot write the sweep under --out {out}: {exc.strerror or exc}{where}; finished runs "
+                          "are kept, free the path or pick another --out, then rerun") from None
     records = sw.trial_records(Path(out), planned)
     if records.empty:
         raise PLLZooError(f"no trial finished; see {Path(out) / 'trials'}")
