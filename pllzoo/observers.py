@@ -130,7 +130,14 @@ def choose(registry: Any, texts: Iterable[str], tensorboard: str | Path | None =
             raise PLLZooError(f"observer {c.name!r} is selected twice (--observe, --tensorboard or PLLZOO_OBSERVE); "
                               "select it once")
         seen.add(c.name)
-        registry.observer_class(c.name).check(c.arg)
+        cls = registry.observer_class(c.name)
+        try:
+            cls.check(c.arg)
+        except PLLZooError:
+            raise
+        except (Exception, SystemExit) as exc:  # an outside observer's own bug: one line, naming it
+            raise PLLZooError(f"observer {c.name!r} failed in {cls.__qualname__}.check({c.arg!r}): "
+                              f"{_one_line(exc)}") from None
     return tuple(choices)
 
 
@@ -198,7 +205,7 @@ class RunObservers:
             cls = registry.observer_class(c.name)
             try:
                 self.pm.register(cls(c.arg), name=c.name)
-            except Exception as exc:
+            except (Exception, SystemExit) as exc:  # sys.exit in an outside observer ends no run
                 self._disable(c.name, f"{cls.__qualname__}({c.arg!r})", exc)
 
     @property
@@ -206,7 +213,7 @@ class RunObservers:
         """The names of the observers still enabled for this run."""
         return [name for name, _ in self.pm.list_name_plugin()]
 
-    def _disable(self, name: str, where: str, exc: Exception) -> None:
+    def _disable(self, name: str, where: str, exc: BaseException) -> None:
         if self.pm.get_plugin(name) is not None:
             self.pm.unregister(name=name)
         warnings.warn(f"observer {name!r} failed in {where} for run {self.run.run_id}: {_one_line(exc)}; "
@@ -226,7 +233,7 @@ class RunObservers:
                 continue
             try:
                 impl.function(*[kwargs[a] for a in impl.argnames])
-            except Exception as exc:
+            except (Exception, SystemExit) as exc:
                 self._disable(name, hook, exc)
 
     def seen(self, records: list[dict[str, Any]]) -> None:

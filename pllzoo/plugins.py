@@ -146,7 +146,7 @@ def _load_entrypoints(pm: pluggy.PluginManager) -> list[PluginInfo]:
                 pm.unregister(name=ep.name)
                 raise
             info = PluginInfo(ep.name, version, ep.value, builtin=False, dist=dist)
-        except Exception as exc:  # a broken plugin must not stop the others
+        except (Exception, SystemExit) as exc:  # a broken plugin (sys.exit at import too) must not stop the others
             info = PluginInfo(ep.name, version, ep.value, builtin=False, dist=dist, error=one_line(exc),
                               traceback=traceback.format_exc())
         taken[ep.name] = info

@@ -259,3 +259,13 @@ def test_bench_warns_and_an_unknown_method_names_the_failed_plugin(install, tmp_
 def test_shipped_plugins_pass_the_checks(registry):
     assert registry.failures() == []
     assert {p.name for p in registry.plugins if p.shipped} == {"pllzoo.builtin", "baselines", "solar", "ltpll"}
+
+
+def test_a_plugin_that_exits_at_import_is_one_line_and_stops_nothing(install):
+    install("pllzoo-quitter", "0.1", "quitter", "import sys\nsys.exit(3)\n")
+    for args in (["plugins"], ["methods"], ["datasets"]):
+        res = CliRunner().invoke(cli, args)
+        assert res.exit_code == 0 and "Traceback" not in res.output, (args, res.output)
+    res = CliRunner().invoke(cli, ["plugins"])
+    assert "plugin 'quitter' (pllzoo-quitter 0.1) failed to load: SystemExit: 3" in res.output.splitlines()
+    assert "proden" in CliRunner().invoke(cli, ["methods"]).output  # the others load as before

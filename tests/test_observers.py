@@ -49,6 +49,8 @@ class Recorder(Observer):
     def _fail(self, where: str) -> None:
         if self.arg == where:
             raise ValueError(f"boom in {where}")
+        if self.arg == f"exit:{where}":
+            raise SystemExit(5)  # an outside observer's sys.exit ends no run
 
     @hookimpl
     def pllzoo_observe_run_start(self, run):
@@ -74,11 +76,22 @@ class Broken(Observer):
         pass
 
 
+class BadCheck(Observer):
+    @classmethod
+    def check(cls, arg):
+        raise ValueError("check boom")  # its own bug, not a PLLZooError
+
+    @hookimpl
+    def pllzoo_observe_epoch(self, record):
+        pass
+
+
 class _Plugin:
     @hookimpl
     def pllzoo_register_observers(self, register):
         register("t.recorder", Recorder)
         register("t.broken", Broken)
+        register("t.badcheck", BadCheck)
 
 
 @pytest.fixture
@@ -111,9 +124,9 @@ def test_hook_pllzoo_register_observers(reg):
     assert reg.observer_class("pllzoo.tensorboard").name == "pllzoo.tensorboard"  # the built-in one
     res = CliRunner().invoke(cli, ["plugins", "--json"])
     rows = {r["name"]: r for r in json.loads(res.output)}
-    assert rows["t"]["observers"] == ["t.broken", "t.recorder"]
+    assert rows["t"]["observers"] == ["t.badcheck", "t.broken", "t.recorder"]
     assert rows["pllzoo.builtin"]["observers"] == ["pllzoo.tensorboard"]
-    with pytest.raises(UnknownNameError, match=r"unknown observer 'nope'; valid: pllzoo.tensorboard, t.broken"):
+    with pytest.raises(UnknownNameError, match=r"unknown observer 'nope'; valid: pllzoo.tensorboard, t.badcheck, t.broken"):
         reg.observer_class("nope")
 
 
@@ -221,15 +234,19 @@ def test_a_stopped_run_ends_stopped_and_its_resume_replays_nothing(reg, tmp_path
 
 
 # ---------------------------------------------------------------------------------------------- failures
-@pytest.mark.parametrize("where,hook", [("start", "pllzoo_observe_run_start"), ("epoch:1", "pllzoo_observe_epoch")])
-def test_a_failing_observer_warns_once_and_is_disabled_for_the_run(reg, tmp_path, where, hook):
+@pytest.mark.parametrize("where,hook,why", [
+    ("start", "pllzoo_observe_run_start", "ValueError: boom in start"),
+    ("epoch:1", "pllzoo_observe_epoch", "ValueError: boom in epoch:1"),
+    ("exit:epoch:1", "pllzoo_observe_epoch", "SystemExit: 5"),
+])
+def test_a_failing_observer_warns_once_and_is_disabled_for_the_run(reg, tmp_path, where, hook, why):
     plans = _plans(reg, [f"t.recorder={where}"], epochs=3)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         bench.execute(reg, plans, tmp_path / "out")
     lines = [str(w.message) for w in caught if "observer" in str(w.message)]
-    assert lines == [f"observer 't.recorder' failed in {hook} for run {plans[0].run_id}: ValueError: boom in "
-                     f"{where}; it is disabled for the rest of this run"]
+    assert lines == [f"observer 't.recorder' failed in {hook} for run {plans[0].run_id}: {why}; "
+                     "it is disabled for the rest of this run"]
     assert [h for h, _, _ in CALLS] == (["start"] if where == "start" else ["start", "epoch"])  # no end either
     assert (tmp_path / "out" / "runs" / plans[0].run_id / "done").exists()
     assert len(read_jsonl(tmp_path / "out" / "runs" / plans[0].run_id / "log.jsonl")) == 3
@@ -249,7 +266,8 @@ def test_a_failing_observer_leaves_the_others_and_the_bench_alone(reg, tmp_path)
 
 # ---------------------------------------------------------------------------------------------- selection
 @pytest.mark.parametrize("args,code,message", [
-    (["--observe", "nope"], 2, "unknown observer 'nope'; valid: pllzoo.tensorboard, t.broken, t.recorder"),
+    (["--observe", "nope"], 2, "unknown observer 'nope'; valid: pllzoo.tensorboard, t.badcheck, t.broken, t.recorder"),
+    (["--observe", "t.badcheck=x"], 1, "observer 't.badcheck' failed in BadCheck.check('x'): ValueError: check boom"),
     (["--observe", "t.recorder", "--observe", "t.recorder=x"], 1, "observer 't.recorder' is selected twice"),
     (["--observe", "pllzoo.tensorboard"], 1, "observer pllzoo.tensorboard needs a folder: --tensorboard DIR"),
     (["--observe", "=x"], 1, "bad --observe '=x'; write NAME or NAME=ARG"),
