@@ -106,8 +106,8 @@ def read(out: Path) -> dict[str, ArchivedRun]:
             runs[obj["run"]] = ArchivedRun(obj["run"], bool(obj["done"]), obj["config"], obj["env"],
                                            unpack(obj["log"]), obj.get("error"))
     except (OSError, ValueError, KeyError, TypeError, IndexError, lzma.LZMAError, UnicodeDecodeError) as exc:
-        raise PLLZooError(f"{path}: unreadable run archive ({type(exc).__name__}: {exc}); restore it from git or "
-                          f"rebuild it from runs/ with pllzoo archive") from None
+        raise PLLZooError(f"{path}: unreadable run archive ({type(exc).__name__}: {exc}); restore it from git, or "
+                          f"rebuild it from {Path(out) / 'runs'}/ alone with pllzoo archive --rebuild {out}") from None
     return runs
 
 
@@ -128,10 +128,12 @@ def from_folder(run_dir: Path) -> ArchivedRun | None:
     return ArchivedRun(run_dir.name, (run_dir / "done").exists(), config, env, records, error)
 
 
-def write(out: Path) -> tuple[Path, int, int, bool]:
+def write(out: Path, rebuild: bool = False) -> tuple[Path, int, int, bool]:
     """(Re)build ``out``'s archive from its ``runs/`` folders and its current archive (a run in both is
     taken as :mod:`pllzoo.results` reads it: the local copy when finished).  Run
     :func:`pllzoo.migrate.migrate` first: the archive holds path-free configs only.
+
+    ``rebuild``: from ``runs/`` alone, the current archive (unreadable, say) kept beside as ``*.damaged``.
 
     :returns: ``(path, runs archived, runs taken from runs/, whether the file changed)``.
     :raises PLLZooError: one line, for a run folder recorded with machine paths, or a damaged log.
@@ -145,6 +147,8 @@ def write(out: Path) -> tuple[Path, int, int, bool]:
         old = next(iter(legacy))
         raise PLLZooError(f"{out / 'runs' / old}: recorded under an old run id (with machine paths); "
                           f"migrate it first (pllzoo archive does; a run a bench holds moves once that bench is done)")
+    if rebuild and (out / NAME).exists():
+        os.replace(out / NAME, out / f"{NAME}.damaged")
     runs = read(out)
     local = 0
     for run_dir in sorted(p for p in (out / "runs").glob("*") if p.is_dir() and not p.name.startswith(".")):

@@ -141,6 +141,8 @@ def parse_method_string(text: str) -> tuple[str, dict[str, str | None]]:
             raise PLLZooError(f"bad swap {part!r} in {text!r}; write +slot=component, slots: {', '.join(SLOTS)}")
         if slot not in SLOTS:
             raise PLLZooError(f"unknown slot {slot!r} in {text!r}; slots: {', '.join(SLOTS)}")
+        if slot in swaps:
+            raise PLLZooError(f"slot {slot!r} is swapped twice in {text!r}; swap each slot once")
         if comp == "none" and slot not in OPTIONAL_SLOTS:
             raise PLLZooError(f"slot {slot!r} cannot be empty; only {', '.join(sorted(OPTIONAL_SLOTS))} can be none")
         swaps[slot] = None if comp == "none" else comp
@@ -259,9 +261,11 @@ def _impl_params(cls: type, attr: str, fn: Any) -> tuple[list[str], list[str]]:
 
 
 def check_name(what: str, name: Any) -> None:
-    """A registered name must be usable in a method string: no ``+``, ``=``, blanks, and not ``none``."""
-    if not isinstance(name, str) or not name or name == "none" or any(c in name for c in "+= \t\n"):
-        raise PLLZooError(f"bad {what} name {name!r}: a non-empty string without '+', '=' or blanks, not 'none'")
+    """A registered name must be usable in a method string and on the command line: no ``+``, ``=`` (method
+    strings), ``,`` (``--methods a,b``), ``:`` (``--hp METHOD:key=value``), blanks, and not ``none``."""
+    if not isinstance(name, str) or not name or name == "none" or any(c in name for c in "+=,: \t\n"):
+        raise PLLZooError(f"bad {what} name {name!r}: a non-empty string without '+', '=', ',', ':' or blanks, "
+                          "not 'none'")
 
 
 def check_component(cls: Any, slot: str) -> None:

@@ -14,10 +14,11 @@ from __future__ import annotations
 
 import dataclasses
 import fnmatch
+import os
 import traceback
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Mapping
+from typing import Any, Callable, Iterable, Mapping
 
 import pluggy
 
@@ -180,12 +181,21 @@ class Registry:
         parts = "; ".join(f"plugin {p.name} failed to load: {p.error}" for p in failed)
         return f" ({parts}; `pllzoo plugins --debug`)"
 
+    @staticmethod
+    def _valid(names: Iterable[str]) -> str:
+        """The valid names of an unknown-name error, sorted; an empty table says why it may be empty."""
+        listed = ", ".join(sorted(names))
+        if listed:
+            return listed
+        only = os.environ.get("PLLZOO_LOAD_PLUGINS")
+        return "(none registered" + (f"; PLLZOO_LOAD_PLUGINS={only} limits the plugins loaded)" if only else ")")
+
     # ------------------------------------------------------------------ lookup
     def component_class(self, slot: str, name: str) -> type[Component]:
         try:
             return self.components[slot][name][0]
         except KeyError:
-            valid = ", ".join(sorted(self.components[slot])) or "(none)"
+            valid = self._valid(self.components[slot])
             raise UnknownNameError(f"unknown {slot} component {name!r}; valid: {valid}{self._failed_note()}") from None
 
     def component_plugin(self, slot: str, name: str) -> PluginInfo:
@@ -206,14 +216,14 @@ class Registry:
             return table[name][0]
         except (KeyError, TypeError):
             raise UnknownNameError(f"{where + ': ' if where else ''}unknown {what} {name!r}; "
-                                   f"valid: {', '.join(sorted(table))}{self._failed_note()}") from None
+                                   f"valid: {self._valid(table)}{self._failed_note()}") from None
 
     def observer_class(self, name: str) -> type[Observer]:
         """The observer class registered as ``name`` (``--observe NAME``)."""
         try:
             return self.observers[name][0]
         except KeyError:
-            valid = ", ".join(sorted(self.observers)) or "(none)"
+            valid = self._valid(self.observers)
             raise UnknownNameError(f"unknown observer {name!r}; valid: {valid}{self._failed_note()}") from None
 
     def list_methods(self, pattern: str = "*") -> list[str]:
@@ -224,7 +234,7 @@ class Registry:
         base, swaps = parse_method_string(text)
         if base not in self.methods:
             raise UnknownNameError(
-                f"unknown method {base!r}; valid: {', '.join(self.list_methods())}{self._failed_note()}")
+                f"unknown method {base!r}; valid: {self._valid(self.methods)}{self._failed_note()}")
         method = self.methods[base][0]
         for slot, comp in swaps.items():
             if comp is not None:

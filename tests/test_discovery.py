@@ -195,6 +195,8 @@ def _registering(bad_slot: str, bad_name: str, bad) -> object:
     ("selection", "t.good", Good, "selection 't.good' is registered twice by plugin 'p0' (in-process)"),
     ("selection", "t.bad", object, "is not a pllzoo.Component subclass"),
     ("method", "", Method(name="proden+x", loss="pllzoo.soft_ce"), "bad method name 'proden+x'"),
+    ("method", "", Method(name="a,b", loss="pllzoo.soft_ce"), "bad method name 'a,b'"),  # --methods a,b: two
+    ("method", "", Method(name="pc:x", loss="pllzoo.soft_ce"), "bad method name 'pc:x'"),  # --hp pc:x:...
     ("method", "", "t-method", "a method must be a pllzoo.components.Method, got str"),
 ])
 def test_a_plugin_with_one_bad_registration_leaves_nothing(slot, name, bad, reason):
@@ -269,3 +271,16 @@ def test_a_plugin_that_exits_at_import_is_one_line_and_stops_nothing(install):
     res = CliRunner().invoke(cli, ["plugins"])
     assert "plugin 'quitter' (pllzoo-quitter 0.1) failed to load: SystemExit: 3" in res.output.splitlines()
     assert "proden" in CliRunner().invoke(cli, ["methods"]).output  # the others load as before
+
+
+def test_no_registered_method_says_why_the_list_is_empty(monkeypatch, tmp_path):
+    monkeypatch.setenv("PLLZOO_LOAD_PLUGINS", "no-such-plugin")  # only the built-in plugin loads: no method
+    reset_registry()
+    try:
+        res = CliRunner().invoke(cli, ["bench", "--methods", "proden", "--out", str(tmp_path / "out")])
+    finally:
+        monkeypatch.delenv("PLLZOO_LOAD_PLUGINS")
+        reset_registry()
+    assert res.exit_code == 2 and "Traceback" not in res.output
+    assert ("unknown method 'proden'; valid: (none registered; PLLZOO_LOAD_PLUGINS=no-such-plugin limits the "
+            "plugins loaded)") in res.output

@@ -107,6 +107,19 @@ def test_unreadable_archive_is_one_line(out):
     assert res.output.strip().splitlines() == [res.output.strip()] and "unreadable run archive" in res.output
 
 
+def test_an_unreadable_archive_is_rebuilt_from_runs_as_its_message_says(out):
+    """The message names a command that works: ``pllzoo archive --rebuild`` (the damaged file kept aside)."""
+    res = CliRunner().invoke(cli, ["archive", str(out)])
+    assert res.exit_code == 0, res.output
+    good = (out / archive.NAME).read_bytes()
+    (out / archive.NAME).write_bytes(b"not xz")
+    res = CliRunner().invoke(cli, ["archive", str(out)])
+    assert res.exit_code == 1 and f"pllzoo archive --rebuild {out}" in res.output.strip().splitlines()[-1]
+    res = CliRunner().invoke(cli, ["archive", "--rebuild", str(out)])
+    assert res.exit_code == 0, res.output
+    assert (out / archive.NAME).read_bytes() == good and (out / f"{archive.NAME}.damaged").read_bytes() == b"not xz"
+
+
 def test_report_missing_ok_leaves_out_methods_without_runs(out, tmp_path):
     args = ["report", str(out), "--methods", "cc,solar,proden"]
     assert CliRunner().invoke(cli, args).exit_code == 1

@@ -41,6 +41,8 @@ def test_parse_method_string():
     for bad in ["proden+selection", "proden+bogus=a", "proden+loss=none", "+selection=a"]:
         with pytest.raises(PLLZooError):
             parse_method_string(bad)
+    with pytest.raises(PLLZooError, match=r"^slot 'selection' is swapped twice in .*; swap each slot once$"):
+        parse_method_string("proden+selection=solar.classwise+selection=pllzoo.all")  # the first swap is not dropped
 
 
 def test_swap_is_a_first_class_method(registry):

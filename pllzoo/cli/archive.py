@@ -32,7 +32,9 @@ def prune(out: Path) -> tuple[int, list[Path]]:
 @click.argument("results", nargs=-1, required=True, type=click.Path(exists=True, file_okay=False, path_type=Path))
 @click.option("--prune", "do_prune", is_flag=True,
               help="Then remove the run folders that hold nothing but what the archive holds (not checkpoints).")
-def archive(results: tuple[Path, ...], do_prune: bool) -> None:
+@click.option("--rebuild", is_flag=True,
+              help="Build the archive from runs/ alone (an unreadable one is kept as runs.jsonl.xz.damaged).")
+def archive(results: tuple[Path, ...], do_prune: bool, rebuild: bool) -> None:
     """Write RESULTS/runs.jsonl.xz from RESULTS/runs/ and the archive already there.
 
     Runs recorded under old run ids (with machine paths) are first moved to their new ids
@@ -45,7 +47,7 @@ def archive(results: tuple[Path, ...], do_prune: bool) -> None:
         moved = migrate(out)
         if moved:
             click.echo(f"{out}: moved {len(moved)} run(s) to their path-free run ids")
-        path, n, local, changed = arc.write(out)
+        path, n, local, changed = arc.write(out, rebuild=rebuild)
         if not n:
             click.echo(f"{out}: no runs to archive")
             continue
