@@ -338,7 +338,8 @@ def _train(registry, p: RunPlan, run_dir: Path, resume: bool, on_epoch, on_run, 
         import torch
 
         trainer = Trainer(p.data, comps, p.train, p.seed, torch.device(device), run_dir, base, epoch_done,
-                          p.view_workers, deadline=deadline, on_resume=resumed_from, check=p.check, registry=registry)
+                          p.view_workers, deadline=deadline, on_resume=resumed_from, check=p.check, registry=registry,
+                          run_id=p.run_id)
         if on_run:
             on_run(p, "resumed" if resumed else "started")
         records = trainer.fit(resume=resume)

@@ -102,13 +102,16 @@ def _plain(obj: Any) -> Any:
 def save_checkpoint(
     run_dir: Path, stage: int, epoch: int, model: torch.nn.Module, optimizer: torch.optim.Optimizer,
     state: PLLState, records: list[dict[str, Any]], modules: dict[str, torch.nn.Module] | None = None,
+    run: str | None = None,
 ) -> Path:
+    """``run``: the run's id, kept as the optional key ``run`` (:func:`check_owner` compares it)."""
     path = Path(run_dir) / NAME
     _write(path, {
         "format": FORMAT, "version": VERSION,
         "stage": stage, "epoch": epoch, "model": model.state_dict(), "optimizer": optimizer.state_dict(),
         "state": state.state_dict(), "records": _plain(records), "rng": _rng_states(),
         "modules": {name: m.state_dict() for name, m in (modules or {}).items()},
+        **({"run": run} if run is not None else {}),
     })
     return path
 
@@ -214,12 +217,13 @@ def _check_layout(path: Path, ckpt: Any) -> None:
 
 
 def check_owner(ckpt: dict[str, Any], path: Path, **run: Any) -> None:
-    """Refuse a checkpoint written by another run: its records name their method, dataset and seed.
+    """Refuse a checkpoint written by another run: it names the run's id (key ``run``, since 2026-11-26), and
+    its records their method, dataset and seed.
 
-    ``run``: this run's ``method``, ``dataset`` and ``seed`` (a None value is not compared).
+    ``run``: this run's ``run`` id, ``method``, ``dataset`` and ``seed`` (a None value is not compared).
     :raises CheckpointError: one line naming what differs.
     """
-    last = ckpt["records"][-1] if ckpt["records"] else {}
+    last = {**(ckpt["records"][-1] if ckpt["records"] else {}), **({"run": ckpt["run"]} if "run" in ckpt else {})}
     differ = [f"{key} {last[key]!r}, not {value!r}" for key, value in run.items()
               if value is not None and key in last and last[key] != value]
     if differ:

@@ -20,8 +20,9 @@ from pllzoo.bench import carve
 from pllzoo.checkpoint import NAME, CheckpointError, check_owner, load_checkpoint
 from pllzoo.data.base import DataOptions
 from pllzoo.errors import PLLZooError
+from pllzoo.portable import portable
 from pllzoo.registry import Registry
-from pllzoo.results import DamagedRun, read_log
+from pllzoo.results import DamagedRun, read_log, run_id
 from pllzoo.run import TrainConfig
 from pllzoo.devices import resolve_device
 from pllzoo.trainer import Trainer
@@ -58,7 +59,8 @@ def rescore(registry: Registry, run_dir: Path, overrides: dict[str, str], predic
     config = _config(run_dir)
     try:
         ckpt = load_checkpoint(run_dir)
-        check_owner(ckpt, run_dir / NAME, method=config["method"], dataset=config["dataset"], seed=config["seed"])
+        check_owner(ckpt, run_dir / NAME, run=run_id(portable(config)), method=config["method"],
+                    dataset=config["dataset"], seed=config["seed"])
     except CheckpointError as exc:
         raise PLLZooError(f"{exc}; re-run the training") from None
     last = ckpt["records"][-1] if ckpt["records"] else {}

@@ -91,12 +91,16 @@ def _scope(key: str, methods: list[Method]) -> tuple[str | None, str]:
 
 
 def _route(overrides: dict[str, str], methods: list[Method], registry: Registry) -> tuple[dict, dict]:
-    """Split overrides into trainer ones and per-method component ones; unknown keys are errors."""
-    train, per_method = {}, {m.name: {} for m in methods}
-    for key, value in overrides.items():
+    """Split overrides into per-method trainer ones (``train.*``; a ``METHOD:`` one for that method alone, over
+    the unscoped ones) and per-method component ones; unknown keys are errors."""
+    train: dict[str, dict[str, str]] = {m.name: {} for m in methods}
+    per_method: dict[str, dict[str, str]] = {m.name: {} for m in methods}
+    for key, value in sorted(overrides.items(), key=lambda kv: _scope(kv[0], methods)[0] is not None):
         scope, rest = _scope(key, methods)
         if rest.startswith("train."):
-            train[rest[len("train."):]] = value
+            for m in methods:
+                if scope is None or m.name == scope:
+                    train[m.name][rest[len("train."):]] = value
             continue
         targets = [m for m in methods if scope is None or m.name == scope]
         takers = [m for m in targets if rest in registry.hparam_keys(m)]
@@ -224,11 +228,14 @@ def plan(
         if not picked:
             continue
         data = carve(spec.load(dataclasses.replace(options, seed=seed)), options, seed)
-        cfg = device_views(train_config(data, epochs, batch_size, train_hp, registry), resolved_device, train_hp)
-        for f in ("weak_view", "strong_view"):  # on tabular data too, where the trainer never builds them
-            make_view(getattr(cfg, f), f"train.{f}", registry)
+        cfgs = {r.name: device_views(train_config(data, epochs, batch_size, train_hp[r.name], registry),
+                                     resolved_device, train_hp[r.name]) for r in picked}
+        for cfg in cfgs.values():
+            for f in ("weak_view", "strong_view"):  # on tabular data too, where the trainer never builds them
+                make_view(getattr(cfg, f), f"train.{f}", registry)
         check_training_set(data)  # after the checks of the flags: a warning here would precede their error
         for recipe in picked:
+            cfg = cfgs[recipe.name]
             comps = registry.build_components(recipe, per_method[recipe.name], (data.name, data.kind))
             config = portable({  # no machine paths: the same run has the same id everywhere (pllzoo.migrate)
                 "method": recipe.name, "dataset": data.name, "seed": seed, "device": resolved_device,

@@ -64,8 +64,9 @@ def check_space(registry: Registry, methods: list[str], space: list[Dimension]) 
         for value in dim.support():
             try:
                 train, per_method = _route({dim.key: value}, recipes, registry)
-                if train:
-                    override(TrainConfig(), train, "train")
+                for fields in train.values():
+                    if fields:
+                        override(TrainConfig(), fields, "train")
                 for recipe in recipes:
                     if per_method[recipe.name]:
                         registry.build_components(recipe, per_method[recipe.name])

@@ -80,6 +80,7 @@ class Trainer:
         check: bool = False,
         dist: distributed.DistContext | None = None,
         registry: Registry | None = None,
+        run_id: str | None = None,
     ) -> None:
         # the processes training this run (None: this process's context, world 1 without torchrun)
         self.dist = dist if dist is not None else distributed.current()
@@ -101,6 +102,7 @@ class Trainer:
         # result-neutral, but it reads device values on the host each step
         self.check = check
         self.run_dir, self.record_base, self.on_epoch = run_dir, dict(record_base or {}), on_epoch
+        self.run_id = run_id  # written into each checkpoint: a checkpoint of another run is refused on resume
         self.views = views_of(components)
         self.image = data.kind == "image"
         self.x_train = data.x_train.to(device)
@@ -348,7 +350,7 @@ class Trainer:
             if ckpt is not None and not self.dist.is_main:
                 restore_rng(ckpt)
         if ckpt is not None:  # a checkpoint copied from another run is refused (on every rank), not trained on
-            check_owner(ckpt, self.run_dir / "checkpoint.pt", method=self.record_base.get("method"),
+            check_owner(ckpt, self.run_dir / "checkpoint.pt", run=self.run_id, method=self.record_base.get("method"),
                         dataset=self.record_base.get("dataset"), seed=self.seed)
         return ckpt
 
@@ -397,7 +399,7 @@ class Trainer:
         if self.run_dir is not None and self.dist.is_main:  # rank 0 alone writes
             with keeper.saving():
                 save_checkpoint(self.run_dir, stage.index, epoch, self.model, self.optimizer, self.state, records,
-                                self.modules)
+                                self.modules, run=self.run_id)
 
     def _stop_if_asked(self, keeper: Bookkeeper, stage: Stage, epoch: int, records: list[dict[str, Any]]) -> None:
         """Before an epoch: on a stop signal, or when it and a checkpoint would miss the deadline, checkpoint

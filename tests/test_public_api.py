@@ -182,6 +182,17 @@ def test_a_mixed_method_scope_reaches_only_that_method(registry):
     assert {r["rho_start"] for r in rho.values()} == {0.1}  # unscoped: every method that has the key
 
 
+def test_a_scoped_trainer_setting_reaches_only_that_method(registry):
+    """``--hp cc:train.lr=...`` is cc's alone, over an unscoped ``train.lr`` whatever their order; the others keep
+    the unscoped value (a scoped train.* once reached every method)."""
+    for order in (["cc:train.lr=0.3", "train.lr=0.02"], ["train.lr=0.02", "cc:train.lr=0.3"]):
+        plans = bench.plan(registry, ["proden", "cc"], "synthetic-lt", [1], DataOptions(subset=200), epochs=1,
+                           device="cpu", hp=bench.parse_overrides([*order, "proden:train.weight_decay=0.01"]))
+        got = {p.method.name: (p.train.lr, p.train.weight_decay, p.config["train"]["lr"]) for p in plans}
+        default_wd = plans[1].train.weight_decay
+        assert got == {"proden": (0.02, 0.01, 0.02), "cc": (0.3, default_wd, 0.3)} and default_wd != 0.01
+
+
 @pytest.mark.parametrize("pair, pattern", [
     ("cc+selection=solar.classwise:selection.rho_end=0.5",
      r"--hp cc\+selection=solar.classwise:selection.rho_end: method 'cc\+selection=solar.classwise' is not in "

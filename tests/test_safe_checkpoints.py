@@ -103,6 +103,11 @@ def test_resume_refuses_a_crafted_pickle_runs_nothing_and_retrains(out, tmp_path
     assert _records(run) == expected  # retrained from the start: the same records
 
 
+def test_a_checkpoint_names_its_run(finished):
+    run = _run(finished)
+    assert checkpoint.read_checkpoint(run / "checkpoint.pt")["run"] == run.name
+
+
 def test_a_checkpoint_loads_with_weights_only_and_carries_its_format(finished):
     ckpt = torch.load(_run(finished) / "checkpoint.pt", map_location="cpu", weights_only=True)
     assert (ckpt["format"], ckpt["version"]) == (checkpoint.FORMAT, checkpoint.VERSION)
@@ -149,6 +154,9 @@ CASES = {
     # a checkpoint copied from another run whose tensors fit (cc's, or another seed's): its records say whose it is
     "another run's, fitting": (lambda c: [r.update(method="cc", seed=2) for r in c["records"]],
                                "the checkpoint of another run (method 'cc', not 'proden'; seed 2, not 1)"),
+    # the same method, dataset and seed with other hyper-parameters: the checkpoint names its run's id
+    "another setting's": (lambda c: c.update(run="proden__synthetic-lt__s1-00000000"),
+                          "the checkpoint of another run (run 'proden__synthetic-lt__s1-00000000', not 'proden__"),
 }
 
 
@@ -176,7 +184,7 @@ def test_resume_retrains_a_run_whose_checkpoint_is_refused(out, case):
     assert _records(run) == records
 
 
-@pytest.mark.parametrize("case", ["another run", "another run's, fitting"])
+@pytest.mark.parametrize("case", ["another run", "another run's, fitting", "another setting's"])
 def test_resume_with_a_checkpoint_of_another_run_is_one_failed_run(out, case):
     change, expected = CASES[case]
     run = _run(out)
