@@ -287,8 +287,7 @@ def load(*out_dirs: Path, finished_only: bool = True,
     count) are left out too, each as
     ``(run folder, one-line reason)`` appended to ``damaged``, or as a warning when it is None.
     """
-    frames = []
-    seen: dict[str, Path] = {}  # run id (of its config) → where it was read: a copied run folder counts once
+    read: dict[str, list[tuple[_Source, list[dict[str, Any]], dict[str, Any]]]] = {}  # by run id (of its config)
     for out_dir in out_dirs:
         for src in _sources(Path(out_dir)):
             if finished_only and not src.done:
@@ -304,15 +303,17 @@ def load(*out_dirs: Path, finished_only: bool = True,
                 else:
                     damaged.append((src.where, str(exc)))
                 continue
-            same = _run_key(config, src.name)
-            if same in seen:
-                warnings.warn(f"left out {src.where}: the same run as {seen[same]} (a copy; each run counts once)")
-                continue
-            seen[same] = src.where
-            counts = tuple(config.get("data", {}).get("train_counts", ()))
-            frame = pd.DataFrame(recs).assign(run=src.name, setting=setting_label(config))
-            frame["train_counts"] = [counts] * len(frame)
-            frames.append(frame)
+            read.setdefault(_run_key(config, src.name), []).append((src, recs, config))
+    frames = []
+    for key, copies in read.items():  # a copied run folder counts once: the one named by its run id, else the first
+        src, recs, config = next((c for c in copies if c[0].name == key), copies[0])
+        for other, _, _ in copies:
+            if other is not src:
+                warnings.warn(f"left out {other.where}: the same run as {src.where} (a copy; each run counts once)")
+        counts = tuple(config.get("data", {}).get("train_counts", ()))
+        frame = pd.DataFrame(recs).assign(run=src.name, setting=setting_label(config))
+        frame["train_counts"] = [counts] * len(frame)
+        frames.append(frame)
     return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=[*RESULT_COLUMNS, "run"])
 
 

@@ -195,6 +195,8 @@ CASES = [
     Case("incompatible recipe", lambda c: _good(c, "--methods", "valen+estimator=solar.prior"), 1, "solar.prior"),
     Case("time limit 0", lambda c: _good(c, "--time-limit", "0"), 2, "--time-limit"),
     Case("time limit nan", lambda c: _good(c, "--time-limit", "nan"), 2, "'nan' is not a finite number"),
+    Case("imb infinite", lambda c: _good(c, "--imb", "inf"), 2, "'inf' is not a finite number"),  # "Infinity" in JSON
+    Case("phi -inf", lambda c: _good(c, "--phi", "-inf"), 2, "'-inf' is not a finite number"),
     Case("hp infinite", lambda c: _good(c, "--hp", "train.lr=inf"), 1, "bad value for train.lr: inf; must be > 0"),
     Case("jobs 0", lambda c: _good(c, "--jobs", "0"), 2, "--jobs"),
     Case("bad seeds", lambda c: _good(c, "--seeds", "1,x"), 1, "bad --seeds '1,x'"),

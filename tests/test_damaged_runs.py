@@ -177,15 +177,17 @@ def test_a_copied_run_folder_counts_once(out, tmp_path):
     import shutil
 
     run = _first(out)
-    shutil.copytree(run, out / "runs" / "copy-of-run")
+    shutil.copytree(run, out / "runs" / "a-copy-of-run")  # sorts before the original
     res = CliRunner().invoke(cli, ["report", str(out), "--csv", str(tmp_path / "s.csv")])
     assert res.exit_code == 0, res.output
-    assert "the same run as" in one_line_about(res.output, "Warning:", out / "runs" / "copy-of-run")
+    line = one_line_about(res.output, "Warning:", out / "runs" / "a-copy-of-run")
+    assert line.startswith(f"Warning: left out {out / 'runs' / 'a-copy-of-run'}: the same run as {run} (a copy")
     assert list(pd.read_csv(tmp_path / "s.csv")["n"]) == [2]  # seeds 1 and 2, once each
     res = CliRunner().invoke(cli, [*BENCH, "--out", str(out), "--resume"])
     assert res.exit_code == 0, res.output
     rows = pd.read_csv(out / "results.csv")
     assert sorted(zip(rows["method"], rows["seed"])) == [("proden", 1), ("proden", 2)]
+    assert run.name in set(rows["run"]) and "a-copy-of-run" not in set(rows["run"])
 
 
 def test_an_edited_config_is_not_taken_for_an_old_run_id(out):

@@ -25,7 +25,7 @@ import click
 
 from pllzoo import configfile, replay  # click callbacks of --config/--from-run; neither loads torch
 from pllzoo.cli import cli, warn_failed_plugins
-from pllzoo.cli.options import PositiveFinite, run_options
+from pllzoo.cli.options import FINITE, PositiveFinite, run_options
 from pllzoo.errors import PLLZooError
 
 
@@ -65,7 +65,7 @@ def _continue_command(ctx: click.Context) -> str:
 @click.option("--dataset", default="synthetic-lt", show_default=True, help="Dataset name (pllzoo datasets) or .mat path.")
 @click.option("--seeds", default="1", show_default=True, help="Comma-separated seeds (data and training), 0 to 2**32-1; a repeat runs once.")
 @run_options
-@click.option("--holdout", type=float, default=0.0, show_default=True,
+@click.option("--holdout", type=FINITE, default=0.0, show_default=True,
               help="Hold out this fraction of training rows (partial labels only) for `report --select heldout`.")
 @click.option("--subset", type=int, default=None, help="Keep N random train and N test rows (smoke runs, not results).")
 @click.option("--device", default="auto", show_default=True, help="auto | cpu | cuda[:i].")

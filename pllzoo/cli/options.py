@@ -8,23 +8,25 @@ from typing import Any, Callable
 
 import click
 
-_RUN_OPTIONS = (
-    click.option("--epochs", type=int, default=None, help="Epochs of the final stage (default: the dataset's)."),
-    click.option("--batch-size", type=int, default=None, help="Training batch size (default: the dataset's)."),
-    click.option("--data-dir", type=click.Path(path_type=Path), default=None, help="Offline data folder."),
-    click.option("--split", type=click.Choice(["uniform", "balanced"]), default="uniform", show_default=True,
-                 help="Test protocol of the real-world .mat sets."),
-    click.option("--phi", type=float, default=None, help="Partial rate (CIFAR; < 0 selects the non-uniform matrix)."),
-    click.option("--imb", type=float, default=None, help="Imbalance ratio gamma (CIFAR, synthetic)."),
-    click.option("--imb-type", type=click.Choice(["exp", "step"]), default=None, help="Long-tail profile."),
-)
+
+def _finite(kind: click.ParamType, number: float, value: Any, param: click.Parameter | None,
+            ctx: click.Context | None) -> float:
+    if not math.isfinite(number):
+        kind.fail(f"{value!r} is not a finite number", param, ctx)
+    return number
 
 
-def run_options(command: Callable) -> Callable:
-    """Add ``--epochs --batch-size --data-dir --split --phi --imb --imb-type`` to ``command``, in that order."""
-    for option in reversed(_RUN_OPTIONS):
-        command = option(command)
-    return command
+class Finite(click.types.FloatParamType):
+    """A finite number: ``inf`` and ``nan`` parse as floats but are no rate, ratio or fraction (and would be written
+    to config.json as ``Infinity``, which is not JSON)."""
+
+    name = "finite number"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> float:
+        return _finite(self, super().convert(value, param, ctx), value, param, ctx)
+
+
+FINITE = Finite()
 
 
 class PositiveFinite(click.FloatRange):
@@ -34,7 +36,23 @@ class PositiveFinite(click.FloatRange):
         super().__init__(min=0, min_open=True)
 
     def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> float:
-        number = super().convert(value, param, ctx)
-        if not math.isfinite(number):
-            self.fail(f"{value!r} is not a finite number", param, ctx)
-        return number
+        return _finite(self, super().convert(value, param, ctx), value, param, ctx)
+
+
+_RUN_OPTIONS = (
+    click.option("--epochs", type=int, default=None, help="Epochs of the final stage (default: the dataset's)."),
+    click.option("--batch-size", type=int, default=None, help="Training batch size (default: the dataset's)."),
+    click.option("--data-dir", type=click.Path(path_type=Path), default=None, help="Offline data folder."),
+    click.option("--split", type=click.Choice(["uniform", "balanced"]), default="uniform", show_default=True,
+                 help="Test protocol of the real-world .mat sets."),
+    click.option("--phi", type=FINITE, default=None, help="Partial rate (CIFAR; < 0 selects the non-uniform matrix)."),
+    click.option("--imb", type=FINITE, default=None, help="Imbalance ratio gamma (CIFAR, synthetic)."),
+    click.option("--imb-type", type=click.Choice(["exp", "step"]), default=None, help="Long-tail profile."),
+)
+
+
+def run_options(command: Callable) -> Callable:
+    """Add ``--epochs --batch-size --data-dir --split --phi --imb --imb-type`` to ``command``, in that order."""
+    for option in reversed(_RUN_OPTIONS):
+        command = option(command)
+    return command

@@ -14,7 +14,7 @@ from pathlib import Path
 import click
 
 from pllzoo.cli import cli, warn_failed_plugins
-from pllzoo.cli.options import run_options
+from pllzoo.cli.options import FINITE, run_options
 from pllzoo.errors import PLLZooError
 from pllzoo.model_selection import RULES
 
@@ -37,7 +37,7 @@ def _csv(text: str) -> list[str]:
               help="Seed of the draws: the same seed gives the same trials.")
 @click.option("--select", "rule", type=click.Choice(RULES), default="approx", show_default=True,
               help="Model selection of each run's epoch and of the trials (oracle: by test accuracy, labelled).")
-@click.option("--holdout", type=float, default=0.1, show_default=True,
+@click.option("--holdout", type=FINITE, default=0.1, show_default=True,
               help="Fraction of training rows held out, partial labels only, scoring approx/heldout/last (PLENCH: 0.1).")
 @run_options
 @click.option("--subset", type=int, default=None, help="Keep N random train and N test rows (smoke runs, not results).")
