@@ -69,7 +69,24 @@ def test_unpack_refuses_damaged_parts(stopped, tmp_path):
     last.write_bytes(last.read_bytes()[:-1])
     with pytest.raises(SystemExit, match="sha256 differs"):
         carry_run.unpack(dest, tmp_path / "elsewhere")
-    assert not list((tmp_path / "elsewhere").glob(f"runs/*/{NAME}"))
+    assert not (tmp_path / "elsewhere").exists()  # checked before anything is written
+
+
+def test_bad_inputs_are_one_line_and_write_nothing(stopped, tmp_path):
+    out, _ = stopped
+    with pytest.raises(SystemExit, match="is no pllzoo bench --out folder"):
+        carry_run.pack(tmp_path / "nowhere", tmp_path / "d1", part_mib=15)
+    assert not (tmp_path / "d1").exists()
+    dest = tmp_path / "carry"
+    manifest = carry_run.pack(out, dest, part_mib=0.05)
+    with pytest.raises(SystemExit, match="is not a whole packed run"):
+        carry_run.unpack(tmp_path / "nowhere", tmp_path / "o1")
+    with pytest.raises(SystemExit, match="is not empty; unpack into a new folder"):
+        carry_run.unpack(dest, out)  # would replace the run folder's own files
+    (dest / manifest["parts"][0]).unlink()
+    with pytest.raises(SystemExit, match=r"is not a whole packed run \(FileNotFoundError"):
+        carry_run.unpack(dest, tmp_path / "o2")
+    assert not (tmp_path / "o1").exists() and not (tmp_path / "o2").exists()
 
 
 def test_pack_carries_one_unfinished_run_or_none(tmp_path):

@@ -150,6 +150,10 @@ def test_a_candidate_file_that_does_not_fit_is_one_line(folder, what, change, me
     (lambda r: ((r / "candidates.npy").unlink(), (r / "candidates.txt").write_text("cat\nwolf\n")),
      "candidates.txt: line 2 names 'wolf', not a class; classes: cat, dog, fox"),
     (lambda r: Image.new("RGB", (9, 8)).save(r / "fox" / "04.png"), "fox/04.png is 9x8 but cat/00.png is 8x8"),
+    (lambda r: (r / "fox" / "04.png").write_text("not an image"),
+     r"fox/04.png: not a readable image \(UnidentifiedImageError: .*\); remove or replace it"),
+    (lambda r: (r / "dog" / "01.png").write_bytes((r / "dog" / "01.png").read_bytes()[:60]),
+     r"dog/01.png: not a readable image \(OSError: .*\); remove or replace it"),  # cut short
 ])
 def test_folder_problems_are_one_line(folder, setup, message):
     root, _ = folder

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import hashlib
+import io
 import json
 import shutil
 import sys
@@ -39,13 +40,16 @@ def _sha256(path: Path) -> str:
 
 
 def pack(out: Path, dest: Path, part_mib: float) -> dict:
+    if not (out / "runs").is_dir():
+        sys.exit(f"carry_run: {out} is no pllzoo bench --out folder (no runs/ in it)")
     ckpts = sorted(p for p in out.glob(f"runs/*/{NAME}") if not (p.parent / "done").exists())
     if len(ckpts) > 1:
         sys.exit(f"carry_run: {out} holds {len(ckpts)} unfinished runs; pack carries one")
     dest.mkdir(parents=True, exist_ok=True)
-    with tarfile.open(dest / "run.tgz", "w:gz") as tar:
+    with tarfile.open(dest / "run.tgz.tmp", "w:gz") as tar:
         tar.add(out, arcname=".", filter=lambda info: None if Path(info.name).name in (NAME, f"{NAME[:-3]}.tmp")
                 else info)
+    (dest / "run.tgz.tmp").replace(dest / "run.tgz")
     manifest: dict = {"run": None, "parts": []}  # every run finished: the small files alone
     if ckpts:
         with tempfile.TemporaryDirectory() as tmp:
@@ -64,21 +68,25 @@ def pack(out: Path, dest: Path, part_mib: float) -> dict:
 
 
 def unpack(src: Path, out: Path) -> Path:
-    manifest = json.loads((src / MANIFEST).read_text())
+    """Rebuild OUT (a new folder) from ``src``; everything is checked before anything is written."""
+    try:
+        manifest = json.loads((src / MANIFEST).read_text())
+        parts = [(src / part).read_bytes() for part in manifest["parts"]]
+        archive = (src / "run.tgz").read_bytes()
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        sys.exit(f"carry_run: {src} is not a whole packed run ({type(exc).__name__}: {exc})")
+    if out.exists() and any(out.iterdir()):
+        sys.exit(f"carry_run: {out} is not empty; unpack into a new folder")
+    blob = b"".join(parts)
+    if manifest["run"] is not None and hashlib.sha256(blob).hexdigest() != manifest.get("sha256"):
+        sys.exit(f"carry_run: the parts in {src} do not rebuild the packed checkpoint (sha256 differs)")
     out.mkdir(parents=True, exist_ok=True)
-    with tarfile.open(src / "run.tgz", "r:gz") as tar:
+    with tarfile.open(fileobj=io.BytesIO(archive), mode="r:gz") as tar:
         tar.extractall(out, filter="data")
     if manifest["run"] is None:
         return out
     target = out / manifest["run"] / NAME
-    tmp = target.with_suffix(".carry")
-    with tmp.open("wb") as f:
-        for part in manifest["parts"]:
-            f.write((src / part).read_bytes())
-    if _sha256(tmp) != manifest["sha256"]:
-        tmp.unlink()
-        sys.exit(f"carry_run: the parts in {src} do not rebuild the packed checkpoint (sha256 differs)")
-    tmp.replace(target)
+    target.write_bytes(blob)
     return target
 
 

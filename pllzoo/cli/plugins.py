@@ -156,7 +156,8 @@ def _offline(row: dict[str, Any]) -> tuple[str, str]:
 @cli.command()
 @click.option("--json", "as_json", is_flag=True, help="Print JSON for scripts.")
 def datasets(as_json: bool) -> None:
-    """List datasets (names for --dataset; a path to a .mat file works too) and what each needs offline."""
+    """List datasets (names for --dataset; a path to a .mat file, or imagefolder:PATH, works too) and what each
+    needs offline."""
     from pllzoo.cli.listing import show
     from pllzoo.data.paths import default_data_root
     from pllzoo.registry import get_registry
@@ -168,3 +169,5 @@ def datasets(as_json: bool) -> None:
     show(f"pllzoo datasets (files: one of them under --data-dir, else {default_data_root()})",
          ("Dataset", "Offline: reads", "Online", "Description"),
          [(r["name"], *_offline(r), r["description"]) for r in rows], styles=("bold",))
+    click.echo("Also: --dataset PATH.mat (a PALM-style .mat file) or --dataset imagefolder:PATH (class sub-folders of "
+               "images and a candidate file: docs/extending.md).")

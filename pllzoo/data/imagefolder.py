@@ -78,7 +78,11 @@ def _read_all(ds: ImageDataset, names: Sequence[str]) -> tuple[np.ndarray, np.nd
     """All images ``uint8 [N, 3, H, W]`` and labels ``int64 [N]`` of ``ds``; sizes must agree."""
     images, labels = [], []
     for i in range(len(ds)):
-        image, label = ds[i]
+        try:
+            image, label = ds[i]
+        except OSError as exc:  # PIL.UnidentifiedImageError too: a file named like an image that is not one
+            raise PLLZooError(f"{names[i]}: not a readable image ({exception_line(exc)}); remove or replace "
+                              "it") from None
         a = _chw_uint8(image, names[i])
         if images and a.shape != images[0].shape:
             raise PLLZooError(f"{names[i]} is {a.shape[2]}x{a.shape[1]} but {names[0]} is "
