@@ -100,9 +100,15 @@ def parse_value(text: str, annotation: Any, default: Any) -> Any:
             return False
         raise ValueError(f"expected a boolean, got {text!r}")
     if kind is int:
-        return int(text)
+        try:
+            return int(text)
+        except ValueError:
+            raise ValueError(f"expected a whole number, got {text!r}") from None
     if kind is float:
-        return float(text)
+        try:
+            return float(text)
+        except ValueError:
+            raise ValueError(f"expected a number, got {text!r}") from None
     if kind is tuple or origin is tuple:
         items = [t for t in text.replace(";", ",").split(",") if t.strip()]
         elem = type(default[0]) if default else float
