@@ -148,7 +148,11 @@ def write(out: Path, rebuild: bool = False) -> tuple[Path, int, int, bool]:
         raise PLLZooError(f"{out / 'runs' / old}: recorded under an old run id (with machine paths); "
                           f"migrate it first (pllzoo archive does; a run a bench holds moves once that bench is done)")
     if rebuild and (out / NAME).exists():
-        os.replace(out / NAME, out / f"{NAME}.damaged")
+        aside = out / f"{NAME}.damaged"
+        n = 1
+        while aside.exists():  # an earlier rebuild's: kept too
+            aside, n = out / f"{NAME}.damaged.{n}", n + 1
+        os.replace(out / NAME, aside)
     runs = read(out)
     local = 0
     for run_dir in sorted(p for p in (out / "runs").glob("*") if p.is_dir() and not p.name.startswith(".")):

@@ -73,6 +73,10 @@ def rescore(registry: Registry, run_dir: Path, overrides: dict[str, str], predic
     if unknown:
         raise PLLZooError(f"unknown hyper-parameter(s) {', '.join(unknown)} for {method.name}; "
                           f"valid: {', '.join(sorted(valid))}")
+    inert = sorted(k for k in overrides if not k.startswith("predict."))
+    if inert:  # the trained model is only re-scored: training settings would be shown but change nothing
+        raise PLLZooError(f"{', '.join(inert)}: evaluate re-scores the trained model, so only predict.* "
+                          "hyper-parameters change its numbers; retrain the run for the others")
     recorded = {f"{slot}.{key}": value for slot, fields in config["hparams"].items() for key, value in fields.items()
                 if f"{slot}.{key}" in valid}
     opts = _options(config["data"], data_dir)

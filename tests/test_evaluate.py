@@ -80,3 +80,8 @@ def test_cli_md_is_mean_and_sample_std_per_method(run_dir, tmp_path):
     assert rows == [f"| solar | {last['acc_all']:.2f} ± 0.00 | {last['acc_many']:.2f} ± 0.00 | "
                     f"{last['acc_medium']:.2f} ± 0.00 | {last['acc_few']:.2f} ± 0.00 | 2 |"]
     assert out.read_text().startswith("### Re-scored: as trained")
+
+
+def test_a_training_setting_is_refused_since_it_would_change_nothing(run_dir):
+    with pytest.raises(PLLZooError, match=r"^selection.tau: evaluate re-scores the trained model, so only predict\.\* "):
+        rescore(get_registry(), run_dir, {"selection.tau": "0.5"}, predict="solar.la", device="cpu")

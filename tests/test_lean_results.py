@@ -118,6 +118,9 @@ def test_an_unreadable_archive_is_rebuilt_from_runs_as_its_message_says(out):
     res = CliRunner().invoke(cli, ["archive", "--rebuild", str(out)])
     assert res.exit_code == 0, res.output
     assert (out / archive.NAME).read_bytes() == good and (out / f"{archive.NAME}.damaged").read_bytes() == b"not xz"
+    assert CliRunner().invoke(cli, ["archive", "--rebuild", str(out)]).exit_code == 0  # again: the aside files stay
+    assert (out / f"{archive.NAME}.damaged").read_bytes() == b"not xz"
+    assert (out / f"{archive.NAME}.damaged.1").read_bytes() == good
 
 
 def test_report_missing_ok_leaves_out_methods_without_runs(out, tmp_path):
