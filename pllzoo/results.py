@@ -37,6 +37,7 @@ import pandas as pd
 from pllzoo.columns import ACC_COLUMNS, RESULT_COLUMNS
 from pllzoo.errors import PLLZooError
 from pllzoo.model_selection import select_epochs
+from pllzoo.portable import portable
 
 
 def run_id(config: dict[str, Any]) -> str:
@@ -332,8 +333,6 @@ def _check_checkpoint(run_dir: Path) -> None:
 
 def _run_key(config: dict[str, Any], name: str) -> str:
     """The id of the run ``config`` describes (the folder's name when the config is not a whole one)."""
-    from pllzoo.portable import portable
-
     whole = all(k in config for k in ("method", "dataset", "seed"))
     return run_id(portable(config)) if whole else name
 

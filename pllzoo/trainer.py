@@ -43,6 +43,7 @@ import torch
 
 from pllzoo import augment, ddp, distributed, masked_bn, prefetch
 from pllzoo.checks import check_logits, check_loss, check_offset, check_selection, check_targets, describe
+from pllzoo.checkpoint import NAME as CHECKPOINT
 from pllzoo.checkpoint import (Bookkeeper, check_owner, lacks_momentum, load_checkpoint, restore_rng, save_checkpoint,
                                save_guess_s, signal_stop, stop_requested, stop_signals, time_stop)
 from pllzoo.components import Component, single_answerers, views_of
@@ -350,7 +351,7 @@ class Trainer:
             if ckpt is not None and not self.dist.is_main:
                 restore_rng(ckpt)
         if ckpt is not None:  # a checkpoint copied from another run is refused (on every rank), not trained on
-            check_owner(ckpt, self.run_dir / "checkpoint.pt", run=self.run_id, method=self.record_base.get("method"),
+            check_owner(ckpt, self.run_dir / CHECKPOINT, run=self.run_id, method=self.record_base.get("method"),
                         dataset=self.record_base.get("dataset"), seed=self.seed)
         return ckpt
 

@@ -35,8 +35,8 @@ from pllzoo.checkpoint import NAME, slim_checkpoint
 MANIFEST = "carry.json"
 
 
-def _sha256(path: Path) -> str:
-    return hashlib.sha256(path.read_bytes()).hexdigest()  # ~45 MB: read whole
+def _sha256(blob: bytes) -> str:
+    return hashlib.sha256(blob).hexdigest()
 
 
 def pack(out: Path, dest: Path, part_mib: float) -> dict:
@@ -61,7 +61,7 @@ def pack(out: Path, dest: Path, part_mib: float) -> dict:
                 for i, block in enumerate(iter(lambda: f.read(part_bytes), b"")):
                     manifest["parts"].append(f"ckpt.part{i:02d}")
                     (dest / manifest["parts"][-1]).write_bytes(block)
-            manifest.update(run=str(ckpts[0].parent.relative_to(out)), sha256=_sha256(slim), bytes=size,
+            manifest.update(run=str(ckpts[0].parent.relative_to(out)), sha256=_sha256(slim.read_bytes()), bytes=size,
                             full_bytes=full)
     (dest / MANIFEST).write_text(json.dumps(manifest, indent=1) + "\n")
     return manifest
@@ -78,7 +78,7 @@ def unpack(src: Path, out: Path) -> Path:
     if out.exists() and any(out.iterdir()):
         sys.exit(f"carry_run: {out} is not empty; unpack into a new folder")
     blob = b"".join(parts)
-    if manifest["run"] is not None and hashlib.sha256(blob).hexdigest() != manifest.get("sha256"):
+    if manifest["run"] is not None and _sha256(blob) != manifest.get("sha256"):
         sys.exit(f"carry_run: the parts in {src} do not rebuild the packed checkpoint (sha256 differs)")
     out.mkdir(parents=True, exist_ok=True)
     with tarfile.open(fileobj=io.BytesIO(archive), mode="r:gz") as tar:

@@ -8,8 +8,9 @@ system) is one ``Error:`` line naming the file, never a traceback.
 
 from __future__ import annotations
 
+import contextlib
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
 import click
 
@@ -44,9 +45,16 @@ class OutputFile(click.Path):
         return path
 
 
-def write_text(path: Path, text: str) -> None:
-    """Write ``text`` to ``path``. :raises PLLZooError: one line naming the file and why."""
+@contextlib.contextmanager
+def writing(path: Path) -> Iterator[None]:
+    """A block that writes ``path``. :raises PLLZooError: one line naming the file and why, for an ``OSError``."""
     try:
-        Path(path).write_text(text)
+        yield
     except OSError as exc:
         raise PLLZooError(f"cannot write {path}: {exc.strerror or exc}") from None
+
+
+def write_text(path: Path, text: str) -> None:
+    """Write ``text`` to ``path`` (:func:`writing`)."""
+    with writing(path):
+        Path(path).write_text(text)

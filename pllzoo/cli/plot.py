@@ -7,7 +7,7 @@ from pathlib import Path
 import click
 
 from pllzoo.cli import cli
-from pllzoo.cli.outputs import FIGURE_SUFFIXES, OutputFile
+from pllzoo.cli.outputs import FIGURE_SUFFIXES, OutputFile, writing
 from pllzoo.errors import PLLZooError
 
 
@@ -31,8 +31,6 @@ def plot(results: tuple[Path, ...], methods: str | None, out: Path | None) -> No
     except ValueError as exc:
         raise PLLZooError(str(exc)) from None
     out = out or results[0] / "figure1.png"
-    try:
+    with writing(out):
         fig.savefig(out, dpi=100)  # 100 dpi: the committed study figures stay small (benchmarks/ ≤ 5 MB)
-    except OSError as exc:
-        raise PLLZooError(f"cannot write {out}: {exc.strerror or exc}") from None
     click.echo(f"figure: {out}")
