@@ -100,13 +100,12 @@ def method_speed(method: str, path: str, args: argparse.Namespace, reg) -> dict:
     rows = [torch.zeros((), device=device)]
     epoch_rows: list[int] = []
 
-    def count(module, inputs):  # a forward pre-hook on the network: rows of train-mode passes
-        if module.training:
-            masks, n = trainer.row_masks, inputs[0].shape[0]
-            if masks is not None and masks.active:  # a padded pass: its R rows
-                rows[0] += masks.weight[:n].sum()  # on the device, read at the epoch's end
-            else:
-                rows[0] += n
+    def count(x: torch.Tensor) -> None:  # rows of one train-mode pass
+        masks, n = trainer.row_masks, x.shape[0]
+        if masks is not None and masks.active:  # a padded pass: its R rows
+            rows[0] += masks.weight[:n].sum()  # on the device, read at the epoch's end
+        else:
+            rows[0] += n
 
     records: list[dict] = []
 
@@ -119,11 +118,28 @@ def method_speed(method: str, path: str, args: argparse.Namespace, reg) -> dict:
     trainer.on_epoch = on_epoch
     original = trainer._new_model
 
-    def new_model(stage):  # hook every stage's fresh network: its encoder, which every path calls
-        original(stage)  # (forward and forward_with_features alike; PiCO's passes are the latter)
-        if not getattr(trainer.model, "_speed_hooked", False):
-            trainer.model.encoder.register_forward_pre_hook(count)
-            trainer.model._speed_hooked = True
+    def new_model(stage):  # count every stage's fresh network's train-mode passes
+        original(stage)
+        model = trainer.model
+        if getattr(model, "_speed_hooked", False):
+            return
+        model._speed_hooked = True
+        if model._compiled_call_impl is None:  # eager: a pre-hook on the encoder, which every pass calls
+            model.encoder.register_forward_pre_hook(lambda m, inputs: count(inputs[0]) if m.training else None)
+            return  # (forward and forward_with_features alike; PiCO's passes are the latter)
+        # compiled: count around the compiled callables, never inside them. With the encoder hook traced into
+        # the compiled call, this benchmark's log showed dynamo compiling torchvision's BasicBlock.forward by
+        # itself up to its recompile limit, and SoLar at 2.31 s an epoch; the paper run in the same call, with
+        # no hook, logged no recompile and ran 1.30 s an epoch (fifth H100 session, results-speed5/)
+        def counted(call):
+            def wrapper(x, *args, **kwargs):
+                if model.training:
+                    count(x)
+                return call(x, *args, **kwargs)
+            return wrapper
+
+        model._compiled_call_impl = counted(model._compiled_call_impl)
+        trainer._features_pass = counted(trainer._features_pass)
 
     trainer._new_model = new_model
     t0 = time.perf_counter()

@@ -208,3 +208,17 @@ def test_jobs_skip_the_timing_and_say_so(tmp_path):
     assert res.exit_code == 0, res.output
     assert "plan: 2 run(s) = 2 method(s) x 1 seed(s) on cpu, 2 at once" in res.stderr
     assert "estimate: from the first epochs" in res.stderr
+
+
+def test_compiled_runs_skip_the_timing_and_say_why(tmp_path):
+    """Timed, a compiled run's first step is its compilation: the sixth session's H100 paper run was estimated at
+    12.8 days for ~25 minutes of training. No timing (so no compiling here) and the reason, in one line."""
+    res = CliRunner().invoke(cli, ["bench", "--methods", "proden,cc", *TINY, "--epochs", "1", "--hp",
+                                   "cc:train.compile=default", "--dry-run", "--out", str(tmp_path / "out")])
+    assert res.exit_code == 0, res.output
+    line, = [x for x in res.stderr.splitlines() if x.startswith("estimate:")]
+    assert line.startswith("estimate: none, cc compiles its network (train.compile=default)"), line
+    assert "ETA from the first epochs" in line and "looks too long" not in res.stderr
+    plain = CliRunner().invoke(cli, ["bench", "--methods", "proden,cc", *TINY, "--epochs", "1", "--dry-run",
+                                     "--out", str(tmp_path / "out")])
+    assert re.search(r"^estimate: ~\S+ in all", plain.stderr, re.M), plain.stderr  # eager runs are still timed

@@ -72,7 +72,30 @@ def test_a_failed_write_is_one_error_line(finished, command):
 def test_plot_names_the_file_it_writes_and_refuses_unknown_formats(finished, tmp_path):
     res = CliRunner().invoke(cli, ["plot", str(finished), "--out", str(tmp_path / "fig")])
     assert res.exit_code == 0 and f"figure: {tmp_path / 'fig.png'}" in res.output
-    assert (tmp_path / "fig.png").stat().st_size > 0
+    from PIL import Image
+
+    with Image.open(tmp_path / "fig.png") as im:  # a compact palette PNG (pllzoo.plot.compact_png), full size
+        assert im.mode == "P" and im.size == (1200, 420) and len(im.getcolors()) <= 64
+    res = CliRunner().invoke(cli, ["plot", str(finished), "--out", str(tmp_path / "fig.svg")])
+    assert res.exit_code == 0 and (tmp_path / "fig.svg").read_text().lstrip().startswith("<?xml")  # as it was
     res = CliRunner().invoke(cli, ["plot", str(finished), "--out", str(tmp_path / "fig.txt")])
     assert res.exit_code == 2 and "cannot write a .txt file; use one of .png" in res.output
     assert not (tmp_path / "fig.txt").exists()
+
+
+def test_compact_png_keeps_an_image_of_few_colours_exactly():
+    import io
+
+    import numpy as np
+    from PIL import Image
+
+    from pllzoo.plot import compact_png
+
+    rng = np.random.default_rng(0)
+    colours = rng.integers(0, 256, (10, 3), dtype=np.uint8)
+    pixels = colours[rng.integers(0, 10, (40, 60))]  # [40, 60, 3], 10 colours
+    buf = io.BytesIO()
+    Image.fromarray(pixels).convert("RGBA").save(buf, format="PNG")
+    with Image.open(io.BytesIO(compact_png(buf.getvalue()))) as im:
+        assert im.mode == "P"
+        assert np.array_equal(np.asarray(im.convert("RGB")), pixels)

@@ -33,6 +33,12 @@ def estimate(registry: Registry, plans: list[RunPlan], costs: list[cost_lib.RunC
     todo = [(p, c) for p, c in zip(plans, costs) if not c.reused]
     if not todo:
         return {}, [], None
+    compiled = next((p for p, _ in todo if p.train.compile != "none"), None)
+    if compiled is not None:  # its first step compiles for many seconds (8 s + 25 s more in epoch 2 for SoLar on
+        # an H100, benchmarks/gpu/results-speed5/): timed, a 1,100-epoch run was estimated at 12.8 days, not 25 min
+        return {}, [], (f"{compiled.method.name} compiles its network (train.compile={compiled.train.compile}), "
+                        "so its first steps would time the compilation; the progress gives the ETA from the first "
+                        "epochs")
     set_threads(threads or default_threads(jobs))  # as each run will (pllzoo.bench._train)
     timings, timed, start = {}, [], time.perf_counter()
     for p, _ in todo:
