@@ -48,6 +48,7 @@ class RunCost:
     steps_per_epoch: int
     eval_rows: int  # rows evaluated after every epoch (test, and held-out training rows)
     reused: bool = False  # finished under --out already: reused, not trained
+    done: int = 0  # epochs trained before (--resume of a run with a checkpoint; from its log.jsonl)
 
     @property
     def epochs(self) -> int:
@@ -86,8 +87,10 @@ def _default_stage() -> Any:
     return Stage()
 
 
-def run_costs(registry: Registry, plans: list[RunPlan], out: Path, overwrite: bool = False) -> list[RunCost]:
-    """The :class:`RunCost` of every plan; ``reused`` when ``out`` holds it finished and not ``overwrite``."""
+def run_costs(registry: Registry, plans: list[RunPlan], out: Path, overwrite: bool = False,
+              resume: bool = False) -> list[RunCost]:
+    """The :class:`RunCost` of every plan; ``reused`` when ``out`` holds it finished and not ``overwrite``;
+    with ``resume``, ``done`` counts the epochs an unfinished run with a checkpoint has trained already."""
     costs, seen = [], {}
     for p in plans:
         key = (p.method.name, repr(p.train), p.data.num_train)
@@ -96,15 +99,33 @@ def run_costs(registry: Registry, plans: list[RunPlan], out: Path, overwrite: bo
         n, bs = p.data.num_train, p.train.batch_size
         steps = n // bs if p.train.drop_last else math.ceil(n / bs)
         evals = p.data.x_test.shape[0] + (p.data.x_val.shape[0] if p.data.x_val is not None else 0)
-        reused = not overwrite and (Path(out) / "runs" / p.run_id / "done").exists()
+        run_dir = Path(out) / "runs" / p.run_id
+        reused = not overwrite and (run_dir / "done").exists()
+        done = epochs_done(run_dir) if resume and not reused else 0
         costs.append(RunCost(p.method.name, p.seed, p.run_id, p.train.model, p.config["device"], seen[key],
-                             max(steps, 1), int(evals), reused))
+                             max(steps, 1), int(evals), reused, min(done, sum(e for _, e in seen[key]))))
     return costs
 
 
+def epochs_done(run_dir: Path) -> int:
+    """Epochs an unfinished run has trained, for the plan and the estimate: its ``log.jsonl`` records when it
+    has a checkpoint to resume from, else 0. A log that cannot be read counts 0 (the run says why when it
+    resumes); a record written after the last checkpoint counts as done, so this may be an epoch or so high."""
+    from pllzoo.checkpoint import NAME
+    from pllzoo.results import DamagedRun, _records
+
+    if not (run_dir / NAME).is_file():
+        return 0
+    try:
+        return len(_records(run_dir))
+    except DamagedRun:
+        return 0
+
+
 def run_seconds(cost: RunCost, step_s: float, eval_row_s: float) -> float:
-    """Estimated seconds of one run: ``epochs × (steps per epoch × step_s + evaluated rows × eval_row_s)``."""
-    return cost.epochs * (cost.steps_per_epoch * step_s + cost.eval_rows * eval_row_s)
+    """Estimated seconds of one run: the epochs left (``epochs - done``) × (steps per epoch × step_s +
+    evaluated rows × eval_row_s)."""
+    return (cost.epochs - cost.done) * (cost.steps_per_epoch * step_s + cost.eval_rows * eval_row_s)
 
 
 def bench_seconds(run_s: list[float], jobs: int = 1) -> float:
@@ -132,9 +153,12 @@ def plan_lines(costs: list[RunCost], jobs: int = 1) -> list[str]:
     methods = list(dict.fromkeys(c.method for c in costs))
     seeds = list(dict.fromkeys(c.seed for c in costs))
     reused = sum(c.reused for c in costs)
+    resumed = [c for c in costs if c.done]
     head = (f"plan: {len(costs)} run(s) = {len(methods)} method(s) x {len(seeds)} seed(s) on {costs[0].device}"
             + (f", {jobs} at once" if jobs > 1 else "")
-            + (f"; {reused} finished under --out, reused" if reused else ""))
+            + (f"; {reused} finished under --out, reused" if reused else "")
+            + (f"; {len(resumed)} resumed ({sum(c.done for c in resumed)} of {sum(c.epochs for c in resumed)} "
+               "epochs done)" if resumed else ""))
     lines = [head]
     width = max(len(m) for m in methods)
     for m in methods:

@@ -48,6 +48,8 @@ class Tracker:
         for r in self.runs.values():
             if r.cost.reused:
                 r.done, r.finished = r.cost.epochs, True
+            else:
+                r.done = r.cost.done  # a resumed run starts where its checkpoint left it
 
     def position(self, run_id: str, record: dict[str, Any]) -> int:
         """Epochs done over all stages after ``record`` (its ``stage_index`` and ``epoch``)."""
@@ -71,8 +73,8 @@ class Tracker:
         same = [s for o in self.runs.values() if o.cost.method == r.cost.method for s in o.epoch_s]
         if same:
             return sum(same) / len(same)
-        if r.estimate_s is not None and r.cost.epochs:
-            return r.estimate_s / r.cost.epochs
+        if r.estimate_s is not None and r.cost.epochs > r.cost.done:
+            return r.estimate_s / (r.cost.epochs - r.cost.done)  # the estimate covers the epochs left
         seen = [s for o in self.runs.values() for s in o.epoch_s]
         return sum(seen) / len(seen) if seen else None
 
@@ -153,7 +155,7 @@ class BenchProgress:
             state = "reused" if c.reused else "waiting"
             self.tasks[rid] = self.progress.add_task(
                 f"{escape(_name(c))} ({state}) {escape(c.stage_text())}", total=c.epochs,
-                completed=c.epochs if c.reused else 0, start=False, eta=clock_text(t.run_eta(rid)))
+                completed=c.epochs if c.reused else c.done, start=False, eta=clock_text(t.run_eta(rid)))
 
     # ------------------------------------------------------------------ callbacks
     def on_run(self, p: Any, status: str) -> None:

@@ -101,3 +101,25 @@ def test_time_limit_must_be_positive(registry, tmp_path):
     plans = _plans(registry, ["proden"], epochs=1)
     with pytest.raises(PLLZooError, match="must be > 0"):
         bench.execute(registry, plans, tmp_path, time_limit=0)
+
+
+def test_the_plan_of_a_resumed_run_counts_only_the_epochs_left(registry, tmp_path, monkeypatch):
+    """A paper run resumed after 322 of 1,100 epochs was planned and estimated as if it started afresh."""
+    from pllzoo import costs
+    from pllzoo.progress import Tracker
+
+    fake_clock.install(monkeypatch)
+    plans = _plans(registry, ["proden"], epochs=9)
+    out = tmp_path / "out"
+    with pytest.raises(Stopped):
+        bench.execute(registry, plans, out, time_limit=35 / 60)  # 3 of 9 epochs, with a checkpoint
+    (cost,) = costs.run_costs(registry, plans, out, resume=True)
+    assert cost.done == 3 and not cost.reused
+    assert costs.run_costs(registry, plans, out)[0].done == 0  # without --resume the run starts afresh
+    assert costs.plan_lines([cost])[0].endswith("; 1 resumed (3 of 9 epochs done)")
+    assert costs.run_seconds(cost, step_s=1.0, eval_row_s=0.0) == 6 * cost.steps_per_epoch
+    tracker = Tracker([cost], estimates={cost.run_id: 60.0})  # 60 s for the 6 epochs left
+    assert tracker.completed == 3 and tracker.run_eta(cost.run_id) == 60.0
+    run_dir = out / "runs" / plans[0].run_id
+    (run_dir / "log.jsonl").write_text("garbage\n")  # unreadable: counted as nothing done, the run says why
+    assert costs.run_costs(registry, plans, out, resume=True)[0].done == 0

@@ -185,7 +185,7 @@ def _bench(ctx, dist, methods, dataset, seeds, epochs, batch_size, data_dir, spl
         return
     err = Console(stderr=True)
     costs, estimates = show_plan(reg, plans, Path(out), overwrite=overwrite, jobs=jobs, threads=threads,
-                                 time=not dist.active and jobs == 1, dry_run=dry_run)
+                                 time=not dist.active and jobs == 1, dry_run=dry_run, resume=resume)
     if dry_run:
         return
     stopped: BaseException | None = None

@@ -62,7 +62,7 @@ def estimate(registry: Registry, plans: list[RunPlan], costs: list[cost_lib.RunC
 
 
 def show_plan(registry: Registry, plans: list[RunPlan], out: Path, overwrite: bool = False, jobs: int = 1,
-              threads: int | None = None, time: bool = True, dry_run: bool = False,
+              threads: int | None = None, time: bool = True, dry_run: bool = False, resume: bool = False,
               ) -> tuple[list[cost_lib.RunCost], dict[str, float]]:
     """Print the plan, the estimate (when ``time``) and the cost warning; with ``dry_run`` the configs too.
 
@@ -73,7 +73,7 @@ def show_plan(registry: Registry, plans: list[RunPlan], out: Path, overwrite: bo
     :returns: the runs' costs and their estimated seconds (run id → seconds; empty without an estimate),
         for the progress display (:mod:`pllzoo.progress`).
     """
-    costs = cost_lib.run_costs(registry, plans, out, overwrite=overwrite)
+    costs = cost_lib.run_costs(registry, plans, out, overwrite=overwrite, resume=resume)
     for line in cost_lib.plan_lines(costs, jobs):
         click.echo(line, err=True)
     seconds: dict[str, float] = {}
