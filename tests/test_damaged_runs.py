@@ -202,3 +202,15 @@ def test_an_edited_config_is_not_taken_for_an_old_run_id(out):
     assert "old run ids" not in res.output and sorted(p.name for p in (out / "runs").iterdir()) == names
     rows = pd.read_csv(out / "results.csv")
     assert sorted(zip(rows["method"], rows["seed"])) == [("proden", 1), ("proden", 2)]
+
+
+def test_report_of_runs_that_all_failed_says_so(tmp_path):
+    """Every run failed before its first epoch (here: a batch larger than the training set): not "no runs"."""
+    out = tmp_path / "out"
+    res = CliRunner().invoke(cli, ["bench", "--methods", "proden,cc", "--dataset", "synthetic-lt", "--subset", "100",
+                                   "--epochs", "1", "--threads", "1", "--out", str(out)])
+    assert res.exit_code == 1 and "2 of 2 runs failed" in res.output
+    res = CliRunner().invoke(cli, ["report", str(out)])
+    assert res.exit_code == 1 and "Traceback" not in res.output
+    last = res.output.strip().splitlines()[-1]
+    assert last.startswith(f"Error: no finished runs under {out}: 2 failed, e.g. cc__synthetic-lt__s1-"), last
