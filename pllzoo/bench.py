@@ -32,6 +32,7 @@ import contextlib
 import json
 import os
 import shutil
+import sys
 import warnings
 from pathlib import Path
 from typing import Any, Callable
@@ -232,7 +233,9 @@ def follow(registry: Registry, plans: list[RunPlan], time_limit: float | None = 
     """A rank other than 0 under torchrun: train each run rank 0 announces, with it, until it says done.
 
     Nothing is written.  A run that fails or stops here fails or stops on rank 0 too (the ranks compute the
-    same numbers and decide stops collectively), so this rank goes on to rank 0's next announcement.
+    same numbers, decide stops collectively and get rank 0's verdict on its checkpoint), so this rank goes
+    on to rank 0's next announcement.  Any other error may be this rank's alone (its device, its disk): it
+    is printed with the rank, and rank 0 then fails at its next collective (``PLLZOO_DIST_TIMEOUT_S``).
     """
     import torch
 
@@ -245,12 +248,18 @@ def follow(registry: Registry, plans: list[RunPlan], time_limit: float | None = 
                 return
             _, i, resume = message
             p = plans[i]
-            comps = registry.build_components(p.method, p.component_overrides, (p.data.name, p.data.kind))
-            trainer = Trainer(p.data, comps, p.train, p.seed, torch.device(p.config["device"]), None,
-                              {"method": p.method.name, "dataset": p.data.name}, None, p.view_workers,
-                              deadline=deadline, check=p.check, dist=dist, registry=registry)
-            with contextlib.suppress(Exception, checkpoint.Stopped):  # rank 0 records it
+            try:  # a run refused while it is set up (not ready for DDP, a batch that does not split) is refused
+                # on rank 0 too, which records it and announces the next: go on with it, do not leave the group
+                comps = registry.build_components(p.method, p.component_overrides, (p.data.name, p.data.kind))
+                trainer = Trainer(p.data, comps, p.train, p.seed, torch.device(p.config["device"]), None,
+                                  {"method": p.method.name, "dataset": p.data.name}, None, p.view_workers,
+                                  deadline=deadline, check=p.check, dist=dist, registry=registry)
                 trainer.fit(resume=resume)
+            except (PLLZooError, checkpoint.Stopped):  # rank 0 records it (the same error there)
+                pass
+            except Exception as exc:  # possibly this rank's alone (its device, its disk): say so, rank 0 cannot
+                why = (str(exc).strip().splitlines() or [""])[0][:200]
+                print(f"rank {dist.rank}: {_name(p)} failed: {type(exc).__name__}: {why}", file=sys.stderr)
 
 
 def _name(p: RunPlan) -> str:

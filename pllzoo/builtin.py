@@ -13,7 +13,7 @@ import torch
 from dataclasses import dataclass
 
 from pllzoo import hookimpl
-from pllzoo.components import Component
+from pllzoo.components import SELECT_ALL, Component
 from pllzoo.hparams import hp
 from pllzoo.losses import masked_mean, normalize_rows, soft_cross_entropy
 from pllzoo.run import Step
@@ -82,7 +82,7 @@ def pllzoo_register_label_updates(register):
 
 @hookimpl
 def pllzoo_register_selections(register):
-    register("pllzoo.all", SelectAll)
+    register(SELECT_ALL, SelectAll)
 
 
 @hookimpl

@@ -44,6 +44,8 @@ OPTIONAL_SLOTS: frozenset[str] = frozenset({"estimator", "predict"})
 SYNC_MODES: tuple[str, ...] = ("rows", "replicated")
 #: what the host itself provides to every component
 HOST_PROVIDES: frozenset[str] = frozenset({"logits", "probs", "candidates", "targets", "mask", "weak"})
+#: the built-in selection every row passes (the default; the one a loss that ``ignores`` the mask may have)
+SELECT_ALL = "pllzoo.all"
 
 
 class Component:
@@ -54,6 +56,14 @@ class Component:
     * ``HParams`` — a frozen dataclass of hyper-parameters (see :mod:`pllzoo.hparams`);
       the instance gets the resolved values as ``self.hp``.
     * ``needs`` / ``provides`` — state keys read / written.
+    * ``reads`` — what it reads when the recipe has it, without needing it: ``"logit_offset"`` for a label
+      update that reads ``step.label_probs``/``label_probs_of`` (debiased by the run's logit offset), or
+      a state key another component may provide.  A component that offsets the logits
+      (``pllzoo_logit_offset``) in a recipe where nothing reads the offset, and nothing needs or reads
+      what it provides either, is refused: it would change nothing (:func:`check_compatible`).
+    * ``ignores`` — inputs of its slot that it does not honour: ``"mask"`` for a loss that makes its
+      own selection (HTC's), so that a recipe swapping in a selection other than ``pllzoo.all`` is
+      refused rather than run unchanged.
     * ``views`` — input views beyond the weak one that the trainer must forward
       (``{"strong"}`` gives ``step.logits_strong``, ``{"features"}`` the encoder outputs;
       ``"joint"`` with ``"strong"`` forwards the weak and strong views as one batch).
@@ -85,6 +95,8 @@ class Component:
     HParams: ClassVar[type] = NoHParams
     needs: ClassVar[frozenset[str]] = frozenset()
     provides: ClassVar[frozenset[str]] = frozenset()
+    reads: ClassVar[frozenset[str]] = frozenset()
+    ignores: ClassVar[frozenset[str]] = frozenset()
     views: ClassVar[frozenset[str]] = frozenset()
     distributed: ClassVar[bool] = False
     sync: ClassVar[Mapping[str, str]] = MappingProxyType({})
@@ -117,7 +129,7 @@ class Method:
     name: str
     loss: str
     label_update: str = "pllzoo.uniform"
-    selection: str = "pllzoo.all"
+    selection: str = SELECT_ALL
     estimator: str | None = None
     predict: str | None = None
     hparams: Mapping[str, Any] = field(default_factory=dict)
@@ -207,9 +219,11 @@ def stage_planner(method_name: str, components: Mapping[str, Component]) -> str 
 
 
 def check_compatible(method_name: str, components: Mapping[str, Component]) -> None:
-    """Raise ``PLLZooError`` unless every ``need`` is provided, no key has two writers and at most one
-    component answers each of :data:`SINGLE_HOOKS` (:func:`single_answerers`)."""
-    single_answerers(method_name, components)
+    """Raise ``PLLZooError`` unless every ``need`` is provided, no key has two writers, at most one
+    component answers each of :data:`SINGLE_HOOKS` (:func:`single_answerers`), and no component would
+    change nothing: a logit offset that nothing reads from a component whose outputs nothing uses, or a
+    selection in front of a loss that ``ignores`` the mask."""
+    answerers = single_answerers(method_name, components)
     writers: dict[str, Component] = {}
     for comp in components.values():
         for key in comp.provides:
@@ -227,6 +241,26 @@ def check_compatible(method_name: str, components: Mapping[str, Component]) -> N
                 f"incompatible recipe {method_name!r}: {comp.slot} {comp.name!r} needs {key!r}, "
                 f"which none of the other components provides ({others})"
             )
+    _check_effective(method_name, components, answerers.get("pllzoo_logit_offset"))
+
+
+def _check_effective(method_name: str, components: Mapping[str, Component], offset_slot: str | None) -> None:
+    """Refuse a component that a recipe would carry without effect (see :func:`check_compatible`)."""
+    if offset_slot is not None:
+        comp = components[offset_slot]
+        others = [c for c in components.values() if c is not comp]
+        used = set().union(*(c.needs | c.reads for c in others)) if others else set()
+        if "logit_offset" not in used and not comp.provides & used:
+            listed = ", ".join(f"{c.slot} {c.name!r}" for c in others)
+            raise PLLZooError(
+                f"incompatible recipe {method_name!r}: {comp.slot} {comp.name!r} offsets the logits that label "
+                f"updates read, but none of the others reads them or uses what it provides ({listed}); it would "
+                f"change nothing (a component that reads the offset declares reads = {{'logit_offset'}})")
+    loss, selection = components.get("loss"), components.get("selection")
+    if loss is not None and selection is not None and "mask" in loss.ignores and selection.name != SELECT_ALL:
+        raise PLLZooError(
+            f"incompatible recipe {method_name!r}: loss {loss.name!r} makes its own selection and does not read "
+            f"the selection's mask, so selection {selection.name!r} would change nothing")
 
 
 def views_of(components: Mapping[str, Component]) -> frozenset[str]:

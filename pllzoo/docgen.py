@@ -72,6 +72,8 @@ class Confident(Component):
     HParams = ThresholdHParams          # resolved values arrive as self.hp
     needs = frozenset()                 # state keys of other components it reads
     provides = frozenset()              # state keys it writes (allocates in pllzoo_setup_stage)
+    reads = frozenset()                 # read when present, not needed: "logit_offset" (step.label_probs)
+    ignores = frozenset()               # its slot's inputs it does not honour: "mask" (a loss's own selection)
     views = frozenset()                 # extra views: "strong", "features"
     distributed = True                  # correct under torchrun/DDP (per sample, no state)
     sync = {}                           # DDP: {provided key: "rows" | "replicated"} (docs/distributed.md)
@@ -89,6 +91,11 @@ the recipe provides, or a key two components provide, refuses the recipe with a 
 Keys count whether they live in `state` or in `step.scratch`; a component that reads only its own keys
 does not list them in `needs`, and one that updates in place a key another component provides (PiCO's
 loss updates the confidences) lists it in `needs`.
+A recipe in which a component would change nothing is refused too: a logit offset (`pllzoo_logit_offset`)
+that no component `reads` (`"logit_offset"`: PRODEN's, CORR's and HTC's label updates read
+`step.label_probs`) from a component whose `provides` nothing needs or reads (e.g. `pico+estimator=records.prior`;
+`lws+estimator=records.prior+predict=pllzoo.logit_adjust` is fine: the prediction uses its `prior`), and a
+selection other than `pllzoo.all` in front of a loss that `ignores` the `"mask"` (HTC's loss selects its own rows).
 """
 
 WHO_ANSWERS = """\

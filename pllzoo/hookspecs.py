@@ -208,7 +208,7 @@ class DiscoverySpec:
             @hookimpl
             def pllzoo_register_methods(register):
                 register(Method(name="records", label_update="records.targets", loss="pllzoo.soft_ce",
-                                description="RECORDS: debiased confidences", citation="Hong et al., ICML 2023"))
+                                description="RECORDS: debiased confidences", citation="Hong et al., ICLR 2023"))
 
         .. versionadded:: 0.1
         """

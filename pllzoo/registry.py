@@ -185,10 +185,11 @@ class Registry:
     def _valid(names: Iterable[str]) -> str:
         """The valid names of an unknown-name error, sorted; an empty table says why it may be empty."""
         listed = ", ".join(sorted(names))
-        if listed:
-            return listed
         only = os.environ.get("PLLZOO_LOAD_PLUGINS")
-        return "(none registered" + (f"; PLLZOO_LOAD_PLUGINS={only} limits the plugins loaded)" if only else ")")
+        note = f"PLLZOO_LOAD_PLUGINS={only} limits the plugins loaded" if only is not None else ""
+        if listed:
+            return listed + (f" ({note})" if note else "")
+        return "(none registered" + (f"; {note})" if note else ")")
 
     # ------------------------------------------------------------------ lookup
     def component_class(self, slot: str, name: str) -> type[Component]:

@@ -44,8 +44,8 @@ import torch
 from pllzoo import augment, ddp, distributed, masked_bn, prefetch
 from pllzoo.checks import check_logits, check_loss, check_offset, check_selection, check_targets, describe
 from pllzoo.checkpoint import NAME as CHECKPOINT
-from pllzoo.checkpoint import (Bookkeeper, check_owner, lacks_momentum, load_checkpoint, restore_rng, save_checkpoint,
-                               save_guess_s, signal_stop, stop_requested, stop_signals, time_stop)
+from pllzoo.checkpoint import (Bookkeeper, CheckpointError, check_owner, lacks_momentum, load_checkpoint, restore_rng,
+                               save_checkpoint, save_guess_s, signal_stop, stop_requested, stop_signals, time_stop)
 from pllzoo.components import Component, single_answerers, views_of
 from pllzoo.data.base import PLLData
 from pllzoo.devices import compile_features, compile_model, graph_sizes
@@ -328,10 +328,13 @@ class Trainer:
 
         :raises PLLZooError: one line, when the checkpoint does not fit this run (another model, recipe, ...).
         """
-        unknown = sorted(set(ckpt.get("modules", {})) - set(self.modules))
+        saved = set(ckpt.get("modules", {}))
+        unknown, missing = sorted(saved - set(self.modules)), sorted(set(self.modules) - saved)
         try:
             if unknown:
                 raise KeyError(f"extra module(s) {', '.join(unknown)}")
+            if missing:  # else they would keep their fresh initialisation (HTC's tail classifier and A)
+                raise KeyError(f"no saved state for module(s) {', '.join(missing)}")
             self.model.load_state_dict(ckpt["model"])
             self.optimizer.load_state_dict(ckpt["optimizer"])
             self.state.load_state_dict(ckpt["state"], self.device)
@@ -345,14 +348,22 @@ class Trainer:
 
     def _load(self, resume: bool) -> dict[str, Any] | None:
         """The checkpoint to resume from (RNG states restored): rank 0 reads it, the others receive it."""
-        ckpt = load_checkpoint(self.run_dir) if (resume and self.run_dir is not None and self.dist.is_main) else None
-        if self.dist.active and resume:
-            ckpt = self.dist.broadcast_object(ckpt)
+        ckpt, refused = None, None
+        if resume and self.run_dir is not None and self.dist.is_main:
+            ckpt = load_checkpoint(self.run_dir)
+            try:  # a checkpoint copied from another run is refused, not trained on
+                if ckpt is not None:
+                    check_owner(ckpt, self.run_dir / CHECKPOINT, run=self.run_id,
+                                method=self.record_base.get("method"), dataset=self.record_base.get("dataset"),
+                                seed=self.seed)
+            except PLLZooError as exc:
+                ckpt, refused = None, str(exc)
+        if self.dist.active and resume:  # rank 0's checkpoint and verdict, so that every rank stops alike
+            ckpt, refused = self.dist.broadcast_object((ckpt, refused))
             if ckpt is not None and not self.dist.is_main:
                 restore_rng(ckpt)
-        if ckpt is not None:  # a checkpoint copied from another run is refused (on every rank), not trained on
-            check_owner(ckpt, self.run_dir / CHECKPOINT, run=self.run_id, method=self.record_base.get("method"),
-                        dataset=self.record_base.get("dataset"), seed=self.seed)
+        if refused is not None:
+            raise CheckpointError(refused)
         return ckpt
 
     def _fit(self, resume: bool) -> list[dict[str, Any]]:

@@ -194,3 +194,16 @@ def test_resume_with_a_checkpoint_of_another_run_is_one_failed_run(out, case):
     assert res.exit_code == 1 and "Traceback" not in res.output
     assert expected in one_line_about(res.output, "Error:", run)
     assert "cc" not in set(pd.read_csv(out / "results.csv")["method"])
+
+
+def test_a_checkpoint_without_the_runs_extra_modules_is_refused(tmp_path):
+    """HTC's tail classifier and weighting module live beside the network (run.modules): a checkpoint that
+    lacks them used to load, leaving them at their fresh initialisation and the scores changed."""
+    out = tmp_path / "out"
+    args = [*BENCH[:2], "htc", *BENCH[3:], "--out", str(out)]
+    assert CliRunner().invoke(cli, args).exit_code == 0
+    run = _run(out)
+    _rewrite(run / "checkpoint.pt", lambda c: c.update(modules={}))
+    res = CliRunner().invoke(cli, ["evaluate", str(run), "--device", "cpu"])
+    assert res.exit_code == 1 and "Traceback" not in res.output
+    assert "no saved state for module(s) loss.attention, loss.tail" in one_line_about(res.output, "Error:", run)

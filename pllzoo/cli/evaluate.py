@@ -16,7 +16,8 @@ from pllzoo.columns import ACC_COLUMNS
 @click.option("--predict", default=None, help="Predict component to use, e.g. solar.la (SoLar-LA with --hp predict.zeta=2).")
 @click.option("--hp", "hps", multiple=True, help="Override: slot.field=value, e.g. predict.zeta=2.")
 @click.option("--data-dir", type=click.Path(path_type=Path), default=None,
-              help="Offline data folder (default: the one the run recorded).")
+              help="Offline data folder, as bench's --data-dir (runs record no machine path; default: "
+                   "$PLLZOO_CACHE/data, ~/.cache/pllzoo/data unless set).")
 @click.option("--device", default="auto", show_default=True, help="auto | cpu | cuda[:i].")
 @click.option("--csv", "csv_path", type=OutputFile(), default=None, help="Write the rows here.")
 @click.option("--md", "md_path", type=OutputFile(), default=None,

@@ -219,10 +219,9 @@ def test_predictor_without_the_losss_modules_fails_clearly(registry):
     state = PLLState({"confidence": torch.full((4, 3), 1 / 3)})
     with pytest.raises(PLLZooError, match=r"no loss\.tail, loss\.attention \(its modules: loss\.head\); use loss="):
         comp.pllzoo_predict(torch.zeros(2, 3), state, torch.zeros(2, 5))
-    # in a run: refused at the first epoch's start, before any step
-    trainer = _trainer(registry, method="proden+predict=htc.ensemble")
-    with pytest.raises(PLLZooError, match=r"no loss\.tail, loss\.attention \(its modules: none\)"):
-        trainer.fit()
+    # in a recipe: refused before training (htc.ensemble needs the key only htc.loss provides)
+    with pytest.raises(PLLZooError, match=r"predict 'htc.ensemble' needs 'htc_tail_logits', which none of the other"):
+        _trainer(registry, method="proden+predict=htc.ensemble")
     head_only = HTCEnsemble(HTCEnsemble.HParams(output="head"))
     head_only.pllzoo_setup_stage(SimpleNamespace(modules={}))
     logits = torch.randn(2, 3)

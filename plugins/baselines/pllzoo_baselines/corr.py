@@ -62,6 +62,7 @@ class Confidence(Component):
     HParams = ConfidenceHParams
     views = frozenset({"strong"})
     provides = frozenset({"confidence"})
+    reads = frozenset({"logit_offset"})  # step.label_probs(_of): debiased by the run's logit offset
     distributed = True
     sync = {"confidence": "rows"}  # l.3 writes the batch rows only
 

@@ -178,6 +178,7 @@ class PiCOConfidence(Confidence):
     """PiCO's W (initialised uniform on the candidates, updated by ``pico.loss``), as targets."""
 
     distributed = True  # W is written at the batch rows by pico.loss: "rows" (inherited sync)
+    reads = frozenset()  # W moves with the prototypes, never from step.label_probs: a logit offset changes nothing
 
     @hookimpl
     def pllzoo_post_step(self) -> None:

@@ -46,6 +46,7 @@ class Confidence(Component):
 
     HParams = ConfidenceHParams
     provides = frozenset({"confidence"})
+    reads = frozenset({"logit_offset"})  # step.label_probs: debiased when the recipe offsets the logits
     distributed = True
     sync = {"confidence": "rows"}  # l.3 writes the batch rows only
 

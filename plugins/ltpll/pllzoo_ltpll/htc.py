@@ -171,6 +171,7 @@ class HTCConfidence(Component):
     HParams = ConfidenceHParams
     provides = frozenset({"confidence"})
     needs = frozenset({"htc_tail_logits"})  # z^T_w of this step, from htc.loss
+    reads = frozenset({"logit_offset"})  # l.7 through step.label_probs_of: debiased by a logit offset
     distributed = True
     sync = {"confidence": "rows"}  # l.7 writes the batch rows only
 
@@ -201,7 +202,8 @@ class HTCLossHParams:
     tau: float = hp(2.0, "τ of the tail target softmax(z^H − τ·log π^H) (code: --t)", ge=0)
     mixup_alpha: float = hp(4.0, "Beta(α, α) of the mixup coefficient", gt=0)
     fusion_weight: float = hp(0.5, "final weight ω of the fusion loss, ramped over all epochs", ge=0)
-    weight_eps: float = hp(1e-5, "ε in log(π^H + ε) of the ensemble's head input", ge=0)
+    weight_eps: float = hp(1e-5, "ε in log(π^H + ε) of the ensemble's head input (> 0: a class of prior 0 "
+                                 "would give NaN)", gt=0)
 
 
 class HTCLoss(Component):
@@ -210,6 +212,7 @@ class HTCLoss(Component):
     HParams = HTCLossHParams
     needs = frozenset({"confidence"})
     provides = frozenset({"htc_tail_logits"})  # step.scratch: the pre-step z^T_w for l.7
+    ignores = frozenset({"mask"})  # R, its own class-wise small-loss selection (l.3), not the selection slot's
     views = frozenset({"strong", "features"})
     distributed = True  # R over the global batch (D4), subset means scaled (D5), global mixup (D7); modules: pllzoo.ddp
 
@@ -262,7 +265,7 @@ class HTCLoss(Component):
 class EnsembleHParams:
     output: str = hp("ensemble", "what predicts: the ensemble (HTC), or the head or tail classifier alone",
                      choices=("ensemble", "head", "tail"))
-    weight_eps: float = hp(1e-5, "ε in log(π_now + ε) of the ensemble's head input (as loss.weight_eps)", ge=0)
+    weight_eps: float = hp(1e-5, "ε in log(π_now + ε) of the ensemble's head input (as loss.weight_eps)", gt=0)
 
 
 class HTCEnsemble(Component):
@@ -273,6 +276,12 @@ class HTCEnsemble(Component):
     views = frozenset({"features"})
     distributed = True  # the replicated W and modules: the same prediction on every rank
     MODULES = ("loss.tail", "loss.attention")
+
+    def __init__(self, hp: EnsembleHParams | None = None) -> None:
+        super().__init__(hp)
+        if self.hp.output != "head":  # the ensemble and the tail need the tail classifier and A that htc.loss
+            # trains (run.modules): needing htc.loss's own key refuses a recipe without it before training
+            self.needs = frozenset({"confidence", "htc_tail_logits"})
 
     @hookimpl
     def pllzoo_setup_stage(self, run: Run) -> None:

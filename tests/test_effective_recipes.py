@@ -1,0 +1,95 @@
+"""A recipe in which a component would change nothing is refused before training, in one line
+(:func:`pllzoo.components.check_compatible`): a logit offset that nothing reads from a component whose
+outputs nothing uses, a selection in front of a loss that makes its own, and HTC's ensemble without the
+tail classifier and weighting module that HTC's loss trains.  Each of these used to run: the first two
+as rows identical to the base method's, the last as one failed run per seed."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from click.testing import CliRunner
+
+from pllzoo import Component, PLLZooError, hookimpl
+from pllzoo.cli import cli
+from pllzoo.components import check_compatible
+
+
+class Offset(Component):
+    provides = frozenset({"prior"})
+
+    @hookimpl
+    def pllzoo_logit_offset(self, step, state):
+        return torch.zeros(3)
+
+
+class Reader(Component):
+    reads = frozenset({"logit_offset"})
+
+
+class Plain(Component):
+    pass
+
+
+class NeedsPrior(Component):
+    needs = frozenset({"prior"})
+
+
+class OwnSelection(Component):
+    ignores = frozenset({"mask"})
+
+
+def _named(comp: Component, slot: str, name: str) -> Component:
+    comp.slot, comp.name = slot, name  # what the registry sets on registration
+    return comp
+
+
+def _recipe(**parts: Component) -> dict[str, Component]:
+    return {slot: _named(c, slot, f"test.{slot}") for slot, c in parts.items()}
+
+
+def test_an_offset_is_kept_when_a_label_update_reads_it_or_its_prior_is_used():
+    check_compatible("a", _recipe(label_update=Reader(), loss=Plain(), estimator=Offset()))
+    check_compatible("b", _recipe(label_update=Plain(), loss=Plain(), estimator=Offset(), predict=NeedsPrior()))
+
+
+def test_an_offset_that_changes_nothing_is_refused():
+    with pytest.raises(PLLZooError, match=r"incompatible recipe 'c': estimator 'test.estimator' offsets the logits "
+                                          r"that label updates read, but none of the others reads them .* it would "
+                                          r"change nothing"):
+        check_compatible("c", _recipe(label_update=Plain(), loss=Plain(), estimator=Offset()))
+
+
+def test_a_selection_in_front_of_a_loss_with_its_own_is_refused_but_select_all_is_fine():
+    parts = dict(label_update=Plain(), loss=OwnSelection())
+    check_compatible("d", {**_recipe(**parts), "selection": _named(Plain(), "selection", "pllzoo.all")})
+    with pytest.raises(PLLZooError, match=r"loss 'test.loss' makes its own selection .* so selection "
+                                          r"'test.selection' would change nothing"):
+        check_compatible("e", _recipe(selection=Plain(), **parts))
+
+
+@pytest.mark.parametrize("method,why", [
+    ("pico+estimator=records.prior", "estimator 'records.prior' offsets the logits"),  # PiCO's W ignores it
+    ("cc+estimator=records.prior", "estimator 'records.prior' offsets the logits"),  # CC has no label update
+    ("htc+selection=solar.classwise+estimator=solar.prior", "loss 'htc.loss' makes its own selection"),
+    ("corr-records+predict=htc.ensemble", "predict 'htc.ensemble' needs 'htc_tail_logits'"),
+])
+def test_shipped_recipes_that_would_change_nothing_fail_before_training(method, why, tmp_path):
+    res = CliRunner().invoke(cli, ["bench", "--methods", method, "--dataset", "synthetic-lt", "--subset", "300",
+                                   "--epochs", "1", "--batch-size", "64", "--threads", "1", "--dry-run",
+                                   "--out", str(tmp_path / "out")])
+    assert res.exit_code == 1 and "Traceback" not in res.output
+    last = res.output.strip().splitlines()[-1]
+    assert last.startswith(f"Error: incompatible recipe '{method}'") and why in last, last
+
+
+@pytest.mark.parametrize("method", ["proden+estimator=records.prior", "corr-records", "htc+estimator=records.prior",
+                                    "lws+estimator=records.prior+predict=pllzoo.logit_adjust", "cc-records",
+                                    "solar+estimator=records.prior", "htc", "valen+estimator=records.prior"])
+def test_recipes_where_each_component_acts_are_accepted(registry, method):
+    registry.build_components(registry.method(method), {}, dataset=("synthetic-lt", "tabular"))
+
+
+def test_htc_ensemble_on_the_head_alone_needs_no_htc_loss(registry):
+    registry.build_components(registry.method("corr-records+predict=htc.ensemble"), {"predict.output": "head"},
+                              dataset=("synthetic-lt", "tabular"))
