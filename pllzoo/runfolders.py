@@ -7,6 +7,7 @@ from __future__ import annotations
 import contextlib
 import os
 import shutil
+import socket
 import warnings
 from pathlib import Path
 from typing import Any
@@ -64,7 +65,8 @@ STALE_LOCK_S = 30.0  # a lock file without a PID (its writer died between creati
 def take_lock(lock: Path) -> int | str | None:
     """Create ``lock`` holding this PID (``O_CREAT | O_EXCL``); None when taken, else the holder's PID.
 
-    A lock whose PID is not a live process is stale and taken over."""
+    It holds ``PID HOST``.  A lock whose PID is not a live process on this host is stale and taken over;
+    one written on another host (a shared ``--out`` across nodes) cannot be checked and counts as held."""
     for _ in range(3):
         try:
             fd = os.open(lock, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
@@ -75,13 +77,13 @@ def take_lock(lock: Path) -> int | str | None:
             lock.unlink(missing_ok=True)  # stale
             continue
         with os.fdopen(fd, "w") as f:
-            f.write(f"{os.getpid()}\n")
+            f.write(f"{os.getpid()} {socket.gethostname()}\n")
         return None
     return "unknown"
 
 
 def lock_holder(lock: Path) -> int | str | None:
-    """The live PID named in ``lock``; None when the lock is stale."""
+    """The live PID named in ``lock`` (``"PID on HOST"`` for another host's); None when the lock is stale."""
     import time
 
     try:
@@ -90,9 +92,12 @@ def lock_holder(lock: Path) -> int | str | None:
         return None
     except OSError:
         return "unknown"
-    if not text.isdigit():
+    pid_text, _, host = text.partition(" ")  # "PID HOST"; a lock of an older pllzoo holds the PID alone
+    if not pid_text.isdigit():
         return None if age > STALE_LOCK_S else "unknown"
-    pid = int(text)
+    if host and host != socket.gethostname():  # its process cannot be looked up from here
+        return f"{pid_text} on {host}"
+    pid = int(pid_text)
     try:
         os.kill(pid, 0)
     except ProcessLookupError:

@@ -126,6 +126,25 @@ def test_a_stale_lock_is_taken_over(out):
     assert not lock.exists()
 
 
+def test_a_lock_of_another_host_is_held_not_taken_over(out):
+    """A shared --out across nodes (a SLURM array): a dead PID here says nothing about a process there."""
+    import socket
+
+    from pllzoo.runfolders import lock_holder, take_lock
+
+    run = _run(out)
+    shutil.rmtree(run)
+    lock = out / "runs" / f"{run.name}.lock"
+    assert take_lock(lock) is None and lock.read_text() == f"{os.getpid()} {socket.gethostname()}\n"
+    lock.write_text("3999999 node-elsewhere\n")  # no such PID here
+    assert lock_holder(lock) == "3999999 on node-elsewhere"
+    res = _bench(out, "--methods", "proden")
+    (line,) = [x for x in res.output.splitlines() if "in use by another bench" in x]
+    assert "pid 3999999 on node-elsewhere" in line and not run.exists()
+    lock.write_text(f"3999999 {socket.gethostname()}\n")  # this host's, dead: stale
+    assert lock_holder(lock) is None
+
+
 def test_results_lock_refuses_with_one_line(out):
     from pllzoo import bench
     from pllzoo.errors import PLLZooError
