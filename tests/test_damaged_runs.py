@@ -214,3 +214,13 @@ def test_report_of_runs_that_all_failed_says_so(tmp_path):
     assert res.exit_code == 1 and "Traceback" not in res.output
     last = res.output.strip().splitlines()[-1]
     assert last.startswith(f"Error: no finished runs under {out}: 2 failed, e.g. cc__synthetic-lt__s1-"), last
+
+
+def test_report_of_runs_that_are_all_damaged_says_so(out):
+    for run in (out / "runs").iterdir():
+        (run / "log.jsonl").write_text("garbage\n")
+    res = CliRunner().invoke(cli, ["report", str(out)])
+    assert res.exit_code == 1 and "Traceback" not in res.output
+    assert res.output.count("Warning: left out") == 2
+    last = res.output.strip().splitlines()[-1]
+    assert last == f"Error: no usable runs under {out}: 2 damaged (above); bench --resume with their settings repairs them", last

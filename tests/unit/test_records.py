@@ -75,6 +75,7 @@ def test_epoch_end_uses_the_current_head_and_logs_tv():
     torch.testing.assert_close(state.prior, expected)
     true = torch.tensor([0.6, 0.3, 0.1])
     assert logs["prior_tv"] == pytest.approx(0.5 * float((expected - true).abs().sum()), abs=1e-6)
+    assert logs["prior"] == pytest.approx(expected.tolist(), abs=1e-6)  # logged, as SoLar's, for `pllzoo plot`
 
 
 def test_prediction_adjusts_by_the_current_prior():

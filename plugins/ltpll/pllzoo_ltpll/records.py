@@ -84,7 +84,8 @@ class FeaturePrior(Component):
     @hookimpl
     def pllzoo_on_epoch_end(self, run: Run, state: PLLState) -> dict[str, Any]:
         state.prior = self._estimate(state)  # l.5: the head after the epoch's last step
-        return {"prior_tv": 0.5 * float((state.prior - self._true).abs().sum())}
+        return {"prior_tv": 0.5 * float((state.prior - self._true).abs().sum()),
+                "prior": [round(float(v), 6) for v in state.prior]}  # as SoLar's: `pllzoo plot` draws it
 
 
 # ---------------------------------------------------------------------- recipes
