@@ -60,10 +60,10 @@ def report(results, rule, methods, missing_ok, seeds, wide, metric, paper, title
     if skipped:
         click.echo(f"Warning: left out {len(skipped)} unfinished run(s), e.g. {skipped[0]}", err=True)
     if records.empty:
-        failed = [e for d in results for e in sorted(Path(d).glob("runs/*/error.txt"))]
         if damaged:  # each named above
             raise PLLZooError(f"no usable runs under {', '.join(map(str, results))}: {len(damaged)} damaged (above); "
                               "bench --resume with their settings repairs them")
+        failed = [e for d in results for e in sorted(Path(d).glob("runs/*/error.txt"))]
         if failed:  # every run failed before its first epoch: say so, not "no runs"
             raise PLLZooError(f"no finished runs under {', '.join(map(str, results))}: {len(failed)} failed, "
                               f"e.g. {failed[0].parent.name} (its error.txt says why; results.csv has each reason)")
