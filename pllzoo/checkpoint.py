@@ -295,9 +295,12 @@ def stop_requested() -> int | None:
     return _received
 
 
-def signal_stop(progress: str) -> Stopped:
-    name = signal.Signals(_received).name
-    return Stopped(f"stopped by {name} {progress}", 128 + _received)
+def signal_stop(progress: str, signum: int | None = None) -> Stopped:
+    """A stop by this process's signal, or by ``signum``, another process's (torchrun: the ranks stop together)."""
+    signum = _received if signum is None else signum
+    name = signal.Signals(signum).name
+    return Stopped(f"stopped by {name}{'' if signum == _received else ' to another process'} {progress}",
+                   128 + signum)
 
 
 def time_stop(progress: str) -> Stopped:

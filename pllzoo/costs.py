@@ -154,7 +154,8 @@ def plan_lines(costs: list[RunCost], jobs: int = 1) -> list[str]:
     seeds = list(dict.fromkeys(c.seed for c in costs))
     reused = sum(c.reused for c in costs)
     resumed = [c for c in costs if c.done]
-    head = (f"plan: {len(costs)} run(s) = {len(methods)} method(s) x {len(seeds)} seed(s) on {costs[0].device}"
+    grid = "=" if len(costs) == len(methods) * len(seeds) else "of"  # a shard: a part of the grid
+    head = (f"plan: {len(costs)} run(s) {grid} {len(methods)} method(s) x {len(seeds)} seed(s) on {costs[0].device}"
             + (f", {jobs} at once" if jobs > 1 else "")
             + (f"; {reused} finished under --out, reused" if reused else "")
             + (f"; {len(resumed)} resumed ({sum(c.done for c in resumed)} of {sum(c.epochs for c in resumed)} "

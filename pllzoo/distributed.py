@@ -120,10 +120,14 @@ class DistContext:
 
     def any(self, flag: bool) -> bool:
         """True on every rank when ``flag`` is true on some rank (a collective decision)."""
+        return self.sum_ints([int(flag)])[0] > 0
+
+    def sum_ints(self, values: list[int]) -> list[int]:
+        """``values`` summed elementwise over ranks, on every rank (one collective; host ints in and out)."""
         if self.world == 1:
-            return flag
+            return list(values)
         device = self._comm_device() or torch.device("cpu")
-        return bool(self.all_reduce_sum(torch.tensor([int(flag)], device=device)).item() > 0)
+        return [int(v) for v in self.all_reduce_sum(torch.tensor(values, dtype=torch.int64, device=device)).tolist()]
 
     def _comm_device(self) -> torch.device | None:
         """The device collectives' scratch tensors live on: this rank's GPU under NCCL, else the CPU."""

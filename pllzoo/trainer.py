@@ -419,14 +419,18 @@ class Trainer:
         signum = stop_requested()
         parts = [self.model, self.optimizer, *self.modules.values()]
         asked = signum is not None or keeper.out_of_time(lambda: save_guess_s(*parts))
-        if not self.dist.any(asked):  # a collective decision: all ranks stop at the same boundary
+        # a collective decision: all ranks stop at the same boundary, and each says why
+        votes, signalled, signums = self.dist.sum_ints([int(asked), int(signum is not None), signum or 0])
+        if not votes:
             return
+        if signum is None and signalled:  # another rank's signal (the same on each rank that got one)
+            signum = signums // signalled
         if keeper.unsaved:  # epochs of this stage done since the last checkpoint: the boundary is epoch - 1
             self._save(keeper, stage, epoch - 1, records)
         last = records[-1] if records else None
         where = (f"after epoch {last['epoch']}/{last['epochs']} of stage {last['stage']!r}" if last
                  else "before the first epoch")
-        raise (signal_stop if signum is not None else time_stop)(where)  # a rank not asked: reported as a time stop
+        raise signal_stop(where, signum) if signum is not None else time_stop(where)
 
     def _epoch(self, stage: Stage, epoch: int, n_epochs: int, is_last: bool) -> dict[str, Any]:
         t0 = time.perf_counter()

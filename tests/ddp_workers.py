@@ -146,6 +146,12 @@ def batch_mean_of_halves(ctx, x: torch.Tensor) -> torch.Tensor:
     return ctx.batch_mean(x[ctx.rank * half : (ctx.rank + 1) * half])
 
 
+def stop_votes(ctx) -> list[int]:
+    """``ctx.sum_ints`` as the trainer's stop decision uses it: rank 1 alone got SIGTERM (15)."""
+    got = 15 if ctx.rank == 1 else None
+    return ctx.sum_ints([int(got is not None), int(got is not None), got or 0])
+
+
 def several(ctx, calls: list[tuple[Callable[..., Any], tuple]]) -> list[Any]:
     """Each ``job(ctx, *args)`` of ``calls`` in turn, in one pair of processes (one start-up)."""
     return [job(ctx, *args) for job, args in calls]

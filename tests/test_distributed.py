@@ -101,7 +101,7 @@ def small_jobs(tmp_path_factory, test_model):
              (ddp_workers.module_grads, ()),
              (ddp_workers.sinkhorn_rows, (SK_LOGITS, SK_CAND, SK_PRIOR, 2)),
              (ddp_workers.gather_grads, (GQ_X, GQ_K, GQ_QUEUE, GQ_LABELS, GQ_QLABELS)),
-             (ddp_workers.valen_draw, (VALEN_S, 5))]
+             (ddp_workers.valen_draw, (VALEN_S, 5)), (ddp_workers.stop_votes, ())]
     return ddp_workers.spawn(ddp_workers.several, tmp_path_factory.mktemp("small"), calls)
 
 
@@ -469,3 +469,14 @@ def test_torchrun_a_run_refused_while_set_up_is_one_failed_run_not_a_hang(tmp_pa
     assert "Timed out" not in res.stderr and "1 of 2 runs failed" in res.stderr
     rows = pd.read_csv(tmp_path / "out" / "results.csv").set_index("method")
     assert rows["acc_all"].isna()["proden"] and not rows["acc_all"].isna()["cc"]  # the next run trained
+
+
+def test_a_signal_to_one_process_stops_every_process_and_says_so(small_jobs):
+    """The stop decision's one collective carries the signal: rank 0, not signalled itself, reports SIGTERM to
+    another process (it used to call it a time-limit stop) with the signal's exit status."""
+    from pllzoo import checkpoint
+
+    assert small_jobs[0][8] == small_jobs[1][8] == [1, 1, 15]
+    stop = checkpoint.signal_stop("after epoch 3/9 of stage 'train'", 15)
+    assert str(stop) == "stopped by SIGTERM to another process after epoch 3/9 of stage 'train'"
+    assert stop.exit_code == 128 + 15

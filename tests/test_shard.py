@@ -46,6 +46,7 @@ def test_shards_into_one_out_merge(tmp_path):
                                        "--shard", f"{i}/2"])
         assert res.exit_code == 0, res.output
         assert f"shard {i}/2: 2 run(s) of the grid" in res.stderr
+        assert "plan: 2 run(s) of 2 method(s) x 2 seed(s)" in res.stderr  # not "2 run(s) = 2 x 2"
     rows = pd.read_csv(out / "results.csv")
     assert sorted(zip(rows["method"], rows["seed"])) == [("cc", 1), ("cc", 2), ("proden", 1), ("proden", 2)]
     res = CliRunner().invoke(cli, ["report", str(out)])
