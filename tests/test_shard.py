@@ -46,11 +46,18 @@ def test_shards_into_one_out_merge(tmp_path):
                                        "--shard", f"{i}/2"])
         assert res.exit_code == 0, res.output
         assert f"shard {i}/2: 2 run(s) of the grid" in res.stderr
-        assert "plan: 2 run(s) of 2 method(s) x 2 seed(s)" in res.stderr  # not "2 run(s) = 2 x 2"
     rows = pd.read_csv(out / "results.csv")
     assert sorted(zip(rows["method"], rows["seed"])) == [("cc", 1), ("cc", 2), ("proden", 1), ("proden", 2)]
     res = CliRunner().invoke(cli, ["report", str(out)])
     assert res.exit_code == 0 and "proden" in res.output and "cc" in res.output
+
+
+def test_the_plan_line_of_a_shard_that_is_no_grid_says_of(tmp_path):
+    res = CliRunner().invoke(cli, ["bench", "--methods", "proden,cc", "--seeds", "1,2", *TINY, "--out",
+                                   str(tmp_path / "out"), "--shard", "1/3", "--dry-run"])
+    assert res.exit_code == 0, res.output
+    assert "shard 1/3: 2 run(s) of the grid" in res.stderr  # proden seed 1 and cc seed 2
+    assert "plan: 2 run(s) of 2 method(s) x 2 seed(s) on cpu" in res.stderr  # not "2 run(s) = 2 x 2"
 
 
 def test_a_shard_without_runs_is_not_an_error(tmp_path):
