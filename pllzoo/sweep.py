@@ -49,6 +49,11 @@ class Trial:
     def label(self) -> str:
         return " ".join(f"{k}={v}" for k, v in self.overrides.items())
 
+    def label_of(self, p: RunPlan) -> str:
+        """:attr:`label` as far as it reaches run ``p``: a key of another method's components is left out."""
+        return " ".join(f"{k}={v}" for k, v in self.overrides.items()
+                        if k.startswith("train.") or k in p.component_overrides) or "defaults"
+
 
 def trial_dir(out: Path, index: int) -> Path:
     return Path(out) / "trials" / f"{index:03d}"
@@ -161,5 +166,6 @@ def trial_records(out: Path, trials: list[Trial]) -> pd.DataFrame:
         records = load(trial_dir(out, t.index))  # a damaged run: one warning, left out
         records = records[records["run"].isin(wanted)]
         if len(records):
-            frames.append(records.assign(trial=t.index, overrides=t.label))
+            labels = {p.run_id: t.label_of(p) for p in t.plans}
+            frames.append(records.assign(trial=t.index, overrides=records["run"].map(labels)))
     return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()

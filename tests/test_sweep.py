@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ast
 import json
+import re
 from pathlib import Path
 
 import pandas as pd
@@ -260,3 +261,18 @@ def test_ranking_last_epochs_needs_held_out_rows():
 
     with pytest.raises(PLLZooError, match="ranks trials by 'val_approx' of the last epoch.*--holdout 0.1"):
         score_trials(_trial_records(with_val=False), "last")
+
+
+def test_a_winner_names_only_the_overrides_that_reached_its_run(tmp_path: Path):
+    """A key of one method's components (RECORDS' momentum) does not reach another method (HTC has none):
+    HTC's winner and rows say so, not the trial's whole draw."""
+    out = tmp_path / "o"
+    res = CliRunner().invoke(cli, ["sweep", "--methods", "htc,corr-records", "--space",
+                                   "estimator.momentum=uniform(0.1,0.9)", "--trials", "1", "--subset", "300",
+                                   "--epochs", "1", "--batch-size", "64", "--device", "cpu", "--out", str(out)])
+    assert res.exit_code == 0, res.output
+    assert re.search(r"^winner htc seed 1: trial 0 \(defaults\)", res.output, re.M), res.output
+    assert re.search(r"^winner corr-records seed 1: trial 0 \(estimator\.momentum=0\.\d+\)", res.output, re.M)
+    rows = pd.read_csv(out / "sweep.csv").set_index("method")
+    assert rows.loc["htc", "overrides"] == "defaults" and rows.loc["corr-records", "overrides"].startswith(
+        "estimator.momentum=")

@@ -95,15 +95,15 @@ def sweep(methods, dataset, seeds, specs, space_file, trials, draw_seed, rule, h
     best = winners(scores)
     table = trials_report(scores, best, rule, {t.index: t.label for t in planned})
     Console().print(to_rich(table))
-    labels = {t.index: t.label for t in planned}
+    runs = {p.run_id: t.label_of(p) for t in planned for p in t.plans}  # the overrides that reached each run
     for r in best.itertuples():
         click.echo(f"{'ORACLE ' if rule == 'oracle' else ''}winner {r.method} seed {r.seed}: trial {r.trial} "
-                   f"({labels[r.trial]}), score {r.score:.2f}, test accuracy {r.acc_all:.2f} (epoch {r.epoch})")
+                   f"({runs[r.run]}), score {r.score:.2f}, test accuracy {r.acc_all:.2f} (epoch {r.epoch})")
     for method, rows in best.groupby("method", sort=False):
         if len(rows) > 1:  # PLENCH reports the mean over trial seeds of each seed's winner
             click.echo(f"{method}: test accuracy of the winners, mean ± sample std over {len(rows)} seeds: "
                        f"{rows['acc_all'].mean():.2f} ± {rows['acc_all'].std(ddof=1):.2f}")
-    scores.assign(overrides=scores["trial"].map(labels), winner=scores["run"].isin(set(best["run"]))).to_csv(
+    scores.assign(overrides=scores["run"].map(runs), winner=scores["run"].isin(set(best["run"]))).to_csv(
         Path(out) / "sweep.csv", index=False, float_format="%.4f")
     (Path(out) / "sweep.md").write_text(to_markdown(table))
     click.echo(f"sweep: {Path(out) / 'sweep.csv'}")
