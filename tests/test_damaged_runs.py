@@ -223,4 +223,5 @@ def test_report_of_runs_that_are_all_damaged_says_so(out):
     assert res.exit_code == 1 and "Traceback" not in res.output
     assert res.output.count("Warning: left out") == 2
     last = res.output.strip().splitlines()[-1]
-    assert last == f"Error: no usable runs under {out}: 2 damaged (above); bench --resume with their settings repairs them", last
+    assert last == (f"Error: no usable runs under {out}: 2 damaged (above); bench --resume with their settings "
+                    "repairs them"), last
