@@ -249,7 +249,7 @@ def _check_effective(method_name: str, components: Mapping[str, Component], offs
     if offset_slot is not None:
         comp = components[offset_slot]
         others = [c for c in components.values() if c is not comp]
-        used = set().union(*(c.needs | c.reads for c in others)) if others else set()
+        used = set().union(*(c.needs | c.reads for c in others))
         if "logit_offset" not in used and not comp.provides & used:
             listed = ", ".join(f"{c.slot} {c.name!r}" for c in others)
             raise PLLZooError(

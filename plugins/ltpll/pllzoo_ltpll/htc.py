@@ -287,10 +287,6 @@ class HTCEnsemble(Component):
     def pllzoo_setup_stage(self, run: Run) -> None:
         self.run = run  # run.modules is filled after setup (pllzoo_modules): read it when needed
 
-    @hookimpl
-    def pllzoo_on_epoch_start(self) -> None:
-        self._modules()  # a recipe without htc.loss fails before its first step, not at evaluation
-
     def _modules(self) -> tuple[torch.nn.Module | None, torch.nn.Module | None]:
         """(tail classifier, A) from ``run.modules``; (None, None) for the head alone."""
         if self.hp.output == "head":
