@@ -229,6 +229,28 @@ def _archived(out: Path) -> dict[str, list[dict[str, Any]]]:
     return found
 
 
+def agree_on_plans(plans: list[RunPlan]) -> None:
+    """Under torchrun, before any run: every process planned rank 0's runs (the same run ids, in order).
+
+    Rank 0 announces runs by their place in the plan (:func:`follow`), so a process started with other
+    arguments, another config file, other data or other package versions would train another run beside
+    rank 0's and be averaged with it.  A collective check; no-op in one process.
+
+    :raises PLLZooError: on every process alike, one line naming the processes whose plan differs.
+    """
+    dist = distributed.current()
+    if not dist.active:
+        return
+    mine = [p.run_id for p in plans]
+    ours = dist.broadcast_object(mine)
+    differs = dist.sum_ints([int(r == dist.rank and mine != ours) for r in range(dist.world)])
+    if any(differs):
+        ranks = ", ".join(str(r) for r, d in enumerate(differs) if d)
+        raise PLLZooError(f"the {dist.world} processes planned different runs (rank {ranks} against rank 0: "
+                          f"{len(ours)} run(s), e.g. {ours[0] if ours else 'none'}); start every process with "
+                          "the same arguments, config file, data and package versions")
+
+
 def follow(registry: Registry, plans: list[RunPlan], time_limit: float | None = None) -> None:
     """A rank other than 0 under torchrun: train each run rank 0 announces, with it, until it says done.
 
@@ -284,11 +306,12 @@ def _write_rows(out: Path, plans: list[RunPlan], finals: list[dict[str, Any] | N
     """``OUT/results.csv``, rebuilt under :func:`results_lock`: the final rows of every finished run under
     ``OUT`` (:func:`pllzoo.results.load`, as ``pllzoo report`` reads them, so earlier benches' runs stay) and
     of this bench's failed ones (``failed[i]``: ``plans[i]``'s one-line reason) whose folder holds no
-    finished run; this bench's methods first, in plan order.  The last two columns, ``status``
-    ("ok" | "failed") and ``error``, say which.  ``finals`` is not read: the folders are the record."""
+    finished run; this bench's methods first, in ``--methods`` order (so every ``--shard`` writes the same
+    order), then seed.  The last two columns, ``status`` ("ok" | "failed") and ``error``, say which.
+    ``finals`` is not read: the folders are the record."""
     with results_lock(out):
         records = load(out, damaged=[])  # the damaged ones: bench and report warn about them
-        order = list(dict.fromkeys([p.method.name for p in plans] + list(records["method"])))
+        order = list(dict.fromkeys([m for p in plans for m in (*p.methods, p.method.name)] + list(records["method"])))
         if len(records):
             rows = order_methods(final_rows(records.drop(columns=["setting", "train_counts"])), order)
             extra = [c for c in rows.columns if c not in RESULT_COLUMNS and c != "class_acc"]

@@ -43,12 +43,11 @@ class SelectAll(Component):
 class SoftCrossEntropy(Component):
     """Mean over selected samples of ``-sum_j t_ij log p_ij`` on the weak view."""
 
-    distributed = True  # a mean over the local slice; under G > 1 exact with pllzoo.all (equal slices), a
-    # selection's weighted mean is per slice (D5: a follow-up for selections)
+    distributed = True  # the mean over the global batch's selected rows (masked_mean with step.dist, D5)
 
     @hookimpl
     def pllzoo_loss(self, step: Step, state: PLLState) -> torch.Tensor:
-        return masked_mean(soft_cross_entropy(step.logits, step.targets), step.mask)
+        return masked_mean(soft_cross_entropy(step.logits, step.targets), step.mask, step.dist)
 
 
 @dataclass(frozen=True)

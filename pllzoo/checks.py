@@ -11,7 +11,10 @@ checks its answer here:
   finite, non-negative, 0 outside the candidate set and rows summing to 1; weights finite and in
   [0, 1]; the loss finite;
 * **at every evaluation**: adjusted predict logits float ``[M, K]`` and finite (evaluation reads its
-  results on the host anyway).
+  results on the host anyway);
+* **what components log**: ``step.logs`` values are scalars (on checked steps), an epoch-end answer is a
+  dict of str keys to numbers, lists of numbers or None (a 0-d tensor is read as its number), and neither
+  may take a name of the record itself (:data:`RECORD_KEYS`, the metrics), which would relabel the run.
 
 A violation, or any exception raised inside a component's hook, is a one-line
 :class:`ComponentError` naming the slot, the component and the module it comes from; an exception
@@ -20,6 +23,7 @@ is chained (``raise ... from``), so a traceback still shows the cause.
 
 from __future__ import annotations
 
+import numbers
 from typing import TYPE_CHECKING
 
 import torch
@@ -142,3 +146,63 @@ def check_logits(slot: str, comp: Component, adjusted: object, logits: torch.Ten
     t = _float_of_shape(slot, comp, hook, adjusted, "logits", logits)
     if not bool(torch.isfinite(t).all()):
         raise _bad(slot, comp, hook, "returned non-finite logits (NaN or inf)")
+
+
+#: the names of a record's own fields (with the test metrics' keys): no component may log under them
+RECORD_KEYS = frozenset({"method", "dataset", "seed", "stage", "stage_index", "epoch", "epochs", "final_stage",
+                         "lr", "loss", "wall_s", "momentum_restarted"})
+
+
+def _number(value: object) -> bool:
+    return isinstance(value, numbers.Real)  # bool and numpy's scalars too
+
+
+def epoch_logs(slot: str, comp: Component, out: object) -> dict:
+    """``comp``'s ``pllzoo_on_epoch_end`` answer as record fields: None → ``{}``; a dict of str keys to numbers,
+    None or lists of numbers, each 0-d tensor read as its number and a 1-d one as its list.
+
+    :raises ComponentError: anything else, naming the component and the key."""
+    hook = "pllzoo_on_epoch_end"
+    if out is None:
+        return {}
+    if not isinstance(out, dict):
+        raise _bad(slot, comp, hook, f"returned {type(out).__name__}, not a dict of logged values")
+    logged = {}
+    for key, value in out.items():
+        if not isinstance(key, str):
+            raise _bad(slot, comp, hook, f"logged the key {key!r}, not a str")
+        if isinstance(value, torch.Tensor) and value.dim() <= 1:
+            value = value.detach().cpu().tolist()
+        ok = value is None or _number(value) or (
+            isinstance(value, (list, tuple)) and all(_number(v) for v in value))
+        if not ok:
+            raise _bad(slot, comp, hook, f"logged {key!r} = a {type(value).__name__}; log numbers, lists of "
+                                         "numbers or None")
+        if isinstance(value, (list, tuple)):
+            value = [v if isinstance(v, (int, float)) else float(v) for v in value]
+        elif value is not None and not isinstance(value, (int, float)):
+            value = float(value)  # a numpy scalar: json writes it as a number
+        logged[key] = value
+    return logged
+
+
+def step_logs(logs: dict, recipe: str) -> None:
+    """The values of a checked step's ``step.logs``: str keys to scalars (numbers or one-element tensors).
+
+    :raises PLLZooError: one line naming the key (the recipe's components share ``step.logs``)."""
+    for key, value in logs.items():
+        scalar = _number(value) or isinstance(value, torch.Tensor) and value.numel() == 1
+        if not isinstance(key, str) or not scalar:
+            what = f"the key {key!r}" if not isinstance(key, str) else (
+                f"{key!r} = {type(value).__name__}" + (f" {_shape(value)}" if isinstance(value, torch.Tensor) else ""))
+            raise PLLZooError(f"a component of {recipe!r} logged {what} in step.logs; step logs are scalars "
+                              "(averaged over the epoch)")
+
+
+def reserved_clash(logged: dict, metrics: dict, writers: dict[str, str], recipe: str) -> None:
+    """Refuse logged keys that are a record's own fields (:data:`RECORD_KEYS`) or its metrics: a component
+    logging ``seed`` or ``method`` would relabel the run.  ``writers``: key → who logged it, for the message."""
+    clash = sorted(k for k in logged if k in RECORD_KEYS or k in metrics)
+    if clash:
+        who = writers.get(clash[0], f"a component of {recipe!r} (step.logs)")
+        raise PLLZooError(f"{who} logs {clash[0]!r}, a field of the record itself; log it under another name")

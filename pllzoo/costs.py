@@ -71,7 +71,7 @@ def stages_of(registry: Registry, plan: RunPlan) -> tuple[tuple[str, int], ...]:
     calls = RunHooks(make_run_manager(comps), comps, single_answerers(plan.method.name, comps))
     run = Run(data=plan.data, candidates=plan.data.candidates.bool(), config=plan.train,
               device=_cpu(), seed=plan.seed)
-    planned = calls.role("stages", run=run) or [_default_stage()]
+    planned = calls.stages(run) or [_default_stage()]
     return tuple((s.name, s.epochs if s.epochs is not None else plan.train.epochs) for s in planned)
 
 

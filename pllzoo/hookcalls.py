@@ -75,8 +75,35 @@ class RunHooks:
             return impl.function(*[kwargs[a] for a in impl.argnames])
         except ComponentError:
             raise
-        except Exception as exc:
+        except (Exception, SystemExit) as exc:  # sys.exit() in a plugin's hook fails the run, not the bench
             raise hook_failed(slot, impl.plugin, hook, exc) from exc
+
+    def stages(self, run: Any) -> list[Any] | None:
+        """The stage planner's answer, checked: a list of :class:`~pllzoo.run.Stage` (None: no planner, or it
+        plans none), each with a str name and ``epochs`` None or an int ≥ 0.
+
+        :raises ComponentError: anything else, one line naming the planner."""
+        from pllzoo.run import Stage
+
+        planned = self.role("stages", run=run)
+        if not planned:
+            return None
+        slot = self.roles["stages"][0]
+        bad = None
+        if not isinstance(planned, (list, tuple)):
+            bad = f"returned a {type(planned).__name__}, not a list of pllzoo.Stage"
+        else:
+            for s in planned:
+                if not isinstance(s, Stage):
+                    bad = f"planned a {type(s).__name__} ({s!r:.40}), not a pllzoo.Stage"
+                elif not isinstance(s.name, str) or s.epochs is not None and (
+                        isinstance(s.epochs, bool) or not isinstance(s.epochs, int) or s.epochs < 0):
+                    bad = f"planned stage {s.name!r} with epochs={s.epochs!r}; epochs is None or an int ≥ 0"
+                if bad:
+                    break
+        if bad is not None:
+            raise ComponentError(f"{describe(slot, self.components[slot])}: pllzoo_stages {bad}")
+        return list(planned)
 
     def all(self, hook: str, registration_order: bool = False, **kwargs: Any) -> list[tuple[str, Any]]:
         out = []
@@ -85,7 +112,7 @@ class RunHooks:
                 answer = impl.function(*[kwargs[a] for a in impl.argnames])
             except ComponentError:
                 raise
-            except Exception as exc:
+            except (Exception, SystemExit) as exc:  # sys.exit() in a plugin's hook fails the run, not the bench
                 raise hook_failed(impl.plugin_name, impl.plugin, hook, exc) from exc
             if answer is not None:
                 out.append((impl.plugin_name, answer))

@@ -162,3 +162,17 @@ def _phrase(bounds: Range) -> str:
 
 def as_dict(obj: Any) -> dict[str, Any]:
     return dataclasses.asdict(obj) if dataclasses.is_dataclass(obj) else {}
+
+
+def named(obj: Any) -> dict[str, Any]:
+    """:func:`as_dict` for a run's config (its run id): without each field declared with
+    ``hp(..., unnamed_when=V)`` while it holds ``V``.  A field added after runs were recorded declares the
+    value those runs ran with, so their ids stand; any other value names a new run.  (A config without
+    the field reads as ``V``: keep ``V`` the default, or fill it in where recorded configs are read.)"""
+    d = as_dict(obj)
+    if not dataclasses.is_dataclass(obj):
+        return d
+    for f in fields(obj):
+        if "unnamed_when" in f.metadata and d.get(f.name) == f.metadata["unnamed_when"]:
+            del d[f.name]
+    return d

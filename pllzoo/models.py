@@ -116,11 +116,38 @@ def build_model(name: str, num_classes: int, input_shape: tuple[int, ...], regis
     Raises :class:`PLLZooError` for an unknown name, listing the valid ones, and when a plugin's
     factory returns something other than a :class:`PLLNet`.
     """
-    net = (registry or _registry()).model(name)(num_classes=num_classes, input_shape=tuple(input_shape))
+    registry = registry or _registry()
+    factory = registry.model(name)
+    who = f"model {name!r} (plugin {registry.models[name][1]})"
+    try:
+        net = factory(num_classes=num_classes, input_shape=tuple(input_shape))
+    except (Exception, SystemExit) as exc:  # a plugin's factory: one line naming it, the cause chained
+        text = (str(exc).strip().splitlines() or [""])[0]
+        raise PLLZooError(f"{who} failed to build: {type(exc).__name__}{': ' + text if text else ''}") from exc
     if not isinstance(net, PLLNet):
-        raise PLLZooError(f"model {name!r} returned a {type(net).__name__}, not a pllzoo.PLLNet "
+        raise PLLZooError(f"{who} returned a {type(net).__name__}, not a pllzoo.PLLNet "
                           f"(wrap the network: PLLNet(encoder, head))")
+    _check_logits_shape(net, who, num_classes, tuple(input_shape))
     return net
+
+
+def _check_logits_shape(net: PLLNet, who: str, num_classes: int, input_shape: tuple[int, ...]) -> None:
+    """One forward of two zero inputs in eval mode (no state changes, no random numbers): the logits must be
+    ``[2, num_classes]``, or a loss would fail later with a shape error that names the loss, not the model."""
+    mode = net.training
+    net.eval()
+    try:
+        with torch.no_grad():
+            out = net(torch.zeros((2, *input_shape)))
+    except Exception as exc:  # noqa: BLE001 - said in one line; training would fail the same way
+        text = (str(exc).strip().splitlines() or [""])[0]
+        raise PLLZooError(f"{who} fails on inputs of shape {list(input_shape)}: {type(exc).__name__}: {text}") from exc
+    finally:
+        net.train(mode)
+    if not isinstance(out, torch.Tensor) or tuple(out.shape) != (2, num_classes):
+        got = list(out.shape) if isinstance(out, torch.Tensor) else type(out).__name__
+        raise PLLZooError(f"{who} gives logits {got} for a batch of 2 and {num_classes} classes; "
+                          f"expected [2, {num_classes}]")
 
 
 def _registry() -> Registry:

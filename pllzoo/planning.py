@@ -16,9 +16,9 @@ from pllzoo.components import Method, views_of
 from pllzoo.data.base import DataOptions, PLLData
 from pllzoo.augment import make_view
 from pllzoo.data.holdout import hold_out, subsample
-from pllzoo.data.validate import check_training_set
+from pllzoo.data.validate import check_loaded, check_training_set
 from pllzoo.errors import PLLZooError, UnknownNameError
-from pllzoo.hparams import as_dict, check, override
+from pllzoo.hparams import as_dict, check, named, override
 from pllzoo.portable import portable
 from pllzoo.observers import ObserverChoice
 from pllzoo.registry import Registry
@@ -39,6 +39,7 @@ class RunPlan:
     check: bool = False  # check the components' outputs at every step (pllzoo.checks); never in the run id
     plugins: dict[str, Any] = field(default_factory=dict)  # env.json: plugins, and who supplied each component
     observers: tuple[ObserverChoice, ...] = ()  # --observe: made where the run trains (pllzoo.observers); not in the run id
+    methods: tuple[str, ...] = ()  # every method of the bench, in --methods order (all shards'): results.csv's order
 
     @property
     def run_id(self) -> str:
@@ -155,6 +156,26 @@ def hashed_train(cfg: TrainConfig) -> dict[str, Any]:
             if k not in BOOKKEEPING_FIELDS and not (k in HASHED_UNLESS_DEFAULT and v == defaults[k])}
 
 
+def load(registry: Registry, name: str, spec: Any, options: DataOptions) -> PLLData:
+    """``spec.load(options)``; a dataset of an outside plugin is checked as the shipped loaders check theirs
+    (:func:`pllzoo.data.validate.check_loaded`), and an exception of its loader is one line naming it."""
+    plugin = registry.datasets[name][1] if name in registry.datasets else None
+    outside = plugin is not None and not registry.plugin_info(plugin).shipped
+    try:
+        data = spec.load(options)
+    except PLLZooError:
+        raise
+    except (Exception, SystemExit) as exc:
+        if not outside:
+            raise
+        text = (str(exc).strip().splitlines() or [""])[0]
+        raise PLLZooError(f"dataset {name!r} (plugin {plugin}) failed to load: {type(exc).__name__}"
+                          f"{': ' + text if text else ''}") from exc
+    if outside:
+        check_loaded(data, f"dataset {name!r} (plugin {plugin})")
+    return data
+
+
 def carve(data: PLLData, options: DataOptions, seed: int) -> PLLData:
     """Apply the loader-independent options: ``subset`` (smoke runs), then ``holdout``."""
     if options.subset is not None:
@@ -162,6 +183,21 @@ def carve(data: PLLData, options: DataOptions, seed: int) -> PLLData:
     if options.holdout:
         data = hold_out(data, options.holdout, seed)
     return data
+
+
+def check_batches(plans: list[RunPlan]) -> None:
+    """Refuse, before any run trains (``pllzoo bench``; planning alone allows it, and a sweep's trial that draws
+    such a batch fails as a trial), a batch larger than the training set when the partial batch is dropped: no
+    step would run, and each run would fail.
+
+    :raises PLLZooError: one line naming the first such run.
+    """
+    for p in plans:
+        n, bs = p.data.num_train, p.train.batch_size
+        if p.train.drop_last and bs > n:
+            raise PLLZooError(f"batch size {bs} exceeds the {n} training rows of {p.data.name} ({p.method.name}) and "
+                              "an epoch drops its last partial batch (train.drop_last), so no step would run; "
+                              "lower --batch-size, or keep more rows (--subset, --holdout)")
 
 
 SEED_LIMIT = 2**32  # numpy's RandomState (the data splits and candidates) takes seeds below it
@@ -227,7 +263,7 @@ def plan(
                   if shard is None or (si * len(recipes) + ri) % shard[1] == shard[0] - 1]
         if not picked:
             continue
-        data = carve(spec.load(dataclasses.replace(options, seed=seed)), options, seed)
+        data = carve(load(registry, dataset, spec, dataclasses.replace(options, seed=seed)), options, seed)
         cfgs = {r.name: device_views(train_config(data, epochs, batch_size, train_hp[r.name], registry),
                                      resolved_device, train_hp[r.name]) for r in picked}
         for cfg in cfgs.values():
@@ -240,7 +276,7 @@ def plan(
             config = portable({  # no machine paths: the same run has the same id everywhere (pllzoo.migrate)
                 "method": recipe.name, "dataset": data.name, "seed": seed, "device": resolved_device,
                 "recipe": {s: c.name for s, c in comps.items()},
-                "hparams": {s: as_dict(c.hp) for s, c in comps.items()},
+                "hparams": {s: named(c.hp) for s, c in comps.items()},  # hparams.named: later additions
                 "train": hashed_train(cfg),  # see module doc
                 "data": {**as_dict(options), "seed": seed, **data.info, "train_counts": data.train_counts.tolist()},
             })
@@ -250,7 +286,8 @@ def plan(
             if resolved_device != "cpu":  # views and permutations drawn on the device (Trainer.generators)
                 config["rng"] = "device"
             plans.append(RunPlan(recipe, seed, data, cfg, per_method[recipe.name], config, pooled, check,
-                                 {**plugins[recipe.name], **backbone_env(registry, cfg)}))
+                                 {**plugins[recipe.name], **backbone_env(registry, cfg)},
+                                 methods=tuple(r.name for r in recipes)))
     return plans
 
 

@@ -112,11 +112,15 @@ def _allowed() -> set[str] | None:
 
 
 def _entry_points() -> list[tuple[md.EntryPoint, str, str]]:
-    """``(entry point, distribution, version)`` in name order; for one name, a shipped one first."""
+    """``(entry point, distribution, version)``: the shipped ones first, then the others, each in name order.
+
+    Shipped first, not merely first among equal names: an outside entry point that sorts before them
+    and names a shipped module (``aaa = "pllzoo_baselines.plugin"``) would register that module under its
+    own name, and the shipped entry point would then fail to register it."""
     found = []
     for i, ep in enumerate(md.entry_points(group=GROUP)):
         dist = getattr(ep, "dist", None)
-        found.append((ep.name, (ep.name, _dist_name(dist)) not in SHIPPED, i, ep, _dist_name(dist), _version(dist)))
+        found.append(((ep.name, _dist_name(dist)) not in SHIPPED, ep.name, i, ep, _dist_name(dist), _version(dist)))
     return [(ep, dist, version) for *_, ep, dist, version in sorted(found, key=lambda f: f[:3])]
 
 
@@ -139,6 +143,11 @@ def _load_entrypoints(pm: pluggy.PluginManager) -> list[PluginInfo]:
             plugin = ep.load()
             if not isinstance(plugin, ModuleType) and not hasattr(plugin, "__dict__"):
                 raise TypeError(f"entry point must name a module or object, got {type(plugin).__name__}")
+            holder = pm.get_name(plugin)
+            if holder is not None:  # pluggy's "already registered under a different name" names no distribution
+                first = taken.get(holder)
+                raise ValueError(f"it names the object {first.origin if first else repr(holder)} registered "
+                                 "already; one object is one plugin")
             pm.register(plugin, name=ep.name)
             try:
                 pm.check_pending()  # a misspelled hook is an error, not a silent no-op

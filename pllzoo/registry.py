@@ -71,6 +71,10 @@ class Registry:
     def _info(self, plugin: str) -> PluginInfo:
         return next(p for p in self.plugins if p.name == plugin)
 
+    def plugin_info(self, plugin: str) -> PluginInfo:
+        """The :class:`PluginInfo` of the plugin registered as ``plugin`` (the second item of a table's entry)."""
+        return self._info(plugin)
+
     def _load_plugin(self, info: PluginInfo) -> None:
         staged = _Staged(components={s: {} for s in SLOTS})
         calls = [(h, self._component_registrar(slot, info, staged)) for slot, h in hookspecs.SLOT_REGISTER_HOOKS.items()]
@@ -97,6 +101,8 @@ class Registry:
             return
         for slot, table in staged.components.items():  # commit: every check passed
             for name, component in table.items():
+                if "name" in vars(component) and (component.name, component.slot) != (name, slot):
+                    component = _own_class(component)
                 component.name, component.slot = name, slot
                 self.components[slot][name] = (component, info.name)
         self.methods.update((n, (m, info.name)) for n, m in staged.methods.items())
@@ -104,6 +110,8 @@ class Registry:
         self.models.update((n, (f, info.name)) for n, f in staged.models.items())
         self.views.update((n, (v, info.name)) for n, v in staged.views.items())
         for name, observer in staged.observers.items():
+            if "name" in vars(observer) and observer.name != name:
+                observer = _own_class(observer)
             observer.name = name
             self.observers[name] = (observer, info.name)
 
@@ -347,3 +355,13 @@ def reset_registry() -> None:
     """Forget the cached registry (tests, or after installing a plugin in-process)."""
     global _REGISTRY
     _REGISTRY = None
+
+
+def _own_class(cls: type) -> type:
+    """A subclass of ``cls`` that adds nothing: the class a second registration of ``cls`` names.
+
+    The registry writes a component's (an observer's) name on its class; a class registered already (a
+    shipped one, reused by a plugin under another name) keeps its first name, which its recipes and checks
+    compare with, and the new name goes on this subclass."""
+    return type(cls.__name__, (cls,), {"__module__": cls.__module__, "__doc__": cls.__doc__,
+                                       "__qualname__": cls.__qualname__})

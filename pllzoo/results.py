@@ -308,9 +308,14 @@ def load(*out_dirs: Path, finished_only: bool = True,
     frames = []
     for key, copies in read.items():  # a copied run folder counts once: the one named by its run id, else the first
         src, recs, config = next((c for c in copies if c[0].name == key), copies[0])
-        for other, _, _ in copies:
-            if other is not src:
+        for other, other_recs, _ in copies:
+            if other is src:
+                continue
+            if other_recs == recs:
                 warnings.warn(f"left out {other.where}: the same run as {src.where} (a copy; each run counts once)")
+            else:  # trained again, e.g. under torchrun: run ids do not depend on the processes
+                warnings.warn(f"left out {other.where}: the same run id as {src.where}, trained apart with other "
+                              "records (another machine or number of processes); each run id counts once")
         counts = tuple(config.get("data", {}).get("train_counts", ()))
         frame = pd.DataFrame(recs).assign(run=src.name, setting=setting_label(config))
         frame["train_counts"] = [counts] * len(frame)

@@ -42,7 +42,8 @@ from typing import TYPE_CHECKING, Any, Callable
 import torch
 
 from pllzoo import augment, ddp, distributed, masked_bn, prefetch
-from pllzoo.checks import check_logits, check_loss, check_offset, check_selection, check_targets, describe
+from pllzoo.checks import (check_logits, check_loss, check_offset, check_selection, check_targets, describe,
+                           epoch_logs, reserved_clash, step_logs)
 from pllzoo.checkpoint import NAME as CHECKPOINT
 from pllzoo.checkpoint import (Bookkeeper, CheckpointError, check_owner, lacks_momentum, load_checkpoint, restore_rng,
                                save_checkpoint, save_guess_s, signal_stop, stop_requested, stop_signals, time_stop)
@@ -254,7 +255,7 @@ class Trainer:
         return torch.cat(out)
 
     def stages(self) -> list[Stage]:
-        plan = self.calls.role("stages", run=self.run) or [Stage()]
+        plan = self.calls.stages(self.run) or [Stage()]
         return [dataclasses.replace(s, index=i) for i, s in enumerate(plan)]
 
     def _new_model(self, stage: Stage) -> None:
@@ -286,8 +287,20 @@ class Trainer:
     def _collect_modules_and_optimizer(self) -> None:
         """Extra modules of the components (``pllzoo_modules``) join the optimizer and checkpoint."""
         self.modules: dict[str, torch.nn.Module] = {}
+        owner = {id(p): "the network" for p in self.model.parameters()}
         for slot, offered in self.calls.all("pllzoo_modules", registration_order=True, run=self.run):
+            who = describe(slot, self.components[slot])
+            if not isinstance(offered, dict) or not all(
+                    isinstance(k, str) and isinstance(m, torch.nn.Module) for k, m in offered.items()):
+                other = " with other values" if isinstance(offered, dict) else ""
+                raise PLLZooError(f"{who}: pllzoo_modules must return a dict of names to torch.nn.Module, got "
+                                  f"{type(offered).__name__}{other}")
             for name, module in offered.items():
+                shared = next((owner[id(p)] for p in module.parameters() if id(p) in owner), None)
+                if shared is not None:  # the optimizer, DDP's averaging and weight decay would count them twice
+                    raise PLLZooError(f"{who}: module {name!r} shares parameters with {shared}; offer modules of "
+                                      "your own (use run.model to reach the network)")
+                owner.update((id(p), f"module {slot}.{name}") for p in module.parameters())
                 self.modules[f"{slot}.{name}"] = module.to(self.device)
         self.run.modules = dict(self.modules)  # any component may use another's module (HTC's ensemble)
         ddp.broadcast_modules(self.modules, self.dist)  # G > 1: rank 0's initial values (DDP does the network's)
@@ -444,6 +457,7 @@ class Trainer:
             extra: dict[str, Any] = {}
             logged_by: dict[str, str] = {}
             for slot, out in self.calls.all("pllzoo_on_epoch_end", run=self.run, epoch=epoch, state=self.state):
+                out = epoch_logs(slot, self.components[slot], out)
                 for key in out:
                     if key in logged_by:
                         raise PLLZooError(f"{describe(logged_by[key], self.components[logged_by[key]])} and "
@@ -451,6 +465,9 @@ class Trainer:
                     logged_by[key] = slot
                 extra.update(out)
             metrics = self.test_metrics()
+        writers = {k: describe(s, self.components[s]) for k, s in logged_by.items()}
+        reserved_clash({**logs, **extra}, {**metrics, **self.record_base}, writers,
+                       str(self.record_base.get("method", "(unnamed)")))
         return {
             **self.record_base, "seed": self.seed, "stage": stage.name, "stage_index": stage.index,
             "epoch": epoch + 1, "epochs": n_epochs, "final_stage": is_last, "lr": lr,
@@ -590,5 +607,7 @@ class Trainer:
         self.optimizer.step()
         with torch.no_grad():
             self.calls.all("pllzoo_post_step", step=step, state=self.state)
+        if values:  # the first step of each epoch: what the epoch will average must be scalars
+            step_logs(step.logs, str(self.record_base.get("method", "(unnamed)")))
         ddp.sync_rows(self.state, self.row_keys, idx, self.dist)  # no-op in one process
         return step, loss

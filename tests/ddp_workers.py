@@ -251,3 +251,23 @@ def valen_draw(ctx, s: torch.Tensor, seed: int) -> tuple[torch.Tensor, torch.Ten
     d = dirichlet_rsample(mine, torch.Generator().manual_seed(seed), ctx)
     d.square().sum().backward()
     return d.detach(), mine.grad
+
+
+def plan_agreement(ctx) -> list[str]:
+    """``bench.agree_on_plans`` with the same plan on both ranks, then with rank 1 planning seed 2: each
+    answer is "" (agreed) or the one-line error; the same on every rank."""
+    from pllzoo import bench
+    from pllzoo.data.base import DataOptions
+    from pllzoo.errors import PLLZooError
+    from pllzoo.registry import get_registry
+
+    out = []
+    for seeds in ([1], [1] if ctx.rank == 0 else [2]):
+        plans = bench.plan(get_registry(), ["proden"], "synthetic-lt", seeds, DataOptions(subset=64), epochs=1,
+                           batch_size=16, device="cpu")
+        try:
+            bench.agree_on_plans(plans)
+            out.append("")
+        except PLLZooError as exc:
+            out.append(str(exc))
+    return out

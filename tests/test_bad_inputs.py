@@ -202,6 +202,8 @@ CASES = [
     Case("bad seeds", lambda c: _good(c, "--seeds", "1,x"), 1, "bad --seeds '1,x'"),
     Case("no method", lambda c: _good(c, "--methods", ","), 1, "no method given"),
     Case("subset 0", lambda c: _good(c, "--subset", "0"), 1, "--subset must be at least 1"),
+    Case("batch above the training rows", lambda c: _good(c, "--subset", "10"), 1,
+         "batch size 16 exceeds the 10 training rows"),
     Case("holdout 1", lambda c: _good(c, "--holdout", "1"), 1, "--holdout must be in (0, 1)"),
     # issue 13.4: --out, devices, seeds
     Case("out is a file", _out_is_file, 1, "is a file; pass a folder"),

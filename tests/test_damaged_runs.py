@@ -190,6 +190,24 @@ def test_a_copied_run_folder_counts_once(out, tmp_path):
     assert run.name in set(rows["run"]) and "a-copy-of-run" not in set(rows["run"])
 
 
+def test_a_run_trained_apart_under_the_same_id_is_not_called_a_copy(out, tmp_path):
+    """The same run id trained apart (here: its records edited, as under torchrun, whose run ids do not depend on
+    the number of processes) counts once too, and the warning does not call it a copy."""
+    import shutil
+
+    run = _first(out)
+    other = out / "runs" / "a-rerun"
+    shutil.copytree(run, other)
+    recs = [json.loads(line) for line in (other / "log.jsonl").read_text().splitlines()]
+    recs[-1]["acc_all"] = recs[-1]["acc_all"] / 2
+    (other / "log.jsonl").write_text("".join(json.dumps(r) + "\n" for r in recs))
+    res = CliRunner().invoke(cli, ["report", str(out), "--csv", str(tmp_path / "s.csv")])
+    assert res.exit_code == 0, res.output
+    line = one_line_about(res.output, "Warning:", other)
+    assert f"the same run id as {run}, trained apart with other records" in line and "a copy" not in line
+    assert list(pd.read_csv(tmp_path / "s.csv")["n"]) == [2]
+
+
 def test_an_edited_config_is_not_taken_for_an_old_run_id(out):
     """A path-free config.json edited by hand (another method) is not "moved to its new id": the run stays, is
     reused, and counts once."""
@@ -205,10 +223,11 @@ def test_an_edited_config_is_not_taken_for_an_old_run_id(out):
 
 
 def test_report_of_runs_that_all_failed_says_so(tmp_path):
-    """Every run failed before its first epoch (here: a batch larger than the training set): not "no runs"."""
+    """Every run failed before its first epoch (here: a non-finite loss from a huge step size): not "no runs"."""
     out = tmp_path / "out"
-    res = CliRunner().invoke(cli, ["bench", "--methods", "proden,cc", "--dataset", "synthetic-lt", "--subset", "100",
-                                   "--epochs", "1", "--threads", "1", "--out", str(out)])
+    res = CliRunner().invoke(cli, ["bench", "--methods", "proden,cc", "--dataset", "synthetic-lt", "--subset", "300",
+                                   "--batch-size", "100", "--hp", "train.lr=1e30", "--epochs", "1", "--threads", "1",
+                                   "--out", str(out)])
     assert res.exit_code == 1 and "2 of 2 runs failed" in res.output
     res = CliRunner().invoke(cli, ["report", str(out)])
     assert res.exit_code == 1 and "Traceback" not in res.output

@@ -117,6 +117,26 @@ def test_outside_plugin_taking_proden_is_refused_whatever_the_order(install, ep)
     assert reg.methods["proden"][0].loss == "proden.loss"
 
 
+def test_outside_entry_points_before_the_shipped_ones_cannot_take_their_module(install, tmp_path, monkeypatch):
+    """``a0`` (an impostor proden) and ``aaa = pllzoo_baselines.plugin`` sort before ``baselines``: the shipped
+    entry points still register first, so ``aaa`` is refused (one object, one plugin), the impostor is refused
+    as a whole, and every baseline method stays."""
+    install("pllzoo-impostor", "6.6.6", "a0", IMPOSTOR)
+    info = tmp_path / "site" / "pllzoo_alias-1.0.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: pllzoo-alias\nVersion: 1.0\n")
+    (info / "entry_points.txt").write_text("[pllzoo]\naaa = pllzoo_baselines.plugin\n")
+    monkeypatch.setenv("PLLZOO_LOAD_PLUGINS", f"{SHIPPED},a0,aaa")
+    reg = get_registry()
+    base = md.version("pllzoo-baselines")
+    assert _info(reg, "baselines").error is None
+    assert _info(reg, "aaa").error == (f"ValueError: it names the object 'baselines' (pllzoo-baselines {base}) "
+                                       "registered already; one object is one plugin")
+    assert "is refused as a whole" in _info(reg, "a0").error
+    assert BASELINE_METHODS <= {n for n, (_, p) in reg.methods.items() if p == "baselines"}
+    assert reg.methods["proden"][0].loss == "proden.loss"
+
+
 def test_outside_entry_point_reusing_a_shipped_name_is_refused(install):
     install("pllzoo-impostor", "6.6.6", "baselines", IMPOSTOR)  # first on sys.path
     reg = get_registry()
@@ -209,6 +229,28 @@ def test_a_plugin_with_one_bad_registration_leaves_nothing(slot, name, bad, reas
     with pytest.raises(UnknownNameError, match=r"unknown method 't-method'.*\(plugin p0 failed to load: .*"
                                                r"; `pllzoo plugins --debug`\)$"):
         reg.method("t-method")
+
+
+def test_a_shipped_class_registered_again_under_another_name_keeps_its_own(monkeypatch):
+    """A plugin may reuse pllzoo's select-all class as ``t.all``: the new name goes on a subclass, so the shipped
+    class keeps ``pllzoo.all`` (which ``htc``'s compatibility check compares with) and messages name it."""
+    monkeypatch.setenv("PLLZOO_LOAD_PLUGINS", SHIPPED)
+
+    class P:
+        @hookimpl
+        def pllzoo_register_selections(self, register):
+            register("t.all", SelectAll)
+
+    pm, infos = make_plugin_manager()
+    pm.register(P(), name="p0")
+    reg = Registry.build(pm, infos)
+    assert _info(reg, "p0").error is None
+    assert SelectAll.name == "pllzoo.all" and reg.components["selection"]["pllzoo.all"][0] is SelectAll
+    alias = reg.components["selection"]["t.all"][0]
+    assert alias.name == "t.all" and issubclass(alias, SelectAll) and alias is not SelectAll
+    comps = reg.build_components(reg.method("htc"), {})  # refused before: "selection 't.all' would change nothing"
+    assert comps["selection"].name == "pllzoo.all"
+    assert Registry.build(*make_plugin_manager()).components["selection"]["pllzoo.all"][0] is SelectAll  # rebuilt
 
 
 def test_a_plugin_that_raises_while_registering_is_reported():

@@ -44,6 +44,9 @@ READY = {  # test id -> (method, hyper-parameter overrides)
     "solar-global-selection": ("solar-global-selection", SOLAR_FAST),
     "solar-no-selection": ("solar-no-selection", {k: v for k, v in SOLAR_FAST.items() if "selection" not in k}),
     "proden-s-cpe": ("proden-s-cpe", {k: v for k, v in SOLAR_FAST.items() if "label_update" not in k}),
+    # the built-in soft CE behind a class-wise selection: its mean is over the global batch's selected rows (D5)
+    "proden-s-cpe-soft-ce": ("proden-s-cpe+loss=pllzoo.soft_ce",
+                             {k: v for k, v in SOLAR_FAST.items() if k.split(".")[0] in ("estimator", "selection")}),
     # PiCO (D11): MoCo in epoch 0, SupCon over [q_G; k_G; queue] and W from the prototypes from epoch 1; a queue of
     # two global batches (wraps around); the strong view is the identity on tabular data
     "pico": ("pico", {"loss.queue": 32}),
@@ -101,7 +104,7 @@ def small_jobs(tmp_path_factory, test_model):
              (ddp_workers.module_grads, ()),
              (ddp_workers.sinkhorn_rows, (SK_LOGITS, SK_CAND, SK_PRIOR, 2)),
              (ddp_workers.gather_grads, (GQ_X, GQ_K, GQ_QUEUE, GQ_LABELS, GQ_QLABELS)),
-             (ddp_workers.valen_draw, (VALEN_S, 5)), (ddp_workers.stop_votes, ())]
+             (ddp_workers.valen_draw, (VALEN_S, 5)), (ddp_workers.stop_votes, ()), (ddp_workers.plan_agreement, ())]
     return ddp_workers.spawn(ddp_workers.several, tmp_path_factory.mktemp("small"), calls)
 
 
@@ -480,3 +483,34 @@ def test_a_signal_to_one_process_stops_every_process_and_says_so(small_jobs):
     stop = checkpoint.signal_stop("after epoch 3/9 of stage 'train'", 15)
     assert str(stop) == "stopped by SIGTERM to another process after epoch 3/9 of stage 'train'"
     assert stop.exit_code == 128 + 15
+
+
+@pytest.mark.parametrize("world, local, head", [
+    (1, None, "pllzoo bench"), (2, None, "torchrun --nproc-per-node 2 -m pllzoo bench"),
+    (4, "2", "torchrun --nnodes 2 --nproc-per-node 2 -m pllzoo bench")])
+def test_the_continue_command_of_a_stopped_bench_keeps_its_processes(monkeypatch, world, local, head):
+    """A bench stopped under torchrun prints the torchrun command that continues it, not a one-process one."""
+    import click
+
+    from pllzoo import distributed
+    from pllzoo.cli.bench import _continue_command
+    from pllzoo.distributed import DistContext
+
+    monkeypatch.setattr(distributed, "current", lambda: DistContext(rank=0, world=world))
+    if local is None:
+        monkeypatch.delenv("LOCAL_WORLD_SIZE", raising=False)
+    else:
+        monkeypatch.setenv("LOCAL_WORLD_SIZE", local)
+    ctx = click.Context(click.Command("bench"))
+    ctx.meta["pllzoo.bench.args"] = ["--methods", "proden", "--out", "o"]
+    assert _continue_command(ctx) == f"{head} --methods proden --out o --resume"
+
+
+def test_processes_that_planned_different_runs_end_the_bench_alike(small_jobs):
+    """Rank 1 started with other seeds: every process gets the same one line, before any run trains."""
+    answers = [rank[9] for rank in small_jobs]
+    assert answers[0] == answers[1]
+    agreed, differs = answers[0]
+    assert agreed == ""
+    assert differs.startswith("the 2 processes planned different runs (rank 1 against rank 0: 1 run(s), e.g. "
+                              "proden__synthetic-lt__s1-") and "\n" not in differs

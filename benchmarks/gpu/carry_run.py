@@ -1,6 +1,6 @@
 """Carry an unfinished run folder between device sessions, within a device call's transfer limits.
 
-    python benchmarks/gpu/carry_run.py pack OUT DEST [--part-mib 15]
+    python benchmarks/gpu/carry_run.py pack OUT DEST [--part-mib 15] [--label NAME]
     python benchmarks/gpu/carry_run.py unpack SRC OUT
 
 A device call sends at most 64 MiB (the working tree included) and brings back at most 8 files of
@@ -39,7 +39,8 @@ def _sha256(blob: bytes) -> str:
     return hashlib.sha256(blob).hexdigest()
 
 
-def pack(out: Path, dest: Path, part_mib: float) -> dict:
+def pack(out: Path, dest: Path, part_mib: float, label: str | None = None) -> dict:
+    """Pack ``out`` into ``dest`` (see the module doc); ``label`` (e.g. the paper run's name) goes into carry.json."""
     if not (out / "runs").is_dir():
         sys.exit(f"carry_run: {out} is no pllzoo bench --out folder (no runs/ in it)")
     ckpts = sorted(p for p in out.glob(f"runs/*/{NAME}") if not (p.parent / "done").exists())
@@ -51,6 +52,8 @@ def pack(out: Path, dest: Path, part_mib: float) -> dict:
                 else info)
     (dest / "run.tgz.tmp").replace(dest / "run.tgz")
     manifest: dict = {"run": None, "parts": []}  # every run finished: the small files alone
+    if label is not None:
+        manifest["label"] = label
     if ckpts:
         with tempfile.TemporaryDirectory() as tmp:
             slim = Path(tmp) / NAME
@@ -65,6 +68,15 @@ def pack(out: Path, dest: Path, part_mib: float) -> dict:
                             full_bytes=full)
     (dest / MANIFEST).write_text(json.dumps(manifest, indent=1) + "\n")
     return manifest
+
+
+def label_of(src: Path) -> str | None:
+    """The label ``src``'s carry.json was packed with (None: none, or no readable carry.json)."""
+    try:
+        label = json.loads((src / MANIFEST).read_text()).get("label")
+    except (OSError, ValueError, AttributeError):
+        return None
+    return label if isinstance(label, str) else None
 
 
 def unpack(src: Path, out: Path) -> Path:
@@ -97,12 +109,13 @@ def main() -> None:
     p.add_argument("out", type=Path)
     p.add_argument("dest", type=Path)
     p.add_argument("--part-mib", type=float, default=15.0)
+    p.add_argument("--label", default=None, help="a name kept in carry.json (the paper run's)")
     u = sub.add_parser("unpack")
     u.add_argument("src", type=Path)
     u.add_argument("out", type=Path)
     args = ap.parse_args()
     if args.verb == "pack":
-        m = pack(args.out, args.dest, args.part_mib)
+        m = pack(args.out, args.dest, args.part_mib, args.label)
         print(f"packed {m['run']}: checkpoint {m['full_bytes']} -> {m['bytes']} bytes (slim) in {len(m['parts'])} "
               f"part(s)" if m["run"] else f"packed {args.out}: every run finished, no checkpoint carried")
     else:

@@ -3,22 +3,24 @@
 #   OUT=$OUT bash benchmarks/gpu/next.sh session          the one call to start a session with (timeout_s 600): the
 #       paper run until UNTIL seconds after the start (default 575; SPEED=1 runs `speed` first); then
 #       `OUT=$OUT MINUTES=m ... paper` on the warm machine with the device minutes left (fifth H100 session: 9 min
-#       in call 1 trained 100 + 104 epochs after the speed step, 3 min in call 2 118 epochs). Seven files come back
-#       (eight with SPEED=1): env.txt, paper.log, run.tgz, carry.json, the checkpoint's three parts (speed.tgz).
+#       in call 1 trained 100 + 104 epochs after the speed step, 3 min in call 2 118 epochs). Up to eight files come
+#       back: env.txt, paper.log, finals.tgz (when a run finished), run.tgz, carry.json, the checkpoint's three parts;
+#       SPEED=1 adds speed.tgz, one too many when a run finishes in the call (then run `speed` in a call of its own).
 #   OUT=$OUT bash benchmarks/gpu/next.sh speed            (~4 min) gpu_speed.py for solar and proden under CUDA graphs
 #       (fused SGD and the chunk-frozen Sinkhorn since the fourth session; dynamo's recompiles logged), then the
 #       CUDA tests of what changed; its files in speed.tgz.
-#   OUT=$OUT MINUTES=8 bash benchmarks/gpu/next.sh paper   the released c10-phi0.5-g100-solar recipe, seed 1, in
-#       --time-limit parts (exit 75: call again at once on the warm machine; results/ is ignored, so the run folder
-#       and its whole checkpoint stay there between calls); COMPILE=none|reduce-overhead (default reduce-overhead:
-#       SoLar 1.3-1.5 s an epoch on an H100 with its evaluation, fifth H100 session, so 100 + 1000 epochs ~27 min,
-#       more than one session's 15 device-minutes). Each call ends by packing the run for the next session (carry_run.py: run.tgz, the
-#       checkpoint without SGD momentum in parts of 15.9 MiB, carry.json) into $OUT; here, copy them into .paperrun/
-#       (ignored by .gitignore) and name .paperrun in `carry` next session: a fresh machine
-#       unpacks it and resumes with momentum restarted (benchmarks/momentum-restart/ measures what that does).
-#       Commit run.tgz's small files (no checkpoint) with the command.
-#       When it ends: the run folder (without checkpoint.pt) into benchmarks/paper/results/ and
-#       `python benchmarks/paper/run.py table`.
+#   OUT=$OUT MINUTES=8 bash benchmarks/gpu/next.sh paper   issue 17's paper runs in order (paper_queue.py; QUEUE=a,b
+#       to name others; default row (a): c10-phi0.5-g100-solar, -proden, -cc, -pico, seed 1, the released recipes) in
+#       --time-limit parts of the MINUTES left: the carried run resumes, a finished run goes into finals.tgz (its
+#       folder without checkpoint, NAME/) and the next starts; the run the limit stops (exit 75: call again at once on
+#       the warm machine; results/ is ignored, so run folders and whole checkpoints stay there between calls) is
+#       packed for the next session (carry_run.py, label NAME: run.tgz, the checkpoint without SGD momentum in parts
+#       of 15.9 MiB, carry.json). COMPILE=none|reduce-overhead (default reduce-overhead: SoLar 1.3-1.5 s an epoch on
+#       an H100 with its evaluation, fifth H100 session). Here: copy run.tgz, carry.json and ckpt.part* into
+#       .paperrun/ (ignored by .gitignore) and name .paperrun in `carry` next session: a fresh machine unpacks it and
+#       resumes with momentum restarted (benchmarks/momentum-restart/ measures what that does). Commit run.tgz's small
+#       files (no checkpoint) with the command. finals.tgz: each NAME/ into benchmarks/paper/results/NAME/ (so the
+#       queue skips it next time), then `python benchmarks/paper/run.py table`.
 set -uo pipefail
 out="${OUT:?set OUT}"; data="${DATA_DIR:-.devdata}"; what="${1:?speed or paper}"
 export PYTHONUNBUFFERED=1
@@ -41,19 +43,16 @@ if [ "$what" = speed ] || { [ "$what" = session ] && [ "${SPEED:-0}" = 1 ]; }; t
   speed
 fi
 if [ "$what" = session ]; then
-  MINUTES=$(( (${UNTIL:-575} - SECONDS - 20) / 60 ))
-  [ "$MINUTES" -ge 2 ] || exit 0
+  MINUTES=$(awk -v s="$SECONDS" -v u="${UNTIL:-575}" 'BEGIN { printf "%.2f", (u - s - 35) / 60 }')  # 35 s to pack
+  awk -v m="$MINUTES" 'BEGIN { exit !(m >= 2) }' || exit 0
 fi
 if [ "$what" = speed ]; then
   :
 else
-  compile="${COMPILE:-reduce-overhead}"; minutes="${MINUTES:-8}"; run=results/paper-c10-solar
-  if [ ! -d "$run" ] && [ -f .paperrun/carry.json ]; then  # a fresh machine: the run carried from the last session
-    python3 benchmarks/gpu/carry_run.py unpack .paperrun "$run" >> "$out/env.txt" 2>&1
-  fi
-  python3 benchmarks/paper/run.py run c10-phi0.5-g100-solar --seeds 1 --out "$run" \
-    --device cuda --data-dir "$data" --offline --time-limit "$minutes" --hp train.compile="$compile" \
-    > "$out/paper.log" 2>&1
+  # issue 17's runs in order (paper_queue.py): the carried one resumes, a finished one goes into finals.tgz and
+  # the next starts, the one the time limit stops is packed for the next session (run.tgz, carry.json, 3 parts)
+  python3 benchmarks/gpu/paper_queue.py --dest "$out" --minutes "${MINUTES:-8}" ${QUEUE:+--queue "$QUEUE"} \
+    -- --device cuda --data-dir "$data" --offline --hp train.compile="${COMPILE:-reduce-overhead}" \
+    >> "$out/env.txt" 2>&1
   echo "paper rc $?" >> "$out/env.txt"
-  python3 benchmarks/gpu/carry_run.py pack "$run" "$out" --part-mib 15.9 >> "$out/env.txt" 2>&1  # run.tgz, 3 ckpt.part*, carry.json
 fi

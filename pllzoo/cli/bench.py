@@ -56,8 +56,18 @@ class _KeepsArgs(click.Command):
 
 
 def _continue_command(ctx: click.Context) -> str:
+    """The command that continues this bench: its own arguments plus ``--resume``; under torchrun the same
+    number of processes (``torchrun [--nnodes N] --nproc-per-node G``; another launcher takes the same arguments)."""
+    from pllzoo import distributed
+
     args = ctx.meta.get("pllzoo.bench.args", [])
-    return shlex.join(["pllzoo", "bench", *args, *([] if "--resume" in args else ["--resume"])])
+    dist = distributed.current()
+    head = ["pllzoo"]
+    if dist.active:
+        local = int(os.environ.get("LOCAL_WORLD_SIZE", dist.world))
+        nodes = ["--nnodes", str(dist.world // local)] if local < dist.world else []
+        head = ["torchrun", *nodes, "--nproc-per-node", str(local), "-m", "pllzoo"]
+    return shlex.join([*head, "bench", *args, *([] if "--resume" in args else ["--resume"])])
 
 
 @cli.command(cls=_KeepsArgs)
@@ -146,6 +156,7 @@ def _bench(ctx, dist, methods, dataset, seeds, epochs, batch_size, data_dir, spl
     from pllzoo import checkpoint
     from pllzoo import report as rep
     from pllzoo.cli.bench_plan import show_plan
+    from pllzoo.planning import check_batches
     from pllzoo.data.base import DataOptions
     from pllzoo.jobs import RunsFailed
     from pllzoo.progress import BenchProgress
@@ -172,6 +183,8 @@ def _bench(ctx, dist, methods, dataset, seeds, epochs, batch_size, data_dir, spl
         hp=configfile.overrides(ctx, hps), device=device, view_workers=view_workers, check=check, shard=part,
     )
     replay.check(ctx, plans)  # --from-run: the recorded config, or one line
+    check_batches(plans)
+    bench_lib.agree_on_plans(plans)  # torchrun: every process planned rank 0's runs, or one line on each
     for p in plans:  # each run's process makes its observers (pllzoo.observers); not part of the run id
         p.observers = observers
     if part is not None and dist.is_main:

@@ -160,6 +160,26 @@ def check_pll(
     return labels
 
 
+def check_loaded(data: Any, where: str) -> None:
+    """What an outside plugin's loader returned, checked as the shipped loaders check their own: a
+    :class:`PLLData` whose training split passes :func:`check_pll` (0-based label indices) and whose test
+    split has as many labels as rows, each in ``0..K-1``, and finite features.
+
+    :raises PLLZooError: one line naming ``where`` (the dataset and its plugin)."""
+    if not isinstance(data, PLLData):
+        raise PLLZooError(f"{where}: the loader returned {type(data).__name__}, not a pllzoo PLLData")
+    k = data.num_classes
+    check_pll(data.x_train, data.y_train, data.candidates, k, f"{where}, training split", one_based=False)
+    xt = as_numpy(data.x_test)
+    m = xt.shape[0] if xt.ndim else 0
+    yt = labels_from_target(data.y_test, k, f"{where}, test split", None, one_based=False)
+    if yt.shape[0] != m:
+        raise PLLZooError(f"{where}, test split: {yt.shape[0]} true labels for {m} feature rows")
+    if np.issubdtype(xt.dtype, np.floating):
+        _bad_rows(~np.isfinite(xt.reshape(m, -1)).all(axis=1), f"{where}, test split", "NaN/inf features",
+                  "clean or drop those rows")
+
+
 def check_training_set(data: PLLData) -> None:
     """Check the training split a run will see (after ``--subset``/``--holdout``), before anything is written.
 

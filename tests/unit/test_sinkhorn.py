@@ -172,6 +172,43 @@ def test_infeasible_singletons_relax():
     assert (res.q[:10, 2] == 1).all()
 
 
+def test_relax_nan_follows_the_reference_on_an_infeasible_problem():
+    """K = 2, prior (0.7, 0.3), two rows whose only candidate is class 1 (so class 1 gets ≥ 2 of the 4 rows,
+    not 1.2): the reference's 50 iterations stay finite and put the two open rows on class 0, sums (2, 2),
+    the nearest reachable to (2.8, 1.2). ``relax="nan"`` returns that; ``check`` relaxes and ends further
+    from the prior (its ε = 1e-5 outweighs a candidate 0.0059 of its row's best: 0.0059³ < 1e-5)."""
+    scores = torch.tensor([[0.0, 0.8799], [0.0059, 0.9941], [0.0, 0.2131], [0.2933, 0.7067]])
+    cand = scores > 0
+    ls = torch.log(scores).masked_fill(~cand, float("-inf"))
+    r = torch.tensor([0.7, 0.3])
+    ref = reference_sinkhorn(scores, r)
+    assert torch.isfinite(ref).all()
+    ref = ref / ref.sum(1, keepdim=True)
+    torch.testing.assert_close(ref.sum(0), torch.tensor([2.0, 2.0]), atol=1e-4, rtol=0)
+    nan = sinkhorn(ls, r, stop="fixed", relax="nan")
+    assert not nan.relaxed
+    torch.testing.assert_close(nan.q, ref, atol=1e-4, rtol=0)
+    check = sinkhorn(ls, r, stop="fixed")
+    assert check.relaxed and float(check.col_err) > float(nan.col_err) + 0.25  # 0.70 against 0.40
+
+
+@pytest.mark.parametrize("case", range(5))
+def test_relax_nan_still_relaxes_what_goes_non_finite_and_keeps_rows_valid(case):
+    """``relax="nan"`` skips the feasibility check only: a row whose candidates all have prior 0 (mass 0, so
+    c = 1/0) still takes the relaxed path; an empty column stays finite in the shifted iteration (the
+    reference's goes NaN) and is left empty.  Every answer is a valid pseudo-label matrix, the same with or
+    without host reads, and at least as close to the prior as ``check``'s on these cases."""
+    ls, cand, r = _hard_cases()[case]
+    res = sinkhorn(ls, r, relax="nan")
+    _assert_valid(res.q, cand)
+    with count_syncs(cuda=False) as syncs:
+        dev = sinkhorn(ls, r, relax="nan")
+        q, relaxed = dev.q, dev.relaxed
+    assert syncs.count == 0 and torch.equal(q, res.q) and bool(relaxed) == bool(res.relaxed)
+    assert bool(res.relaxed) == (case == 3)
+    assert float(res.col_err) <= float(sinkhorn(ls, r).col_err) + 1e-6
+
+
 def test_relaxed_row_without_mass():
     # row 0 may only be classes 2 or 3, whose prior is 0: infeasible, and the relaxed solve leaves it no
     # candidate mass, so it gets its normalised kernel row (p^3 re-normalised over {2, 3})

@@ -7,7 +7,7 @@ from pllzoo_solar import defaults
 
 def test_rows_by_pattern():
     assert defaults.for_dataset("prior", "cifar10lt") == {"est_epochs": 100, "gamma1": 0.1}
-    assert defaults.for_dataset("prior", "cifar100lt-h") == {"est_epochs": 20, "gamma1": 0.05}  # cifar100lt*
+    assert defaults.for_dataset("prior", "cifar100lt-h") == {"est_epochs": 20, "gamma1": 0.05}  # OURS_H
     assert defaults.for_dataset("selection", "cifar100lt") == {"rho_end": 0.5}
     assert defaults.for_dataset("loss", "synthetic-lt") == {"warmup_epochs": 10}
     assert defaults.for_dataset("loss", "cifar10lt") == {} and defaults.for_dataset("prior", "lost") == {}

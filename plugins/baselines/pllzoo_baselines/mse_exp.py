@@ -10,7 +10,9 @@ The non-candidates are complementary labels Ȳ, |Ȳ| = K − |S|; with P_S = Σ_
 Deviation (``full_set``): when every label is a candidate (|S| = K, possible under uniform
 flipping: ~0.2 % of CIFAR-10-LT at φ = 0.5) both losses divide by zero (EXP: ∞, MSE: ∞·0 = NaN);
 the official code has no guard.  ``mask`` (default) leaves such samples out — they carry no
-supervision; ``clamp`` uses K − |S| ≥ 1; ``none`` reproduces the official NaN.
+supervision; ``clamp`` uses K − |S| ≥ 1; ``none`` keeps the division by zero, so the loss is not finite
+as the official one (MSE here gives ±∞ where the official estimator gives NaN: the closed form divides before
+it multiplies) and the run fails with "non-finite training loss" either way.
 Test: tests/unit/test_mse_exp.py::test_full_candidate_set_guard.
 
 Under torchrun (G > 1): no state; with ``mask`` the mean over the informative rows is the global
@@ -54,7 +56,8 @@ def informative(candidates: torch.Tensor) -> torch.Tensor:
 
 @dataclass(frozen=True)
 class ComplementaryHParams(ProtocolHParams):
-    full_set: str = hp("mask", "samples with |S| = K: mask (leave out), clamp (K−|S| ≥ 1), none (official: NaN)",
+    full_set: str = hp("mask", "samples with |S| = K: mask (leave out), clamp (K−|S| ≥ 1), none (non-finite, "
+                                "as official)",
                        choices=("mask", "clamp", "none"))
 
 

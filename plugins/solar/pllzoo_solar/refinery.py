@@ -62,6 +62,10 @@ class RefineryHParams:
     tol: float = hp(1e-3, "L1 error of the column marginal at which Sinkhorn stops", ge=0)
     eps: float = hp(1e-5, "weight of non-candidates in the relaxed problem (paper: 1e-5 added to M)", ge=0)
     warm_start: bool = hp(True, "start each solve from the previous step's class scalings (stop=tol only)")
+    # added after the recorded runs, which all ran "check": the run id names it only when it is "nan"
+    relax: str = hp("check", "solve the relaxed problem also when a feasibility check fails (check) or only when "
+                    "the scalings go non-finite (nan, the reference)", choices=("check", "nan"),
+                    unnamed_when="check")
 
 
 class SinkhornRefinery(Component):
@@ -119,7 +123,7 @@ class SinkhornRefinery(Component):
         scores, kernel = kq.kernel(log_c, rk, e, state.prior, host_reads_are_free(log_c.device))  # l.2
         result = sinkhorn(
             scores, state.prior, lam=self.hp.lam, max_iter=self.hp.max_iter, tol=self.hp.tol, stop=self.hp.stop,
-            eps=self.hp.eps, log_beta0=self._warm(state), kernel=kernel,
+            eps=self.hp.eps, relax=self.hp.relax, log_beta0=self._warm(state), kernel=kernel,
         )  # l.3
         state.sinkhorn_log_beta = result.log_beta
         return result.rows(scores.shape[0] - log_c.shape[0]), result.iters, result.relaxed

@@ -1,0 +1,117 @@
+"""Issue 17's paper runs, in order, for as long as a device call lasts: finish the carried run, then start the next.
+
+    python benchmarks/gpu/paper_queue.py --dest $OUT --minutes M [--queue A,B,...] [--seed 1]
+        [--carried .paperrun] [--work results] [--finished benchmarks/paper/results] [-- BENCH ARGS...]
+
+For each paper run of ``--queue`` (names of ``benchmarks/paper/run.py list``; default: issue 17's row (a) at
+φ = 0.5, γ = 100: SoLar, PRODEN, CC, PiCO), with seed ``--seed``:
+
+* finished already, in ``--finished/NAME`` (committed: its ``runs.jsonl.xz``) or ``--work/paper-NAME`` (this
+  machine): skipped;
+* else its folder is ``--work/paper-NAME``; on a fresh machine, the run carried in ``--carried``
+  (:mod:`carry_run`) is unpacked there when its label is NAME (a carry.json without a label is the SoLar run,
+  packed before labels existed);
+* it trains with ``run.py run NAME`` and ``--time-limit`` the minutes left of ``--minutes``;
+* finished (exit 0): its folder without checkpoints is added to ``DEST/finals.tgz`` (one file for all the runs
+  finished in this call, ``NAME/`` each) and the next run starts;
+* stopped by the time limit (exit 75) or failed: it is packed for the next session (``carry_run.pack`` with
+  label NAME: run.tgz, carry.json, the checkpoint's parts) and the queue ends.
+
+So a call returns at most env.txt, paper.log, finals.tgz, run.tgz, carry.json and three checkpoint parts: the
+device's 8 files.  ``BENCH ARGS`` go to every ``pllzoo bench`` after the recipe's (``--device cuda --data-dir
+.devdata --offline --hp train.compile=...``).  Each step is one line on stdout; the runs' output goes to
+``DEST/paper.log``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import io
+import subprocess
+import sys
+import tarfile
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+import carry_run  # noqa: E402
+
+RUN_PY = HERE.parent / "paper" / "run.py"
+ROW_A = ("c10-phi0.5-g100-solar", "c10-phi0.5-g100-proden", "c10-phi0.5-g100-cc", "c10-phi0.5-g100-pico")
+UNLABELLED = ROW_A[0]  # the carry packed before labels: the SoLar run of the fourth and fifth H100 sessions
+MIN_MINUTES = 2.0  # a run started with less would spend it compiling and packing
+STOPPED = 75  # pllzoo bench's exit status after a clean --time-limit stop
+
+
+def finished(folder: Path, seed: int) -> bool:
+    """``folder`` (a bench --out) holds a finished run of ``seed``: in ``runs/``, or in its ``runs.jsonl.xz``
+    (git keeps the archive, not ``runs/``)."""
+    from pllzoo import archive
+
+    archived = archive.read(folder) if (folder / archive.NAME).exists() else {}
+    return any(folder.glob(f"runs/*__s{seed}-*/done")) or any(
+        run.done and f"__s{seed}-" in name for name, run in archived.items())
+
+
+def add_final(folder: Path, name: str, finals: Path) -> None:
+    """Add ``folder`` (checkpoints left out) as ``name/`` to the tgz ``finals``, keeping what it holds."""
+    old = finals.read_bytes() if finals.exists() else None
+    tmp = finals.with_suffix(".tmp")
+    with tarfile.open(tmp, "w:gz") as tar:
+        if old is not None:
+            with tarfile.open(fileobj=io.BytesIO(old), mode="r:gz") as prev:
+                for member in prev.getmembers():
+                    tar.addfile(member, prev.extractfile(member) if member.isfile() else None)
+        tar.add(folder, arcname=name, filter=lambda info: None if info.name.endswith((".pt", ".pt.tmp")) else info)
+    tmp.replace(finals)
+
+
+def main(argv: list[str] | None = None, clock=time.monotonic) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--dest", type=Path, required=True, help="where the call's files go ($OUT)")
+    ap.add_argument("--minutes", type=float, required=True, help="device minutes for the whole queue")
+    ap.add_argument("--queue", default=",".join(ROW_A))
+    ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--carried", type=Path, default=Path(".paperrun"))
+    ap.add_argument("--work", type=Path, default=Path("results"))
+    ap.add_argument("--finished", type=Path, default=HERE.parent / "paper" / "results")
+    ap.add_argument("--part-mib", type=float, default=15.9)
+    ap.add_argument("bench_args", nargs=argparse.REMAINDER)
+    args = ap.parse_args(argv)
+    extra = args.bench_args[1:] if args.bench_args[:1] == ["--"] else args.bench_args
+    deadline = clock() + 60 * args.minutes
+    args.dest.mkdir(parents=True, exist_ok=True)
+    log = args.dest / "paper.log"
+    for name in [n.strip() for n in args.queue.split(",") if n.strip()]:
+        folder = args.work / f"paper-{name}"
+        if finished(args.finished / name, args.seed) or finished(folder, args.seed):
+            print(f"{name} seed {args.seed}: finished before")
+            continue
+        if not folder.exists() and (carry_run.label_of(args.carried) or UNLABELLED) == name \
+                and (args.carried / carry_run.MANIFEST).exists():
+            print(f"{name}: unpacked {carry_run.unpack(args.carried, folder)}")
+        left = (deadline - clock()) / 60
+        if left < MIN_MINUTES:
+            print(f"{name}: not started, {left:.1f} min left")
+            return 0
+        cmd = [sys.executable, str(RUN_PY), "run", name, "--seeds", str(args.seed), "--out", str(folder),
+               "--time-limit", f"{left:.2f}", *extra]
+        with log.open("a") as f:
+            f.write(f"$ {' '.join(cmd)}\n")
+            f.flush()
+            rc = subprocess.call(cmd, stdout=f, stderr=subprocess.STDOUT)
+        print(f"{name}: rc {rc}")
+        if rc == 0 and finished(folder, args.seed):
+            add_final(folder, name, args.dest / "finals.tgz")
+            print(f"{name}: finished, in finals.tgz")
+            continue
+        m = carry_run.pack(folder, args.dest, args.part_mib, label=name) if (folder / "runs").is_dir() else None
+        print(f"{name}: packed {m['run'] if m else 'nothing (no run folder)'}"
+              + ("" if rc == STOPPED else " after a failure: see paper.log"))
+        return rc
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,126 @@
+"""benchmarks/gpu/paper_queue.py: the paper runs in order within a device call, each carried or finished.
+
+``run.py run`` is replaced by a fake that finishes a run (a ``done`` marker) or leaves the real run folder of
+a bench stopped by ``--time-limit`` (exit 75), and advances a fake clock: the queue's own logic (skip, unpack
+by label, finals.tgz, pack with a label, the minutes left) is what is tested, against real packed runs.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import sys
+import tarfile
+from pathlib import Path
+
+import pytest
+import torch
+from click.testing import CliRunner
+
+from pllzoo.checkpoint import NAME
+from pllzoo.cli import cli
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks" / "gpu"))
+import carry_run  # noqa: E402
+import paper_queue  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def stopped(tmp_path_factory):
+    """A real proden bench folder stopped by --time-limit after epoch 2 of 5 (fake clock: 10 s an epoch)."""
+    import fake_clock
+
+    threads = torch.get_num_threads()
+    mp = pytest.MonkeyPatch()
+    try:
+        fake_clock.install(mp)
+        out = tmp_path_factory.mktemp("stopped") / "out"
+        res = CliRunner().invoke(cli, ["bench", "--methods", "proden", "--dataset", "synthetic-lt", "--epochs", "5",
+                                       "--out", str(out), "--threads", "1", "--time-limit", "0.5"])
+        assert res.exit_code == 75, res.output
+    finally:
+        mp.undo()
+        torch.set_num_threads(threads)
+    return out
+
+
+class FakeRuns:
+    """Stands in for ``subprocess.call(run.py run NAME ... --out FOLDER ...)``: ``outcome[NAME]`` is "finish"
+    (a done run of seed 1) or "stop" (the stopped bench folder, exit 75); each call takes ``minutes``."""
+
+    def __init__(self, stopped: Path, outcome: dict[str, str], minutes: float = 3.0):
+        self.stopped, self.outcome, self.minutes, self.now, self.calls = stopped, outcome, minutes, 0.0, []
+
+    def clock(self) -> float:
+        return self.now
+
+    def call(self, cmd, stdout=None, stderr=None) -> int:
+        name, folder = cmd[3], Path(cmd[cmd.index("--out") + 1])
+        self.calls.append((name, float(cmd[cmd.index("--time-limit") + 1]), folder.exists()))
+        self.now += 60 * self.minutes
+        if self.outcome[name] == "stop":
+            if not folder.exists():
+                shutil.copytree(self.stopped, folder)
+            return 75
+        run = folder / "runs" / f"m__d__s1-{name[-4:]}"
+        run.mkdir(parents=True, exist_ok=True)
+        (run / "log.jsonl").write_text('{"epoch": 1}\n')
+        (run / NAME).write_bytes(b"weights")
+        (run / "done").write_text("ok\n")
+        return 0
+
+
+def _queue(tmp, fake, *args):
+    return paper_queue.main(["--dest", str(tmp / "dest"), "--work", str(tmp / "work"), "--finished",
+                             str(tmp / "committed"), "--carried", str(tmp / "carried"), *args], clock=fake.clock)
+
+
+def test_a_call_finishes_the_carried_run_then_carries_the_next(stopped, tmp_path, monkeypatch, capsys):
+    carry_run.pack(stopped, tmp_path / "carried", part_mib=0.05)  # unlabelled: packed before labels
+    fake = FakeRuns(stopped, {"a-solar": "finish", "b-proden": "stop", "c-cc": "finish"})
+    monkeypatch.setattr(paper_queue.subprocess, "call", fake.call)
+    monkeypatch.setattr(paper_queue, "UNLABELLED", "a-solar")  # the run an unlabelled carry belongs to
+    rc = _queue(tmp_path, fake, "--minutes", "9", "--queue", "a-solar,b-proden,c-cc", "--part-mib", "0.05")
+    assert rc == 75
+    assert fake.calls == [("a-solar", 9.0, True), ("b-proden", 6.0, False)]  # a-solar unpacked before it ran
+    with tarfile.open(tmp_path / "dest" / "finals.tgz") as tar:
+        names = tar.getnames()
+    assert "a-solar/runs/m__d__s1-olar/done" in names and not any(n.endswith(".pt") for n in names)
+    manifest = json.loads((tmp_path / "dest" / "carry.json").read_text())
+    assert manifest["label"] == "b-proden" and len(manifest["parts"]) > 1
+    out = capsys.readouterr().out
+    assert "a-solar: finished, in finals.tgz" in out and "b-proden: packed runs/proden__synthetic-lt__s1-" in out
+    assert "c-cc" not in out  # the queue ends with the carried run
+
+
+def test_the_next_session_skips_the_committed_run_and_resumes_the_labelled_one(stopped, tmp_path, monkeypatch,
+                                                                                 capsys):
+    carry_run.pack(stopped, tmp_path / "carried", part_mib=0.05, label="b-proden")
+    committed = tmp_path / "committed" / "a-solar"  # as git keeps it: runs.jsonl.xz, no runs/
+    shutil.copytree(stopped, committed)
+    run = next(committed.glob("runs/*"))
+    (run / NAME).unlink()
+    (run / "done").write_text("ok\n")
+    res = CliRunner().invoke(cli, ["archive", str(committed)])
+    assert res.exit_code == 0 and (committed / "runs.jsonl.xz").exists(), res.output
+    shutil.rmtree(committed / "runs")
+    fake = FakeRuns(stopped, {"b-proden": "finish", "c-cc": "finish"}, minutes=4)
+    monkeypatch.setattr(paper_queue.subprocess, "call", fake.call)
+    rc = _queue(tmp_path, fake, "--minutes", "5.5", "--queue", "a-solar,b-proden,c-cc")
+    assert rc == 0
+    assert fake.calls == [("b-proden", 5.5, True)]  # unpacked before it ran; 1.5 min are too few for c-cc
+    run = next((tmp_path / "work" / "paper-b-proden").glob("runs/proden__*"))
+    assert (run / NAME).exists()  # the carried checkpoint, rebuilt from its parts
+    out = capsys.readouterr().out
+    assert "a-solar seed 1: finished before" in out and "c-cc: not started, 1.5 min left" in out
+    assert not (tmp_path / "dest" / "carry.json").exists()  # nothing left to carry
+
+
+def test_two_runs_finished_in_one_call_share_finals_tgz(stopped, tmp_path, monkeypatch):
+    fake = FakeRuns(stopped, {"a-solar": "finish", "b-proden": "finish"}, minutes=1)
+    monkeypatch.setattr(paper_queue.subprocess, "call", fake.call)
+    assert _queue(tmp_path, fake, "--minutes", "9", "--queue", "a-solar,b-proden") == 0
+    with tarfile.open(tmp_path / "dest" / "finals.tgz") as tar:
+        tops = {n.split("/")[0] for n in tar.getnames()}
+    assert tops == {"a-solar", "b-proden"}
+    assert sorted(p.name for p in (tmp_path / "dest").iterdir()) == ["finals.tgz", "paper.log"]

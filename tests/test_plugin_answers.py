@@ -1,0 +1,222 @@
+"""What a plugin hands back outside the role hooks is checked too, each bad answer one line naming its source:
+epoch-end logs and step logs (never a field of the record itself), extra modules, stage plans, a backbone's
+factory and logits, a dataset loader's data, and ``sys.exit()`` inside a hook (a failed run, not a silent end)."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+import torch
+
+from pllzoo import Component, Method, hookimpl
+from pllzoo.checks import ComponentError
+from pllzoo.data.base import DataOptions, DatasetSpec
+from pllzoo.errors import PLLZooError
+from pllzoo.models import build_model
+from pllzoo.pllnet import PLLNet
+from pllzoo.planning import load
+from pllzoo.plugins import make_plugin_manager
+from pllzoo.registry import Registry
+from pllzoo.run import Stage
+
+from test_output_checks import trainer_for
+
+
+class EpochEnd(Component):
+    def __init__(self, answer=None, **kw):
+        super().__init__(**kw)
+        self.answer = answer
+
+    @hookimpl
+    def pllzoo_on_epoch_end(self, run, state):
+        return self.answer
+
+
+@pytest.mark.parametrize("key", ["seed", "method", "epoch", "final_stage", "acc_all"])
+def test_epoch_end_logs_cannot_relabel_the_record(tiny_data, key):
+    with pytest.raises(PLLZooError, match=rf"estimator component 'EpochEnd' .* logs '{key}', a field of the record"):
+        trainer_for(tiny_data, {"estimator": EpochEnd({key: 1.0})}, record_base={"method": "m"}).fit()
+
+
+@pytest.mark.parametrize("answer, why", [
+    ("hello", "returned str, not a dict"),
+    ({"v": torch.ones(2, 2)}, "logged 'v' = a Tensor"),
+    ({"v": object()}, "logged 'v' = a object"),
+    ({1: 2.0}, "logged the key 1, not a str"),
+])
+def test_bad_epoch_end_answers_are_one_line(tiny_data, answer, why):
+    with pytest.raises(ComponentError, match=why) as err:
+        trainer_for(tiny_data, {"estimator": EpochEnd(answer)}).fit()
+    assert "pllzoo_on_epoch_end" in str(err.value) and "\n" not in str(err.value)
+
+
+def test_epoch_end_tensors_are_logged_as_numbers(tiny_data):
+    answer = {"t": torch.tensor(0.5), "v": torch.tensor([1.0, 2.0]), "n": None, "l": (1, 2.5)}
+    rec = trainer_for(tiny_data, {"estimator": EpochEnd(answer)}).fit()[-1]
+    assert (rec["t"], rec["v"], rec["n"], rec["l"]) == (0.5, [1.0, 2.0], None, [1, 2.5])
+
+
+class StepLogs(Component):
+    def __init__(self, key="x", value=1.0, **kw):
+        super().__init__(**kw)
+        self.key, self.value = key, value
+
+    @hookimpl
+    def pllzoo_post_step(self, step, state):
+        step.logs[self.key] = self.value
+
+
+def test_step_logs_cannot_relabel_the_record(tiny_data):
+    with pytest.raises(PLLZooError, match=r"a component of 'm' \(step.logs\) logs 'seed', a field of the record"):
+        trainer_for(tiny_data, {"estimator": StepLogs("seed", 5.0)}, record_base={"method": "m"}).fit()
+
+
+@pytest.mark.parametrize("value, why", [(torch.ones(3), "'x' = Tensor \\[3\\]"), ("a", "'x' = str")])
+def test_step_logs_are_scalars(tiny_data, value, why):
+    with pytest.raises(PLLZooError, match=rf"logged {why} in step.logs; step logs are scalars"):
+        trainer_for(tiny_data, {"estimator": StepLogs("x", value)}).fit()
+
+
+class Modules(Component):
+    def __init__(self, kind, **kw):
+        super().__init__(**kw)
+        self.kind = kind
+
+    @hookimpl
+    def pllzoo_modules(self, run):
+        if self.kind == "list":
+            return [torch.nn.Linear(2, 2)]
+        if self.kind == "tensor":
+            return {"w": torch.zeros(2)}
+        return {"head": run.model.head}
+
+
+@pytest.mark.parametrize("kind, why", [
+    ("list", "must return a dict of names to torch.nn.Module, got list"),
+    ("tensor", "got dict with other values"),
+    ("shared", "module 'head' shares parameters with the network"),
+])
+def test_bad_modules_are_one_line(tiny_data, kind, why):
+    with pytest.raises(PLLZooError, match=why) as err:
+        trainer_for(tiny_data, {"estimator": Modules(kind)}).fit()
+    assert "estimator component 'Modules'" in str(err.value)
+
+
+class Plans(Component):
+    def __init__(self, plan, **kw):
+        super().__init__(**kw)
+        self.plan = plan
+
+    @hookimpl
+    def pllzoo_stages(self, run):
+        return self.plan
+
+
+@pytest.mark.parametrize("plan, why", [
+    (["train"], "planned a str \\('train'\\), not a pllzoo.Stage"),
+    (Stage(), "returned a Stage, not a list"),
+    ([Stage("a", epochs=-2)], "planned stage 'a' with epochs=-2"),
+    ([Stage("a", epochs=1.5)], "epochs=1.5; epochs is None or an int ≥ 0"),
+])
+def test_bad_stage_plans_are_one_line(tiny_data, plan, why):
+    with pytest.raises(ComponentError, match=why) as err:
+        trainer_for(tiny_data, {"estimator": Plans(plan)}).fit()
+    assert str(err.value).startswith("estimator component 'Plans'")
+
+
+class Exits(Component):
+    @hookimpl
+    def pllzoo_loss(self, step, state):
+        raise SystemExit(3)
+
+
+def test_sys_exit_in_a_hook_fails_the_run(tiny_data):
+    with pytest.raises(ComponentError, match="loss component 'Exits' .* failed in pllzoo_loss: SystemExit: 3"):
+        trainer_for(tiny_data, {"loss": Exits()}).fit()
+
+
+def _registry(**plugin_hooks) -> Registry:
+    """The built-ins plus one in-process plugin ``p0`` made of ``plugin_hooks`` (hook name → function)."""
+    plugin = type("P", (), {name: staticmethod(hookimpl(fn)) for name, fn in plugin_hooks.items()})
+    pm, infos = make_plugin_manager(load_entrypoints=False)
+    pm.register(plugin, name="p0")
+    return Registry.build(pm, infos)
+
+
+def _models(factory):
+    return _registry(pllzoo_register_models=lambda register: register("m", factory))
+
+
+def test_a_failing_model_factory_is_one_line_naming_it():
+    def factory(num_classes, input_shape):
+        raise ValueError("cannot build\nmore")
+
+    with pytest.raises(PLLZooError, match=r"^model 'm' \(plugin p0\) failed to build: ValueError: cannot build$"):
+        build_model("m", 3, (4,), _models(factory))
+
+
+def test_a_model_with_the_wrong_number_of_logits_is_named():
+    def factory(num_classes, input_shape):
+        return PLLNet(torch.nn.Flatten(1), torch.nn.Linear(input_shape[0], num_classes - 1))
+
+    with pytest.raises(PLLZooError, match=r"model 'm' \(plugin p0\) gives logits \[2, 2\] for a batch of 2 and 3 "
+                                          r"classes; expected \[2, 3\]"):
+        build_model("m", 3, (4,), _models(factory))
+
+
+def _dataset(tiny_data, change):
+    def loader(options):
+        return change(tiny_data)
+
+    reg = _registry(pllzoo_register_datasets=lambda register: register(DatasetSpec("d", loader, "a test set")))
+    return load(reg, "d", reg.dataset("d"), DataOptions())
+
+
+def _raise(data):
+    raise ValueError("no such thing")
+
+
+@pytest.mark.parametrize("change, why", [
+    (_raise, "dataset 'd' \\(plugin p0\\) failed to load: ValueError: no such thing"),
+    (lambda d: None, "the loader returned NoneType, not a pllzoo PLLData"),
+    (lambda d: dataclasses.replace(d, y_train=torch.where(torch.arange(d.num_train) == 0, 99, d.y_train)),
+     "training split: label indices outside 0..3 in 1 of"),
+    (lambda d: dataclasses.replace(d, candidates=d.candidates.float() * 0.5),
+     "candidate entries other than 0/1"),
+    (lambda d: dataclasses.replace(d, y_test=torch.full_like(d.y_test, -1)), "test split: negative label indices"),
+    (lambda d: dataclasses.replace(d, x_test=d.x_test * float("nan")), "test split: NaN/inf features"),
+])
+def test_an_outside_dataset_is_checked_like_a_shipped_one(tiny_data, change, why):
+    with pytest.raises(PLLZooError, match=why) as err:
+        _dataset(tiny_data, change)
+    assert "\n" not in str(err.value)
+
+
+class ExitsPlugin:
+    @hookimpl
+    def pllzoo_register_losses(self, register):
+        register("exittest.loss", Exits)
+
+    @hookimpl
+    def pllzoo_register_methods(self, register):
+        register(Method(name="exittest", loss="exittest.loss"))
+
+
+def test_sys_exit_in_one_method_fails_its_runs_and_the_others_finish(tmp_path, request):
+    """A plugin's ``sys.exit()`` in a hook used to end the bench with exit 0 and write nothing."""
+    import pandas as pd
+
+    from pllzoo import bench
+    from pllzoo.jobs import RunsFailed
+
+    request.addfinalizer(lambda threads=torch.get_num_threads(): torch.set_num_threads(threads))
+    pm, infos = make_plugin_manager()
+    pm.register(ExitsPlugin(), name="exittest")
+    reg = Registry.build(pm, infos)
+    plans = bench.plan(reg, ["exittest", "proden"], "synthetic-lt", [1], DataOptions(subset=200), epochs=1,
+                       batch_size=50, device="cpu")
+    with pytest.raises(RunsFailed, match=r"1 of 2 runs failed: exittest seed 1 \(loss component 'exittest.loss'"
+                                         r" .*SystemExit: 3"):
+        bench.execute(reg, plans, tmp_path, threads=1)
+    assert list(pd.read_csv(tmp_path / "results.csv")["status"]) == ["failed", "ok"]
