@@ -20,19 +20,20 @@ other runs finish, ``results.csv`` lists it with ``status`` "failed" and the
 one-line ``error``, and :class:`~pllzoo.jobs.RunsFailed` names every failed run
 at the end; ``resume=True`` reruns only those.  ``--jobs N`` does the same.
 
-Under torchrun (``dist.world`` > 1, :mod:`pllzoo.distributed`) every process plans the same runs;
-rank 0 runs :func:`execute` (run folders, locks, logs, checkpoints, ``results.csv``) and, before
-each run it trains, broadcasts which one; the other ranks run :func:`follow`, which trains the
-same runs with them and writes nothing.
+Under torchrun (``dist.world`` > 1, :mod:`pllzoo.distributed`) every process plans the same runs
+(:func:`agree_on_plans` checks it); rank 0 runs :func:`execute` (run folders, locks, logs, checkpoints,
+``results.csv``) and, before each run it trains, broadcasts which one; the other ranks run :func:`follow`,
+which trains the same runs with them and writes nothing.  A run failing on some processes only ends the
+bench on all of them (:func:`_failed_alone`).
 """
 
 from __future__ import annotations
 
 import contextlib
+import itertools
 import json
 import os
 import shutil
-import sys
 import warnings
 from pathlib import Path
 from typing import Any, Callable
@@ -109,6 +110,8 @@ def execute(
     dirs: dict[int, Path] = {}  # index → the folder it trains into (a temporary one, swapped in, see settle)
     swaps: dict[int, tuple[Path, Path, bool]] = {}  # index → (temporary folder, run folder, old one finished)
     locks: list[Path] = []
+    bench_no = next(_BENCHES)  # names this bench's failure marks (the same number on every rank)
+    alone: str | None = None  # under torchrun: why a run failed on some processes only (the bench ends)
     signals = checkpoint.stop_signals() if jobs == 1 else contextlib.nullcontext()  # --jobs: see pllzoo.jobs
     try:
         with signals:
@@ -173,6 +176,10 @@ def execute(
                         failed[i] += "; the earlier finished run is kept"
                     if on_run:
                         on_run(p, f"failed: {failed[i]}")
+                    alone = _failed_alone(dist, f"{bench_no}/{i}", f"{_name(p)} failed on rank 0: {failed[i]}")
+                    if alone is not None:  # the first cause, not what the collective said when its peer left
+                        failed[i] = alone.removeprefix("the bench ends: ")
+                        break
         if todo:
             from pllzoo.jobs import RunsStopped, run_parallel
 
@@ -191,12 +198,16 @@ def execute(
             failed.update(worker_failed)
             settle_all(swaps, finals, failed)
     finally:
-        dist.broadcast_object(("done",))  # releases the other ranks (follow)
+        if alone is None:  # (after a lone failure the others wait in another collective: no broadcast)
+            dist.broadcast_object(("done",))  # releases the other ranks (follow)
         for i in list(swaps):  # an interruption: the temporary folders go, the old run folders stay
             settle(swaps, i, ok=False, discard=True)
         for lock in locks:
             lock.unlink(missing_ok=True)
     rows = _write_rows(out, plans, finals, failed)
+    if alone is not None:
+        raise distributed.FailedAlone(f"{alone}; {_finished(finals, failed, len(plans))}, the others not started; "
+                                      "fix the cause and rerun with --resume")
     if failed:
         named = [(_name(plans[i]), why) for i, why in sorted(failed.items())]
         raise RunsFailed(failure_line(named, attempted, runs_dir), rows,
@@ -254,15 +265,17 @@ def agree_on_plans(plans: list[RunPlan]) -> None:
 def follow(registry: Registry, plans: list[RunPlan], time_limit: float | None = None) -> None:
     """A rank other than 0 under torchrun: train each run rank 0 announces, with it, until it says done.
 
-    Nothing is written.  A run that fails or stops here fails or stops on rank 0 too (the ranks compute the
-    same numbers, decide stops collectively and get rank 0's verdict on its checkpoint), so this rank goes
-    on to rank 0's next announcement.  Any other error may be this rank's alone (its device, its disk): it
-    is printed with the rank, and rank 0 then fails at its next collective (``PLLZOO_DIST_TIMEOUT_S``).
+    Nothing is written.  A run that stops here stops on rank 0 too (stops are decided collectively); a run
+    that fails here usually fails on every rank (the same replicated computation, rank 0's verdict on its
+    checkpoint), and then this rank goes on to rank 0's next announcement.  A failure that is this rank's
+    alone (its device, its disk: the others do not report it within :func:`~pllzoo.distributed.failure_wait_s`)
+    ends the bench (:func:`_failed_alone`, :class:`~pllzoo.distributed.FailedAlone`).
     """
     import torch
 
     dist = distributed.current()
     deadline = checkpoint.clock() + 60 * time_limit if time_limit is not None else None
+    bench_no = next(_BENCHES)
     with checkpoint.stop_signals():
         while True:
             message = dist.broadcast_object(None)
@@ -277,11 +290,32 @@ def follow(registry: Registry, plans: list[RunPlan], time_limit: float | None = 
                                   {"method": p.method.name, "dataset": p.data.name}, None, p.view_workers,
                                   deadline=deadline, check=p.check, dist=dist, registry=registry)
                 trainer.fit(resume=resume)
-            except (PLLZooError, checkpoint.Stopped):  # rank 0 records it (the same error there)
+            except checkpoint.Stopped:  # decided collectively: rank 0 stops too and records it
                 pass
-            except Exception as exc:  # possibly this rank's alone (its device, its disk): say so, rank 0 cannot
+            except Exception as exc:  # rank 0 records it when it failed there too; else this rank's alone
                 why = (str(exc).strip().splitlines() or [""])[0][:200]
-                print(f"rank {dist.rank}: {_name(p)} failed: {type(exc).__name__}: {why}", file=sys.stderr)
+                alone = _failed_alone(dist, f"{bench_no}/{i}",
+                                      f"{_name(p)} failed on rank {dist.rank}: {type(exc).__name__}: {why}")
+                if alone is not None:  # printed by the CLI, on every process
+                    raise distributed.FailedAlone(alone) from None
+
+
+_BENCHES = itertools.count()  # execute()/follow() calls in this process: the same sequence on every rank
+
+
+def _failed_alone(dist: distributed.DistContext, key: str, why: str) -> str | None:
+    """After a run failed here (``why``: one line), under torchrun: None when it failed on every process (the
+    bench goes on), else the line that ends the bench, said to the other processes too.  A process that
+    ended the bench before (its own lone failure) is named: its exit made the collectives fail here."""
+    if not dist.active:
+        return None
+    if dist.failed_everywhere(key):
+        ended = dist.ended()
+        return f"the bench ends: {ended}" if ended is not None else None
+    line = (f"the bench ends: {why}, and not on every process within {distributed.failure_wait_s():g} s (an error "
+            "of this process alone: its device or disk; the others wait in a collective)")
+    dist.end(line.removeprefix("the bench ends: "))
+    return line
 
 
 def _name(p: RunPlan) -> str:

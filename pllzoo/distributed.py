@@ -34,6 +34,11 @@ DEFAULT_TIMEOUT_S = 300.0
 (``PLLZOO_DIST_TIMEOUT_S`` overrides it)."""
 
 
+class FailedAlone(PLLZooError):
+    """A run failed on some processes and not on the others, which wait in a collective: the bench ends on
+    every process, without the barrier of :func:`shutdown` (it would pair with their pending collective)."""
+
+
 @dataclass(frozen=True)
 class DistContext:
     """Rank ``rank`` of ``world`` processes; ``device`` is where this rank trains (``cuda:LOCAL_RANK``)."""
@@ -129,6 +134,37 @@ class DistContext:
         device = self._comm_device() or torch.device("cpu")
         return [int(v) for v in self.all_reduce_sum(torch.tensor(values, dtype=torch.int64, device=device)).tolist()]
 
+    def failed_everywhere(self, key: str) -> bool:
+        """After this process's run ``key`` failed: whether it failed on every process (True: the same error,
+        from the same replicated computation, so the bench goes on with the next run) or not within
+        :func:`failure_wait_s` (False: this process's alone, or the others' alone; the others wait in a
+        collective, so the bench must end).  Each process leaves a mark in the process group's key-value
+        store, which is no collective: a process stuck in one cannot answer, and that is the answer.
+        One process, or a group without a store: True (the bench goes on, as before)."""
+        store = _store() if self.world > 1 else None
+        if store is None:
+            return True
+        store.set(f"pllzoo/failed/{key}/{self.rank}", "1")
+        try:
+            store.wait([f"pllzoo/failed/{key}/{r}" for r in range(self.world)],
+                       datetime.timedelta(seconds=failure_wait_s()))
+        except (RuntimeError, ValueError):  # DistStoreError (a RuntimeError): timed out
+            return False
+        return True
+
+    def end(self, why: str) -> None:
+        """Say, for the other processes, that this one ends the bench (``why``: one line)."""
+        store = _store() if self.world > 1 else None
+        if store is not None:
+            store.set("pllzoo/ended", why)
+
+    def ended(self) -> str | None:
+        """Why another process ended the bench (:meth:`end`), or None."""
+        store = _store() if self.world > 1 else None
+        if store is None or not store.check(["pllzoo/ended"]):
+            return None
+        return store.get("pllzoo/ended").decode(errors="replace")
+
     def _comm_device(self) -> torch.device | None:
         """The device collectives' scratch tensors live on: this rank's GPU under NCCL, else the CPU."""
         if self.world > 1 and torch.distributed.get_backend() == "nccl":
@@ -173,6 +209,21 @@ def current() -> DistContext:
 def timeout_s() -> float:
     """The process-group timeout in seconds (:data:`DEFAULT_TIMEOUT_S` or ``PLLZOO_DIST_TIMEOUT_S``)."""
     return float(os.environ.get("PLLZOO_DIST_TIMEOUT_S", DEFAULT_TIMEOUT_S))
+
+
+def failure_wait_s() -> float:
+    """How long a process whose run failed waits for the others to report the same failure: a fifth of the
+    process-group timeout, from 5 s to 60 s (the same error reaches every process within one step)."""
+    return min(60.0, max(5.0, timeout_s() / 5))
+
+
+def _store() -> Any:
+    """The default process group's key-value store (torch's private accessor; None where it is missing)."""
+    getter = getattr(torch.distributed.distributed_c10d, "_get_default_store", None)
+    try:
+        return getter() if getter is not None and torch.distributed.is_initialized() else None
+    except (RuntimeError, ValueError):
+        return None
 
 
 def init_from_env(device: str = "auto") -> DistContext:

@@ -71,6 +71,11 @@ class Registry:
     def _info(self, plugin: str) -> PluginInfo:
         return next(p for p in self.plugins if p.name == plugin)
 
+    def _method_origin(self, name: str) -> str:
+        """`` (plugin 'x' (dist version))`` for a registered method (a mix: its base's), else ""."""
+        base = name.partition("+")[0]
+        return f" (plugin {self._info(self.methods[base][1]).origin})" if base in self.methods else ""
+
     def plugin_info(self, plugin: str) -> PluginInfo:
         """The :class:`PluginInfo` of the plugin registered as ``plugin`` (the second item of a table's entry)."""
         return self._info(plugin)
@@ -292,13 +297,7 @@ class Registry:
         ``method.hparams``, then ``overrides`` (``slot.field`` → value or its string
         form; keys for slots the method does not have are errors).
         """
-        merged: dict[str, Any] = {**method.hparams, **(overrides or {})}
-        per_slot: dict[str, dict[str, Any]] = {}
-        for key, value in merged.items():
-            slot, dot, fname = key.partition(".")
-            if not dot or slot not in SLOTS:
-                raise PLLZooError(f"bad hyper-parameter key {key!r}; write slot.field with slot in {', '.join(SLOTS)}")
-            per_slot.setdefault(slot, {})[fname] = value
+        own, per_slot = _by_slot(method.hparams), _by_slot({**method.hparams, **(overrides or {})})
         built: dict[str, Component] = {}
         for slot, comp_name in method.slots().items():
             if comp_name is None:
@@ -310,6 +309,11 @@ class Registry:
                 base = cls.HParams()
                 if dataset is not None:
                     base = override(base, cls.dataset_defaults(*dataset), where=f"{slot}")
+                try:  # the recipe's own values first: a bad one names the recipe, not the user's --hp
+                    override(base, own.get(slot, {}), where=f"{slot}")
+                except PLLZooError as exc:
+                    raise PLLZooError(f"method {method.name!r}{self._method_origin(method.name)} sets a bad "
+                                      f"hyper-parameter of its own: {exc}") from None
                 hp = override(base, per_slot.get(slot, {}), where=f"{slot}")
                 built[slot] = cls(hp)
             except PLLZooError:
@@ -319,6 +323,17 @@ class Registry:
                                   f" refused its hyper-parameters: {one_line(exc)}") from exc
         check_compatible(method.name, built)
         return built
+
+
+def _by_slot(hparams: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
+    """``{"slot.field": v}`` → ``{slot: {field: v}}``. :raises PLLZooError: a key that is not ``slot.field``."""
+    per_slot: dict[str, dict[str, Any]] = {}
+    for key, value in hparams.items():
+        slot, dot, fname = key.partition(".")
+        if not dot or slot not in SLOTS:
+            raise PLLZooError(f"bad hyper-parameter key {key!r}; write slot.field with slot in {', '.join(SLOTS)}")
+        per_slot.setdefault(slot, {})[fname] = value
+    return per_slot
 
 
 def _check_plain_name(what: str, name: Any) -> None:

@@ -38,6 +38,7 @@ def add_test_model() -> None:
 
 def _entry(rank: int, world: int, folder: str, job: Callable[..., Any], args: tuple) -> None:
     os.environ["PLLZOO_LOAD_PLUGINS"] = "baselines,solar,ltpll"
+    os.environ["PLLZOO_DIST_TIMEOUT_S"] = str(TIMEOUT_S)  # as pllzoo bench: failure_wait_s follows the group's
     torch.set_num_threads(1)
     torch.distributed.init_process_group("gloo", init_method=f"file://{folder}/rendezvous", rank=rank,
                                          world_size=world, timeout=datetime.timedelta(seconds=TIMEOUT_S))
@@ -271,3 +272,73 @@ def plan_agreement(ctx) -> list[str]:
         except PLLZooError as exc:
             out.append(str(exc))
     return out
+
+
+class RankBoom:
+    """A test plugin: loss ``ranktest.boom`` raises on rank ``ONLY`` alone (its device, say) at its third step,
+    ``ranktest.all`` on every rank there (the same error everywhere)."""
+
+    ONLY = 1
+
+    @staticmethod
+    def _loss(everywhere: bool):
+        from pllzoo import hookimpl
+        from pllzoo.builtin import SoftCrossEntropy
+
+        class Boom(SoftCrossEntropy):
+            distributed = True  # declared by the class itself (a subclass may change what it computes)
+            steps = 0
+
+            @hookimpl
+            def pllzoo_loss(self, step, state):
+                Boom.steps += 1
+                if Boom.steps == 3 and (everywhere or step.dist.rank == RankBoom.ONLY):
+                    raise RuntimeError(f"boom on rank {step.dist.rank}")
+                return super().pllzoo_loss(step, state)
+
+        return Boom
+
+
+def _rank_plugin():
+    from pllzoo import Method, hookimpl
+
+    class Plugin:
+        @hookimpl
+        def pllzoo_register_losses(self, register):
+            register("ranktest.boom", RankBoom._loss(False))
+            register("ranktest.all", RankBoom._loss(True))
+
+        @hookimpl
+        def pllzoo_register_methods(self, register):
+            register(Method(name="ranktest-boom", loss="ranktest.boom"))
+            register(Method(name="ranktest-all", loss="ranktest.all"))
+
+    return Plugin()
+
+
+def failing_rank(ctx, folder: str, method: str) -> None:
+    """Train ``method`` then proden under torchrun's bench protocol (rank 0 ``execute``, the others ``follow``);
+    save what each rank raised, then leave as the CLI does after a lone failure (no barrier)."""
+    import time
+
+    from pllzoo import bench
+    from pllzoo.data.base import DataOptions
+    from pllzoo.plugins import make_plugin_manager
+    from pllzoo.registry import Registry
+
+    pm, infos = make_plugin_manager()
+    pm.register(_rank_plugin(), name="ranktest")
+    reg = Registry.build(pm, infos)
+    plans = bench.plan(reg, [method, "proden"], "synthetic-lt", [1], DataOptions(subset=128), epochs=2,
+                       batch_size=32, device="cpu", hp={"train.model": "linear"})
+    start = time.monotonic()
+    try:
+        if ctx.rank == 0:
+            bench.execute(reg, plans, Path(folder) / "out", threads=1)
+        else:
+            bench.follow(reg, plans)
+        what = "finished"
+    except Exception as exc:  # noqa: BLE001 - the answer
+        what = f"{type(exc).__name__}: {exc}"
+    torch.save((what, time.monotonic() - start), Path(folder) / f"result-{ctx.rank}.pt")
+    os._exit(0)  # as the CLI after FailedAlone: no barrier (it would pair with a collective still pending)

@@ -220,3 +220,12 @@ def test_sys_exit_in_one_method_fails_its_runs_and_the_others_finish(tmp_path, r
                                          r" .*SystemExit: 3"):
         bench.execute(reg, plans, tmp_path, threads=1)
     assert list(pd.read_csv(tmp_path / "results.csv")["status"]) == ["failed", "ok"]
+
+
+def test_a_recipe_with_a_bad_hyper_parameter_of_its_own_is_named():
+    """The user passed no --hp: the message says the recipe's own value is bad, and whose recipe it is."""
+    reg = _registry(pllzoo_register_methods=lambda register: register(
+        Method(name="t-bad", loss="pllzoo.soft_ce", hparams={"loss.nonexistent": 1})))
+    with pytest.raises(PLLZooError, match=r"^method 't-bad' \(plugin 'p0' \(in-process\)\) sets a bad hyper-parameter "
+                                          r"of its own: unknown hyper-parameter loss.nonexistent"):
+        reg.build_components(reg.method("t-bad"), {})

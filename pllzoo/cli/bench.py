@@ -18,6 +18,7 @@ from __future__ import annotations
 import contextlib
 import os
 import shlex
+import sys
 import warnings
 from pathlib import Path
 
@@ -142,9 +143,10 @@ def bench(ctx, methods, dataset, seeds, epochs, batch_size, data_dir, split, phi
         _bench(ctx, dist, methods, dataset, seeds, epochs, batch_size, data_dir, split, phi, imb, imb_type, holdout,
                subset, device, view_workers, hps, out, resume, overwrite, offline, check, jobs, threads, time_limit,
                shard, observe, tensorboard, dry_run)
-    finally:  # every way out (a table, failed runs, a stop, a planning error) is reached by all ranks
+    finally:  # every way out (a table, failed runs, a stop, a planning error) is reached by all ranks, but
+        # after a run failed on some ranks only (FailedAlone) the others may wait in a collective: no barrier
         if dist.active:
-            distributed.shutdown()
+            distributed.shutdown(wait=not isinstance(sys.exc_info()[1], distributed.FailedAlone))
 
 
 def _bench(ctx, dist, methods, dataset, seeds, epochs, batch_size, data_dir, split, phi, imb, imb_type, holdout,

@@ -92,7 +92,10 @@ class SolarLoss(Component):
             n_reliable = int(n_reliable)
             if n_reliable == 0:  # Alg. l.2
                 return rn.mean()
-            if n_reliable > 1:  # mixing one sample with itself changes nothing
+            # Deviation: with one reliable row the reference still adds CE(f(x_r), q_r), its mix with itself
+            # (train.py l.319-332); we leave it out, as the padded path does: a BatchNorm1d network cannot
+            # forward one row in train mode. Only a batch with exactly one reliable row differs.
+            if n_reliable > 1:
                 loss = loss + mixup_loss(step, soft_cross_entropy, q, self.hp.mixup_alpha, rows=reliable,
                                          n_rows=n_reliable)
             step.logs["eta"] = self.eta
