@@ -337,7 +337,8 @@ class RunSpec:
             ``epochs`` for the final stage), ``run.data`` (sizes, class counts).
         :returns: a list of :class:`pllzoo.run.Stage` — each re-initialises model,
             optimizer and state except the keys in ``stage.carry`` — or ``None``
-            for the default single stage of ``run.config.epochs`` epochs.
+            for the default single stage of ``run.config.epochs`` epochs.  A stage's
+            ``epochs`` is None or an int ≥ 0; anything else is one line naming the component.
 
         Example::
 
@@ -397,6 +398,8 @@ class RunSpec:
         offers are kept, named ``<slot>.<name>``.
 
         :returns: ``{name: module}`` (names unique within the component) or ``None``.
+            A module must not share parameters with the network or another module
+            (reach the network through ``run.model``): one line naming the component.
 
         Example::
 
@@ -587,7 +590,11 @@ class RunSpec:
         The dicts are merged into the epoch's record; a key returned by two
         components is an error naming both.
 
-        :returns: optional scalars to log for this epoch.
+        :returns: optional values to log for this epoch: ``{name: v}`` with ``v`` a number,
+            a list of numbers (e.g. a prior vector), or None; a 0-d tensor is read as its
+            number and a 1-d one as its list.  A name of the record itself (``seed``,
+            ``method``, ``epoch``, the ``acc_*`` metrics, ...) is refused: it would
+            relabel the run.
 
         Example::
 

@@ -6,7 +6,8 @@
   in its :class:`PluginInfo` (``error``: one line; ``traceback``: the full one)
   and the others still load.
 * The distributions shipped in this repository (:data:`SHIPPED`) keep their names:
-  the registry commits them first, whatever the entry-point order, and an outside
+  their entry points load first and the registry commits them first, whatever the
+  entry-point order (an outside entry point naming a shipped module is refused), and an outside
   plugin whose names collide with them is refused as a whole (see
   :meth:`pllzoo.registry.Registry.build`).  An outside entry point that reuses a
   shipped entry point's name is refused too.
