@@ -120,10 +120,17 @@ def from_folder(run_dir: Path) -> ArchivedRun | None:
 
     if not (run_dir / "log.jsonl").exists() or not (run_dir / "config.json").exists():
         return None
+    from pllzoo.results import DamagedRun
+
     records = _records(run_dir)
-    config = json.loads((run_dir / "config.json").read_text())
-    env_path = run_dir / "env.json"
-    env = json.loads(env_path.read_text()) if env_path.exists() else {}
+    found = {}
+    for name in ("config.json", "env.json"):
+        path = run_dir / name
+        try:
+            found[name] = json.loads(path.read_text()) if path.exists() else {}
+        except (OSError, ValueError) as exc:
+            raise DamagedRun(f"{run_dir}: damaged run ({name} is not JSON: {type(exc).__name__})") from None
+    config, env = found["config.json"], found["env.json"]
     error = (run_dir / "error.txt").read_text() if (run_dir / "error.txt").exists() else None
     return ArchivedRun(run_dir.name, (run_dir / "done").exists(), config, env, records, error)
 

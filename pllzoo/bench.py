@@ -79,7 +79,8 @@ def execute(
     or with ``overwrite`` retrained into ``runs/.<run-id>.tmp-<pid>`` and swapped in only when it finished
     (a failure or a stop keeps the old run); an unfinished run folder is retrained the same way.  Each run
     folder is locked (``runs/<run-id>.lock``) while this bench works on it: a run locked by another live
-    bench is skipped with one warning.  ``results.csv`` is rebuilt, under ``OUT/results.lock``, from every
+    bench is skipped with one warning (and the bench ends with :class:`~pllzoo.checkpoint.Stopped`, exit 75, once
+    the others are done).  ``results.csv`` is rebuilt, under ``OUT/results.lock``, from every
     finished run under ``OUT`` (:func:`pllzoo.results.load`), plus this bench's failed runs.
 
     A finished run archived in ``OUT/runs.jsonl.xz`` (:mod:`pllzoo.archive`) counts as a finished run folder
@@ -111,6 +112,7 @@ def execute(
     swaps: dict[int, tuple[Path, Path, bool]] = {}  # index → (temporary folder, run folder, old one finished)
     locks: list[Path] = []
     bench_no = next(_BENCHES)  # names this bench's failure marks (the same number on every rank)
+    skipped: list[str] = []  # runs another live bench holds: not done here, so no success (exit 75)
     alone: str | None = None  # under torchrun: why a run failed on some processes only (the bench ends)
     signals = checkpoint.stop_signals() if jobs == 1 else contextlib.nullcontext()  # --jobs: see pllzoo.jobs
     try:
@@ -122,6 +124,7 @@ def execute(
                 if holder is not None:
                     warnings.warn(f"{_name(p)}: run {p.run_id} is in use by another bench (pid {holder}, {lock}); "
                                   f"skipped")
+                    skipped.append(_name(p))
                     finals.append(None)
                     continue
                 locks.append(lock)
@@ -212,6 +215,10 @@ def execute(
         named = [(_name(plans[i]), why) for i, why in sorted(failed.items())]
         raise RunsFailed(failure_line(named, attempted, runs_dir), rows,
                          [(plans[i], why) for i, why in sorted(failed.items())])
+    if skipped:  # a script's `bench && next` must not go on without them
+        raise checkpoint.Stopped(f"{len(skipped)} run(s) skipped, in use by another bench ({', '.join(skipped)}); "
+                                 f"{_finished(finals, failed, len(plans))}; when it is done",
+                                 checkpoint.TIME_LIMIT_EXIT)
     return rows
 
 
@@ -421,7 +428,10 @@ def _warn_on_other_threads(run_dir: Path, resume: bool, device: str) -> None:
     env = run_dir / "env.json"
     if not (resume and device == "cpu" and env.exists() and (run_dir / "checkpoint.pt").exists()):
         return
-    before = json.loads(env.read_text()).get("torch_threads")
+    try:  # env.json is rewritten by this run right after; a damaged one only loses this warning
+        before = json.loads(env.read_text()).get("torch_threads")
+    except (OSError, ValueError, AttributeError):
+        return
     if before is not None and before != torch.get_num_threads():
         warnings.warn(f"{run_dir.name} ran with {before} torch threads and resumes with {torch.get_num_threads()}: "
                       f"its numbers may differ in the last bits from an uninterrupted run (--threads {before} avoids it)")

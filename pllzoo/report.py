@@ -164,11 +164,15 @@ def wide_report(summ: pd.DataFrame, rule: str, metric: str = "acc_all", paper: p
 
 
 def to_rich(report: Report) -> Table:
-    t = Table(title=report.title, caption=report.caption, caption_justify="left")
+    """The report as a rich table; its text is shown as written (a ``[train.epochs=5]`` is no markup tag)."""
+    from rich.markup import escape
+
+    t = Table(title=escape(report.title), caption=escape(report.caption), caption_justify="left")
     for i, h in enumerate(report.headers):
-        t.add_column(h, justify="left" if i == 0 else "right", style="bold" if i == 0 else None, overflow="fold")
+        t.add_column(escape(h), justify="left" if i == 0 else "right", style="bold" if i == 0 else None,
+                     overflow="fold")
     for row in report.rows:
-        t.add_row(*row)
+        t.add_row(*(escape(str(c)) for c in row))
     return t
 
 

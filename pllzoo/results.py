@@ -221,6 +221,59 @@ def setting_label(config: dict[str, Any]) -> str:
     return " ".join(parts)
 
 
+def _check_types(records: list[dict[str, Any]], config: dict[str, Any], where: Path) -> None:
+    """What the tables read of a run has the types pllzoo writes (an edited or corrupted file does not).
+
+    :raises DamagedRun: one line naming the run and the value."""
+    def number(v: Any) -> bool:
+        return v is None or isinstance(v, (int, float)) and not isinstance(v, bool)
+
+    data = config.get("data", {})
+    if not isinstance(data, dict):
+        raise DamagedRun(f"{where}: damaged run (config.json's data is a {type(data).__name__}, not a mapping)")
+    for key in ("phi", "imb", "holdout", "subset"):
+        if not number(data.get(key)):
+            raise DamagedRun(f"{where}: damaged run (config.json's data.{key} is {data[key]!r}, not a number)")
+    for rec in records:
+        bad = next((c for c in ("epoch", "epochs", *ACC_COLUMNS) if c in rec and not number(rec[c])), None)
+        if bad is not None:
+            raise DamagedRun(f"{where}: damaged run (log.jsonl's {bad} at epoch {rec.get('epoch')!r} is "
+                             f"{rec[bad]!r}, not a number)")
+
+
+#: config keys that vary from seed to seed, or that the setting label and the method name already say
+_NOT_A_VARIANT = frozenset({"seed", "data", "method", "dataset"})
+
+
+def _flat(d: Any, prefix: str = "") -> dict[str, Any]:
+    if not isinstance(d, dict):
+        return {prefix: d}
+    out: dict[str, Any] = {}
+    for k, v in d.items():
+        out.update(_flat(v, f"{prefix}.{k}" if prefix else str(k)))
+    return out
+
+
+def _settings(configs: dict[str, dict[str, Any]]) -> dict[str, str]:
+    """Each run's setting label (:func:`setting_label`), and, where runs of one method and setting were trained
+    with other settings (epochs, hyper-parameters, batch size, device: anything in the config but the seed and
+    the data), the values that tell them apart, e.g. ``synthetic-lt φ=0.5 γ=100 [train.epochs=20]``: they
+    are other experiments, not more seeds of one."""
+    labels = {key: setting_label(c) for key, c in configs.items()}
+    groups: dict[tuple[str, str], list[str]] = {}
+    for key, c in configs.items():
+        groups.setdefault((labels[key], str(c.get("method"))), []).append(key)
+    out = dict(labels)
+    for keys in groups.values():
+        flats = {k: _flat({n: v for n, v in configs[k].items() if n not in _NOT_A_VARIANT}) for k in keys}
+        names = sorted({n for f in flats.values() for n in f})
+        differ = [n for n in names if len({repr(f.get(n, "–")) for f in flats.values()}) > 1]
+        for k in keys if differ else ():
+            shown = ", ".join(f"{n.removeprefix('hparams.')}={flats[k].get(n, '–')}" for n in differ)
+            out[k] = f"{labels[k]} [{shown}]"
+    return out
+
+
 def unfinished(*out_dirs: Path) -> list[Path]:
     """Runs that have a log but no ``done`` marker (still training, or interrupted), as :func:`load` sees
     them: run folders, and ``OUT/runs.jsonl.xz/<run-id>`` for an archived one."""
@@ -296,6 +349,7 @@ def load(*out_dirs: Path, finished_only: bool = True,
             try:
                 recs = src.records()
                 config = src.config(recs[0])
+                _check_types(recs, config, src.where)
                 if src.done and src.archived is None:
                     _check_checkpoint(src.where)
             except DamagedRun as exc:
@@ -306,8 +360,10 @@ def load(*out_dirs: Path, finished_only: bool = True,
                 continue
             read.setdefault(_run_key(config, src.name), []).append((src, recs, config))
     frames = []
+    chosen = {key: next((c for c in copies if c[0].name == key), copies[0]) for key, copies in read.items()}
+    settings = _settings({key: c[2] for key, c in chosen.items()})
     for key, copies in read.items():  # a copied run folder counts once: the one named by its run id, else the first
-        src, recs, config = next((c for c in copies if c[0].name == key), copies[0])
+        src, recs, config = chosen[key]
         for other, other_recs, _ in copies:
             if other is src:
                 continue
@@ -317,7 +373,7 @@ def load(*out_dirs: Path, finished_only: bool = True,
                 warnings.warn(f"left out {other.where}: the same run id as {src.where}, trained apart with other "
                               "records (another machine or number of processes); each run id counts once")
         counts = tuple(config.get("data", {}).get("train_counts", ()))
-        frame = pd.DataFrame(recs).assign(run=src.name, setting=setting_label(config))
+        frame = pd.DataFrame(recs).assign(run=src.name, setting=settings[key])
         frame["train_counts"] = [counts] * len(frame)
         frames.append(frame)
     return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=[*RESULT_COLUMNS, "run"])

@@ -76,8 +76,12 @@ def take_lock(lock: Path) -> int | str | None:
                 return holder
             lock.unlink(missing_ok=True)  # stale
             continue
-        with os.fdopen(fd, "w") as f:
-            f.write(f"{os.getpid()} {socket.gethostname()}\n")
+        try:
+            with os.fdopen(fd, "w") as f:
+                f.write(f"{os.getpid()} {socket.gethostname()}\n")
+        except OSError:  # a full disk: no empty lock left behind to hold the run for STALE_LOCK_S
+            lock.unlink(missing_ok=True)
+            raise
         return None
     return "unknown"
 

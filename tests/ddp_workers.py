@@ -326,6 +326,7 @@ def failing_rank(ctx, folder: str, method: str) -> None:
     from pllzoo.plugins import make_plugin_manager
     from pllzoo.registry import Registry
 
+    os.environ["PLLZOO_DIST_TIMEOUT_S"] = "25"  # failure_wait_s 5 s: the test waits that long, the group 60 s
     pm, infos = make_plugin_manager()
     pm.register(_rank_plugin(), name="ranktest")
     reg = Registry.build(pm, infos)

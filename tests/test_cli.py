@@ -144,6 +144,43 @@ def test_true_label_outside_candidates_is_a_counted_warning(runner, tmp_path):
     assert "4" in next(line for line in res.output.splitlines() if line.startswith("Warning:"))
 
 
+def test_a_stopped_bench_keeps_the_summary_of_runs_finished_before(runner, tmp_path, monkeypatch, request):
+    """A stop used to delete summary.csv/md, the record of every finished run under --out (committed study
+    tables among them); now they are rebuilt from the finished runs, as results.csv is."""
+    import fake_clock
+    import torch
+
+    request.addfinalizer(lambda threads=torch.get_num_threads(): torch.set_num_threads(threads))
+    out = tmp_path / "out"
+    common = ["--dataset", "synthetic-lt", "--subset", "300", "--batch-size", "50", "--out", str(out), "--threads", "1"]
+    res = runner.invoke(cli, ["bench", "--methods", "cc", "--epochs", "1", *common])
+    assert res.exit_code == 0, res.output
+    fake_clock.install(monkeypatch)  # 10 s per epoch
+    res = runner.invoke(cli, ["bench", "--methods", "proden", "--epochs", "5", "--time-limit", "0.5", *common])
+    assert res.exit_code == 75, res.output
+    assert list(pd.read_csv(out / "summary.csv")["method"]) == ["cc"] and "| cc |" in (out / "summary.md").read_text()
+
+
+def test_a_stopped_overwrite_does_not_offer_a_refused_resume(runner, tmp_path, monkeypatch, request):
+    """--overwrite and --resume exclude each other, so the stop line of an --overwrite gives the command itself."""
+    import fake_clock
+    import torch
+
+    request.addfinalizer(lambda threads=torch.get_num_threads(): torch.set_num_threads(threads))
+    args = ["bench", "--methods", "proden", "--dataset", "synthetic-lt", "--subset", "300", "--batch-size", "50",
+            "--epochs", "5", "--out", str(tmp_path / "out"), "--threads", "1"]
+    assert runner.invoke(cli, args).exit_code == 0
+    fake_clock.install(monkeypatch)
+    res = runner.invoke(cli, [*args, "--overwrite", "--time-limit", "0.5"])
+    assert res.exit_code == 75, res.output
+    last = res.output.strip().splitlines()[-1]
+    assert "an --overwrite starts each run it retrains over" in last and "--resume" not in last
+    import shlex
+
+    assert shlex.split(last.split("rerun it with room for whole runs: ")[1]) == [
+        "pllzoo", *args, "--overwrite", "--time-limit", "0.5"]
+
+
 def test_time_limit_exits_75_with_the_command_that_continues(runner, tmp_path, monkeypatch, request):
     import shlex
 
@@ -162,7 +199,7 @@ def test_time_limit_exits_75_with_the_command_that_continues(runner, tmp_path, m
     assert "Traceback" not in res.output and "Error" not in res.output
     command = last.split("continue with: ")[1]
     assert shlex.split(command) == ["pllzoo", "bench", *args, "--resume"]
-    assert pd.read_csv(out / "results.csv").empty and not (out / "summary.csv").exists()
+    assert pd.read_csv(out / "results.csv").empty and pd.read_csv(out / "summary.csv").empty  # no finished run
     res = runner.invoke(cli, shlex.split(command)[1:])
     assert res.exit_code == 75 and "after epoch 4/5" in res.output.splitlines()[-1]
     res = runner.invoke(cli, shlex.split(command)[1:])

@@ -127,7 +127,7 @@ def test_an_unknown_train_model_or_view_fails_the_plan(reg):
 
 
 def test_a_factory_that_returns_no_pllnet_is_one_line(reg):
-    with pytest.raises(PLLZooError, match=r"model 't.bad' returned a Linear, not a pllzoo.PLLNet"):
+    with pytest.raises(PLLZooError, match=r"model 't.bad' \(plugin t\) returned a Linear, not a pllzoo.PLLNet"):
         build_model("t.bad", 3, (3, 8, 8), reg)
 
 

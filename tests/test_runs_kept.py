@@ -106,9 +106,11 @@ def test_a_held_lock_skips_the_run_with_one_line(out):
     lock = out / "runs" / f"{run.name}.lock"
     lock.write_text(f"{os.getppid()}\n")  # a live process that is not this one
     res = _bench(out, "--methods", "proden")
-    assert res.exit_code == 0 and "Traceback" not in res.output, res.output
+    assert res.exit_code == 75 and "Traceback" not in res.output, res.output  # not done: no success for a script
     lines = [line for line in res.output.splitlines() if "in use by another bench" in line]
-    assert len(lines) == 1 and f"pid {os.getppid()}" in lines[0] and "skipped" in lines[0]
+    assert len(lines) == 2 and f"pid {os.getppid()}" in lines[0] and "skipped" in lines[0]
+    assert lines[1].startswith("1 run(s) skipped, in use by another bench (proden seed 1); 0 of 1 runs finished; "
+                               "when it is done; continue with: pllzoo bench ")
     assert not run.exists() and lock.read_text() == f"{os.getppid()}\n"  # not touched
     assert pd.read_csv(out / "results.csv").empty
 
@@ -139,8 +141,9 @@ def test_a_lock_of_another_host_is_held_not_taken_over(out):
     lock.write_text("3999999 node-elsewhere\n")  # no such PID here
     assert lock_holder(lock) == "3999999 on node-elsewhere"
     res = _bench(out, "--methods", "proden")
-    (line,) = [x for x in res.output.splitlines() if "in use by another bench" in x]
+    line, last = [x for x in res.output.splitlines() if "in use by another bench" in x]
     assert "pid 3999999 on node-elsewhere" in line and not run.exists()
+    assert res.exit_code == 75 and last.startswith("1 run(s) skipped")
     lock.write_text(f"3999999 {socket.gethostname()}\n")  # this host's, dead: stale
     assert lock_holder(lock) is None
 

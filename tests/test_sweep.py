@@ -276,3 +276,25 @@ def test_a_winner_names_only_the_overrides_that_reached_its_run(tmp_path: Path):
     rows = pd.read_csv(out / "sweep.csv").set_index("method")
     assert rows.loc["htc", "overrides"] == "defaults" and rows.loc["corr-records", "overrides"].startswith(
         "estimator.momentum=")
+
+
+@pytest.mark.parametrize("stop, code", [("signal", 130), ("ctrl-c", 130)])
+def test_a_stopped_sweep_exits_with_the_stop_status_and_says_how_to_continue(stop, code, tmp_path, monkeypatch):
+    """A stop is no error: the stop's exit status and the command that continues (the same: finished runs are
+    reused, unfinished ones resume), not "Error:" and exit 1."""
+    import shlex
+
+    from pllzoo import checkpoint
+    from pllzoo import sweep as sw
+
+    def stopped(*args, **kwargs):
+        raise checkpoint.signal_stop("after epoch 3/9 of stage 'train'", 2) if stop == "signal" else KeyboardInterrupt
+
+    monkeypatch.setattr(sw, "run_sweep", stopped)
+    args = ["sweep", "--methods", "proden", "--trials", "2", "--space", "train.lr=uniform(0.01,0.1)", "--subset", "200",
+            "--batch-size", "50", "--epochs", "1", "--out", str(tmp_path / "sw")]
+    res = CliRunner().invoke(cli, args)
+    assert res.exit_code == code, res.output
+    last = res.output.strip().splitlines()[-1]
+    assert "Error" not in res.output and "the sweep continues where it stopped with the same command: " in last
+    assert shlex.split(last.split("same command: ")[1]) == ["pllzoo", *args]

@@ -56,7 +56,7 @@ class _KeepsArgs(click.Command):
         return super().parse_args(ctx, args)
 
 
-def _continue_command(ctx: click.Context) -> str:
+def _continue_command(ctx: click.Context, resume: bool = True) -> str:
     """The command that continues this bench: its own arguments plus ``--resume``; under torchrun the same
     number of processes (``torchrun [--nnodes N] --nproc-per-node G``; another launcher takes the same arguments)."""
     from pllzoo import distributed
@@ -68,7 +68,7 @@ def _continue_command(ctx: click.Context) -> str:
         local = int(os.environ.get("LOCAL_WORLD_SIZE", dist.world))
         nodes = ["--nnodes", str(dist.world // local)] if local < dist.world else []
         head = ["torchrun", *nodes, "--nproc-per-node", str(local), "-m", "pllzoo"]
-    return shlex.join([*head, "bench", *args, *([] if "--resume" in args else ["--resume"])])
+    return shlex.join([*head, "bench", *args, *([] if "--resume" in args or not resume else ["--resume"])])
 
 
 @cli.command(cls=_KeepsArgs)
@@ -216,8 +216,13 @@ def _bench(ctx, dist, methods, dataset, seeds, epochs, batch_size, data_dir, spl
             stopped = exc
         except OSError as exc:  # a full or read-only file system, a folder removed under us
             raise _write_error(exc, Path(out), plans) from None
-    if stopped is not None:
-        _stop(ctx, stopped, Path(out))
+    if stopped is not None:  # the summary of the finished runs is still rebuilt; no table is printed
+        import pandas as pd
+
+        try:
+            rows = pd.read_csv(Path(out) / "results.csv")
+        except (OSError, ValueError):
+            rows = pd.DataFrame(columns=["seed", "epoch", "status"])
     try:
         with bench_lib.results_lock(Path(out)):  # every finished run under --out, as results.csv (bench._write_rows)
             records = load(out)
@@ -228,12 +233,15 @@ def _bench(ctx, dist, methods, dataset, seeds, epochs, batch_size, data_dir, spl
                           for p, _ in failure.failed]
                 summary = rep.with_failures(summary, failed, order)
             ok = rows[rows["status"] == "ok"]
-            note = f": {len(set(rows['seed']))} seed(s)" + (f", {int(ok['epoch'].iloc[0])} epochs" if len(ok) else "")
+            epochs = set(ok["epoch"].dropna().astype(int))  # one count, or runs of other lengths: no count
+            note = f": {len(set(rows['seed']))} seed(s)" + (f", {epochs.pop()} epochs" if len(epochs) == 1 else "")
             tables = rep.long_reports(summary, "last", note)
             _write_atomic(Path(out) / "summary.csv", rep.to_csv(summary))
             _write_atomic(Path(out) / "summary.md", "\n".join(rep.to_markdown(t) for t in tables))
     except OSError as exc:
         raise _write_error(exc, Path(out), plans) from None
+    if stopped is not None:
+        _stop(ctx, stopped, Path(out))
     for t in tables:
         Console().print(rep.to_rich(t))
     click.echo(f"results: {Path(out) / 'results.csv'}")
@@ -291,14 +299,17 @@ def _write_error(exc: OSError, out: Path, plans) -> PLLZooError:
 
 
 def _stop(ctx: click.Context, exc: BaseException, out: Path) -> None:
-    """One line and the exit status of a stopped bench; a summary would speak for unfinished runs, so none stays."""
+    """One line and the exit status of a stopped bench (summary.* hold the finished runs, as results.csv)."""
     from pllzoo import checkpoint
 
-    for name in ("summary.csv", "summary.md"):
-        (out / name).unlink(missing_ok=True)
     if isinstance(exc, checkpoint.Stopped):
         message, code = str(exc), exc.exit_code
     else:  # a second SIGINT/SIGTERM abandoned the epoch (or Ctrl-C outside a clean-stop window)
         message, code = "interrupted; each unfinished run continues from its last checkpoint", 130
-    click.echo(f"{message}; continue with: {_continue_command(ctx)}", err=True)
+    if "--overwrite" in ctx.meta.get("pllzoo.bench.args", []):  # --resume excludes it: nothing to continue
+        click.echo(f"{message}; an --overwrite starts each run it retrains over (the earlier finished run stays "
+                   f"until the new one finishes): rerun it with room for whole runs: "
+                   f"{_continue_command(ctx, resume=False)}", err=True)
+    else:
+        click.echo(f"{message}; continue with: {_continue_command(ctx)}", err=True)
     ctx.exit(code)

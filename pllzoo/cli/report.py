@@ -22,7 +22,11 @@ def _paper(path: Path | None) -> pd.DataFrame | None:
         return None
     import pandas as pd
 
-    frame = pd.read_csv(path, dtype=str)
+    try:
+        frame = pd.read_csv(path, dtype=str)
+    except (OSError, ValueError, UnicodeDecodeError, pd.errors.ParserError, pd.errors.EmptyDataError) as exc:
+        why = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+        raise PLLZooError(f"{path}: not a readable CSV of paper numbers ({type(exc).__name__}: {why})") from None
     missing = {"method", "setting", "paper"} - set(frame.columns)
     if missing:
         raise PLLZooError(f"{path}: needs columns method, setting, paper (missing {', '.join(sorted(missing))})")

@@ -9,11 +9,13 @@ are imported inside the command, so ``pllzoo --help`` stays light.
 
 from __future__ import annotations
 
+import shlex
 from pathlib import Path
 
 import click
 
 from pllzoo.cli import cli, warn_failed_plugins
+from pllzoo.cli.bench import _KeepsArgs
 from pllzoo.cli.options import FINITE, run_options
 from pllzoo.errors import PLLZooError
 from pllzoo.model_selection import RULES
@@ -23,7 +25,7 @@ def _csv(text: str) -> list[str]:
     return [t.strip() for t in text.split(",") if t.strip()]
 
 
-@cli.command()
+@cli.command(cls=_KeepsArgs)
 @click.option("--methods", required=True, help="Comma-separated method strings (each selected on its own).")
 @click.option("--dataset", default="synthetic-lt", show_default=True, help="Dataset name (pllzoo datasets) or .mat path.")
 @click.option("--seeds", default="1", show_default=True, help="Comma-separated seeds; a winner is chosen per seed.")
@@ -52,6 +54,7 @@ def sweep(methods, dataset, seeds, specs, space_file, trials, draw_seed, rule, h
     pick the best trial per method and seed by --select; prints the trials table and the winners."""
     from rich.console import Console
 
+    from pllzoo import checkpoint
     from pllzoo import sweep as sw
     from pllzoo.bench import parse_overrides
     from pllzoo.cli.bench import check_out
@@ -84,6 +87,12 @@ def sweep(methods, dataset, seeds, specs, space_file, trials, draw_seed, rule, h
 
     try:
         failed = sw.run_sweep(reg, planned, Path(out), jobs=jobs, on_run=on_run)
+    except (checkpoint.Stopped, KeyboardInterrupt) as exc:  # finished runs stay; each trial resumes its runs
+        code = exc.exit_code if isinstance(exc, checkpoint.Stopped) else 130
+        what = str(exc) if isinstance(exc, checkpoint.Stopped) else "interrupted"
+        args = shlex.join(["pllzoo", "sweep", *click.get_current_context().meta.get("pllzoo.bench.args", [])])
+        click.echo(f"{what}; the sweep continues where it stopped with the same command: {args}", err=True)
+        raise SystemExit(code) from None
     except OSError as exc:  # a trial folder that cannot be written (a file where its runs/ should be, a full disk)
         where = f" ({exc.filename})" if exc.filename else ""
         raise PLLZooError(f"cannot write the sweep under --out {out}: {exc.strerror or exc}{where}; finished runs "
