@@ -51,6 +51,8 @@ def rescore(registry: Registry, run_dir: Path, overrides: dict[str, str], predic
     """Test metrics of the finished run in ``run_dir`` with ``predict`` as its predict component (if
     given) and component ``overrides`` (``slot.field``)."""
     run_dir = Path(run_dir)
+    if (run_dir / "runs").is_dir() and not (run_dir / "config.json").exists():  # a bench's --out, not one run
+        raise PLLZooError(f"{run_dir} is a results folder; pass its run folders, e.g. {run_dir / 'runs' / '*'}")
     if not (run_dir / "done").exists():
         raise PLLZooError(f"{run_dir}: not a finished run (no 'done' marker)")
     if not (run_dir / NAME).exists():

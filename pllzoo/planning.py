@@ -156,6 +156,26 @@ def hashed_train(cfg: TrainConfig) -> dict[str, Any]:
             if k not in BOOKKEEPING_FIELDS and not (k in HASHED_UNLESS_DEFAULT and v == defaults[k])}
 
 
+#: the DataOptions a loader may leave unread, with their "not given" values and their flags
+_DATA_FLAGS = {"phi": (None, "--phi"), "imb": (None, "--imb"), "imb_type": (None, "--imb-type"),
+               "split": ("uniform", "--split")}
+
+
+def check_reads(spec: Any, options: DataOptions) -> None:
+    """Refuse a data option the dataset does not read (``DatasetSpec.reads``): ``--phi 0.3`` on Lost would be
+    recorded, named in every table and change the run id, while the candidates stay Lost's own.
+
+    :raises PLLZooError: one line naming the flag and what the dataset reads."""
+    reads = getattr(spec, "reads", None)
+    if reads is None:
+        return
+    for field_name, (unset, flag) in _DATA_FLAGS.items():
+        if field_name not in reads and getattr(options, field_name) != unset:
+            takes = ", ".join(_DATA_FLAGS[f][1] for f in _DATA_FLAGS if f in reads) or "none of them"
+            raise PLLZooError(f"{flag} does not apply to {spec.name} (of these options it reads {takes}); "
+                              f"leave {flag} out")
+
+
 def load(registry: Registry, name: str, spec: Any, options: DataOptions) -> PLLData:
     """``spec.load(options)``; a dataset of an outside plugin is checked as the shipped loaders check theirs
     (:func:`pllzoo.data.validate.check_loaded`), and an exception of its loader is one line naming it."""
@@ -251,6 +271,7 @@ def plan(
     seeds = check_seeds(seeds)
     recipes = _once([registry.method(m) for m in methods], lambda r: r.name, "--methods", "method")
     spec = registry.dataset(dataset)
+    check_reads(spec, options)
     train_hp, per_method = _route(hp or {}, recipes, registry)
     for recipe in recipes:  # instantiate once now: bad values and incompatible mixes fail here
         registry.build_components(recipe, per_method[recipe.name])

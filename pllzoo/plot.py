@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -21,10 +22,14 @@ def figure(*out_dirs: Path, methods: list[str] | None = None):
     import matplotlib.pyplot as plt
 
     df = final_rows(load(*out_dirs))
-    if methods:
-        df = df[df["method"].isin(methods)]
     if df.empty:
         raise ValueError(f"no finished runs under {', '.join(map(str, out_dirs))}")
+    if methods:
+        found = list(dict.fromkeys(df["method"]))
+        df = df[df["method"].isin(methods)]
+        if df.empty:
+            raise ValueError(f"no finished runs of {', '.join(methods)} under {', '.join(map(str, out_dirs))}; "
+                             f"its methods: {', '.join(found)}")
     fig, (ax_b, ax_c) = plt.subplots(1, 2, figsize=(12, 4.2))
     k = len(df["class_acc"].iloc[0])
     x = np.arange(k)
@@ -34,7 +39,9 @@ def figure(*out_dirs: Path, methods: list[str] | None = None):
         if "prior" in rows and rows["prior"].notna().all():
             est = np.mean(np.stack([np.asarray(p) for p in rows["prior"]]), axis=0)
             ax_b.plot(x, est, "--s", label=f"{method} estimate")
-        acc = np.nanmean(np.stack([np.asarray(a, dtype=float) for a in rows["class_acc"]]), axis=0)
+        with np.errstate(all="ignore"), warnings.catch_warnings():  # a class without test rows: NaN, drawn as a gap
+            warnings.simplefilter("ignore", RuntimeWarning)
+            acc = np.nanmean(np.stack([np.asarray(a, dtype=float) for a in rows["class_acc"]]), axis=0)
         ax_c.plot(x, acc, "-o", label=method)
     ax_b.set(title="(b) class prior: estimated vs true", xlabel="class (0 = head)", ylabel="prior")
     ax_c.set(title="(c) class-wise test accuracy (last epoch)", xlabel="class (0 = head)", ylabel="accuracy %")

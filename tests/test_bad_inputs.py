@@ -204,6 +204,12 @@ CASES = [
     Case("subset 0", lambda c: _good(c, "--subset", "0"), 1, "--subset must be at least 1"),
     Case("batch above the training rows", lambda c: _good(c, "--subset", "10"), 1,
          "batch size 16 exceeds the 10 training rows"),
+    Case("phi on a .mat set", lambda c: _good(c, "--phi", "0.3"), 1,
+         "--phi does not apply to good (of these options it reads --split); leave --phi out"),
+    Case("imb-type on a .mat set", lambda c: _good(c, "--imb-type", "step"), 1, "--imb-type does not apply to good"),
+    Case("split on synthetic-lt", lambda c: ["--methods", "proden", "--dataset", "synthetic-lt", *TINY, "--split",
+                                             "balanced"], 1,
+         "--split does not apply to synthetic-lt (of these options it reads --phi, --imb, --imb-type)"),
     Case("holdout 1", lambda c: _good(c, "--holdout", "1"), 1, "--holdout must be in (0, 1)"),
     # issue 13.4: --out, devices, seeds
     Case("out is a file", _out_is_file, 1, "is a file; pass a folder"),

@@ -27,6 +27,9 @@ class _Group(click.Group):
         except PLLZooError as exc:
             _debug_traceback(exc)
             raise click.ClickException(str(exc)) from None
+        except KeyboardInterrupt:  # Ctrl-C outside a bench's clean-stop window (loading, planning): 130
+            click.echo("interrupted (Ctrl-C)", err=True)
+            ctx.exit(130)
 
 
 def _debug_traceback(exc: BaseException) -> None:

@@ -216,6 +216,8 @@ def _bench(ctx, dist, methods, dataset, seeds, epochs, batch_size, data_dir, spl
             stopped = exc
         except OSError as exc:  # a full or read-only file system, a folder removed under us
             raise _write_error(exc, Path(out), plans) from None
+    if stopped is not None and not Path(out).is_dir():  # stopped before anything was written
+        _stop(ctx, stopped, Path(out))
     if stopped is not None:  # the summary of the finished runs is still rebuilt; no table is printed
         import pandas as pd
 
@@ -271,6 +273,9 @@ def check_out(out: Path) -> None:
         raise PLLZooError(f"--out {out}: {existing} is a file, not a folder")
     if not os.access(existing, os.W_OK | os.X_OK):
         raise PLLZooError(f"--out {out}: {existing} is not writable (read-only file system or no permission)")
+    runs = out / "runs"
+    if runs.exists() and not runs.is_dir():
+        raise PLLZooError(f"--out {out}: {runs} is a file, where the run folders go; move it or pick another --out")
 
 
 def _write_atomic(path: Path, text: str) -> None:

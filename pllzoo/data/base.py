@@ -99,3 +99,6 @@ class DatasetSpec:
     needs_files: bool = False  # True when it cannot be generated/downloaded on the fly
     files: tuple[str, ...] = ()  # alternatives under the data folder; e.g. "cifar-10-batches-py/"
     source: str = ""  # the download (needs_files False) or where to get the files (True)
+    # which of DataOptions' phi, imb, imb_type, split the loader reads (None: it does not say); a bench that
+    # sets another is refused, as the run would record a setting its data never had
+    reads: frozenset[str] | None = None

@@ -15,6 +15,9 @@ from pllzoo.data.cifar import DOWNLOADS, VARIANTS, cifar_loader, offline_files
 from pllzoo.data.matfile import PALM_SOURCE, dataset_name_for, load_mat, mat_files, mat_loader
 from pllzoo.data.synthetic import NAME as SYNTHETIC_NAME, load_synthetic
 
+GENERATED = frozenset({"phi", "imb", "imb_type"})  # the candidates and the long tail are drawn: φ, γ, its shape
+SPLIT = frozenset({"split"})  # a fixed set: only the test protocol is chosen
+
 _CIFAR_DESCRIPTIONS = {
     "cifar10lt": "CIFAR-10-LT, uniform candidates (SoLar defaults phi=0.5, gamma=100, exp)",
     "cifar100lt": "CIFAR-100-LT, uniform candidates (SoLar defaults phi=0.1, gamma=20, exp)",
@@ -34,11 +37,13 @@ _MAT_DESCRIPTIONS = {
 def builtin_datasets() -> list[DatasetSpec]:
     """Return every dataset pllzoo ships a loader for, synthetic first."""
     specs = [DatasetSpec(SYNTHETIC_NAME, load_synthetic,
-                         "generated 10-class long-tailed tabular PLL set (gamma=100, phi=0.5); no download")]
+                         "generated 10-class long-tailed tabular PLL set (gamma=100, phi=0.5); no download",
+                         reads=GENERATED)]
     specs += [DatasetSpec(name, cifar_loader(name), desc, files=offline_files(VARIANTS[name].base),
-                          source=DOWNLOADS[VARIANTS[name].base])
+                          source=DOWNLOADS[VARIANTS[name].base], reads=GENERATED)
               for name, desc in _CIFAR_DESCRIPTIONS.items()]
-    specs += [DatasetSpec(name, mat_loader(name), desc, needs_files=True, files=mat_files(name), source=PALM_SOURCE)
+    specs += [DatasetSpec(name, mat_loader(name), desc, needs_files=True, files=mat_files(name), source=PALM_SOURCE,
+                          reads=SPLIT)
               for name, desc in _MAT_DESCRIPTIONS.items()]
     return specs
 
@@ -55,4 +60,5 @@ def path_dataset(path: Path | str) -> DatasetSpec:
     def load(opts: DataOptions) -> PLLData:
         return load_mat_path(p, opts)
 
-    return DatasetSpec(dataset_name_for(p), load, f"PLL .mat file {p}", needs_files=True, files=(str(p),))
+    return DatasetSpec(dataset_name_for(p), load, f"PLL .mat file {p}", needs_files=True, files=(str(p),),
+                       reads=SPLIT)

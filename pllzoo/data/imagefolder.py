@@ -215,7 +215,7 @@ def image_folder_dataset(root: Path | str, name: str | None = None, candidates: 
         return load_image_folder(root, opts, dataset_name, candidates)
 
     return DatasetSpec(dataset_name, load, description or f"image folder {root} with its candidate file",
-                       needs_files=True)
+                       needs_files=True, reads=frozenset({"split"}))
 
 
 def imagefolder_dataset(path: str) -> DatasetSpec:
