@@ -14,6 +14,7 @@ from pllzoo import hookspecs
 from pllzoo.checks import ComponentError, describe, hook_failed
 from pllzoo.components import Component
 from pllzoo.errors import PLLZooError
+from pllzoo.state import WRITER
 
 
 #: the role hooks: each is answered by the component in its slot, and by no other
@@ -71,12 +72,15 @@ class RunHooks:
         if entry is None:
             return None
         slot, hook, impl = entry
+        token = WRITER.set(slot)
         try:
             return impl.function(*[kwargs[a] for a in impl.argnames])
         except ComponentError:
             raise
         except (Exception, SystemExit) as exc:  # sys.exit() in a plugin's hook fails the run, not the bench
             raise hook_failed(slot, impl.plugin, hook, exc) from exc
+        finally:
+            WRITER.reset(token)
 
     def stages(self, run: Any) -> list[Any] | None:
         """The stage planner's answer, checked: a list of :class:`~pllzoo.run.Stage` (None: no planner, or it
@@ -108,12 +112,15 @@ class RunHooks:
     def all(self, hook: str, registration_order: bool = False, **kwargs: Any) -> list[tuple[str, Any]]:
         out = []
         for impl in (reversed(self.impls[hook]) if registration_order else self.impls[hook]):
+            token = WRITER.set(impl.plugin_name)  # the slot (make_run_manager registers each component so)
             try:
                 answer = impl.function(*[kwargs[a] for a in impl.argnames])
             except ComponentError:
                 raise
             except (Exception, SystemExit) as exc:  # sys.exit() in a plugin's hook fails the run, not the bench
                 raise hook_failed(impl.plugin_name, impl.plugin, hook, exc) from exc
+            finally:
+                WRITER.reset(token)
             if answer is not None:
                 out.append((impl.plugin_name, answer))
         return out

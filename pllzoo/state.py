@@ -18,23 +18,39 @@ method, that a resumed run equals an uninterrupted one bit for bit.
 
 Stages: a new stage starts from an empty state except the keys in
 ``stage.carry``.  Declare the keys a component writes (``provides``) and the
-keys of other components it reads (``needs``) on the component class.
+keys of other components it reads (``needs``) on the component class.  A key
+one component provides is its own: another component that assigns it
+(``state.confidence = ...`` inside one of its hooks) is refused, one line
+naming both (:meth:`PLLState.set_owners`; the trainer's own writes, and
+in-place updates of a tensor, are not checked).
 """
 
 from __future__ import annotations
 
+from contextvars import ContextVar
 from typing import Iterable, Iterator
 
 import torch
+
+from pllzoo.errors import PLLZooError
+
+#: the slot whose hook is running (set by pllzoo.hookcalls); None: the trainer itself
+WRITER: ContextVar[str | None] = ContextVar("pllzoo_state_writer", default=None)
 
 
 class PLLState:
     """A namespace of tensors: ``state.confidence = t``; ``"prior" in state``."""
 
-    __slots__ = ("_tensors",)
+    __slots__ = ("_tensors", "_owners")
 
     def __init__(self, tensors: dict[str, torch.Tensor] | None = None) -> None:
         object.__setattr__(self, "_tensors", dict(tensors or {}))
+        object.__setattr__(self, "_owners", {})
+
+    def set_owners(self, owners: dict[str, tuple[str, str]]) -> None:
+        """``{key: (slot, who)}``: the keys each component ``provides`` (``who`` names it in messages); only
+        that slot's hooks may assign them."""
+        object.__setattr__(self, "_owners", dict(owners))
 
     def __getattr__(self, key: str) -> torch.Tensor:
         try:
@@ -45,6 +61,10 @@ class PLLState:
     def __setattr__(self, key: str, value: torch.Tensor) -> None:
         if not isinstance(value, torch.Tensor):
             raise TypeError(f"PLLState holds tensors only; {key!r} got {type(value).__name__}")
+        owner, writer = self._owners.get(key), WRITER.get()
+        if owner is not None and writer is not None and writer != owner[0]:
+            raise PLLZooError(f"it assigns state.{key}, which {owner[1]} provides (its own key); use a key of "
+                              f"your own, declared in provides")
         self._tensors[key] = value
 
     def __delattr__(self, key: str) -> None:
@@ -60,9 +80,11 @@ class PLLState:
         return self._tensors.get(key, default)
 
     def keep(self, keys: Iterable[str]) -> "PLLState":
-        """A new state holding only ``keys`` (those present); used across stages."""
+        """A new state holding only ``keys`` (those present), with the same owners; used across stages."""
         keys = set(keys)
-        return PLLState({k: v for k, v in self._tensors.items() if k in keys})
+        kept = PLLState({k: v for k, v in self._tensors.items() if k in keys})
+        kept.set_owners(self._owners)
+        return kept
 
     def state_dict(self) -> dict[str, torch.Tensor]:
         return {k: v.detach().cpu().clone() for k, v in self._tensors.items()}

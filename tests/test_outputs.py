@@ -99,3 +99,12 @@ def test_compact_png_keeps_an_image_of_few_colours_exactly():
     with Image.open(io.BytesIO(compact_png(buf.getvalue()))) as im:
         assert im.mode == "P"
         assert np.array_equal(np.asarray(im.convert("RGB")), pixels)
+
+
+@pytest.mark.parametrize("name", ["results.csv", "summary.csv", "summary.md"])
+def test_the_bench_files_of_a_results_folder_are_not_overwritten(out, name):
+    """``report OUT --md OUT/results.csv`` used to replace the bench's record with Markdown."""
+    before = (out / "results.csv").read_bytes()
+    res = CliRunner().invoke(cli, ["report", str(out), "--md" if name.endswith(".md") else "--csv", str(out / name)])
+    assert res.exit_code == 2 and "the bench's own record of that results folder" in res.output
+    assert (out / "results.csv").read_bytes() == before

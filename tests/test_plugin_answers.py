@@ -229,3 +229,34 @@ def test_a_recipe_with_a_bad_hyper_parameter_of_its_own_is_named():
     with pytest.raises(PLLZooError, match=r"^method 't-bad' \(plugin 'p0' \(in-process\)\) sets a bad hyper-parameter "
                                           r"of its own: unknown hyper-parameter loss.nonexistent"):
         reg.build_components(reg.method("t-bad"), {})
+
+
+class Owns(Component):
+    provides = frozenset({"k"})
+
+    @hookimpl
+    def pllzoo_setup_stage(self, run, state):
+        state.k = torch.zeros(3)
+
+    @hookimpl
+    def pllzoo_on_epoch_end(self, run, state):
+        state.k = state.k + 1  # its own key: fine
+
+
+class Clobbers(Component):
+    @hookimpl
+    def pllzoo_predict(self, logits):
+        return logits
+
+    @hookimpl
+    def pllzoo_on_epoch_end(self, run, state):
+        state.k = torch.zeros(3)
+
+
+def test_a_key_another_component_provides_cannot_be_assigned(tiny_data):
+    """The declared provides are enforced: another component resetting it used to train on silently."""
+    with pytest.raises(ComponentError, match=r"^predict component 'Clobbers' .* failed in pllzoo_on_epoch_end: "
+                                             r"PLLZooError: it assigns state.k, which estimator component 'Owns'"):
+        trainer_for(tiny_data, {"estimator": Owns(), "predict": Clobbers()}).fit()
+    rec = trainer_for(tiny_data, {"estimator": Owns()}).fit()  # the owner alone trains
+    assert rec[-1]["epoch"] == 2

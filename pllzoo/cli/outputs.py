@@ -20,6 +20,10 @@ FIGURE_SUFFIXES = (".png", ".pdf", ".svg", ".svgz", ".jpg", ".jpeg", ".eps", ".p
 """What ``matplotlib``'s ``savefig`` writes (by the file's suffix)."""
 
 
+#: what pllzoo bench writes into a results folder: never overwritten by another command's --md/--csv
+BENCH_FILES = frozenset({"results.csv", "summary.csv", "summary.md"})
+
+
 class OutputFile(click.Path):
     """A file a command writes; ``suffixes``: the ones allowed (a path without one gets the first)."""
 
@@ -38,6 +42,9 @@ class OutputFile(click.Path):
                       param, ctx)
         if path.is_dir():
             self.fail(f"{str(path)!r} is a directory", param, ctx)
+        if path.name in BENCH_FILES and (path.parent / "runs").is_dir():
+            self.fail(f"{str(path)!r} is the bench's own record of that results folder; write another file",
+                      param, ctx)
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
