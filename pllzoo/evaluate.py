@@ -79,8 +79,7 @@ def rescore(registry: Registry, run_dir: Path, overrides: dict[str, str], predic
     if inert:  # the trained model is only re-scored: training settings would be shown but change nothing
         raise PLLZooError(f"{', '.join(inert)}: evaluate re-scores the trained model, so only predict.* "
                           "hyper-parameters change its numbers; retrain the run for the others")
-    recorded = {f"{slot}.{key}": value for slot, fields in config["hparams"].items() for key, value in fields.items()
-                if f"{slot}.{key}" in valid}
+    recorded = {k: v for k, v in registry.recorded_hparams(config).items() if k in valid}
     opts = _options(config["data"], data_dir)
     data = carve(registry.dataset(config["dataset"]).load(opts), opts, config["seed"])
     comps = registry.build_components(method, {**recorded, **overrides}, (data.name, data.kind))

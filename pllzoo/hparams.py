@@ -164,6 +164,13 @@ def as_dict(obj: Any) -> dict[str, Any]:
     return dataclasses.asdict(obj) if dataclasses.is_dataclass(obj) else {}
 
 
+def unnamed_values(cls: type) -> dict[str, Any]:
+    """``{field: V}`` for each field of the hyper-parameter dataclass ``cls`` declared ``unnamed_when=V``: the
+    value a recorded config without the field ran with."""
+    return {f.name: f.metadata["unnamed_when"] for f in fields(cls) if "unnamed_when" in f.metadata} \
+        if dataclasses.is_dataclass(cls) else {}
+
+
 def named(obj: Any) -> dict[str, Any]:
     """:func:`as_dict` for a run's config (its run id): without each field declared with
     ``hp(..., unnamed_when=V)`` while it holds ``V``.  A field added after runs were recorded declares the

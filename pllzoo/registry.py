@@ -76,6 +76,22 @@ class Registry:
         base = name.partition("+")[0]
         return f" (plugin {self._info(self.methods[base][1]).origin})" if base in self.methods else ""
 
+    def recorded_hparams(self, config: Mapping[str, Any]) -> dict[str, Any]:
+        """A recorded run config's component hyper-parameters as ``slot.field`` values, with each field it lacks
+        because it held its ``unnamed_when`` value (:func:`pllzoo.hparams.named`) filled in: what the run ran
+        with, whatever today's defaults.  Components no longer registered are left as recorded."""
+        from pllzoo.hparams import unnamed_values
+
+        out = {f"{slot}.{k}": v for slot, fields_ in config.get("hparams", {}).items() for k, v in fields_.items()}
+        for slot, name in (config.get("recipe") or {}).items():
+            try:
+                cls = self.component_class(slot, name)
+            except (PLLZooError, KeyError, TypeError):
+                continue
+            recorded = config.get("hparams", {}).get(slot, {})
+            out.update({f"{slot}.{k}": v for k, v in unnamed_values(cls.HParams).items() if k not in recorded})
+        return out
+
     def plugin_info(self, plugin: str) -> PluginInfo:
         """The :class:`PluginInfo` of the plugin registered as ``plugin`` (the second item of a table's entry)."""
         return self._info(plugin)

@@ -83,10 +83,12 @@ def _typed(value: Any) -> Any:
 
 
 def recorded_overrides(config: dict[str, Any]) -> dict[str, Any]:
-    """Every trainer setting and component hyper-parameter of ``config``, as typed ``--hp`` overrides."""
+    """Every trainer setting and component hyper-parameter of ``config``, as typed ``--hp`` overrides (a field
+    left out of the config at its ``unnamed_when`` value is filled in: :meth:`Registry.recorded_hparams`)."""
+    from pllzoo.registry import get_registry
+
     out = {f"train.{k}": _typed(v) for k, v in config["train"].items()}
-    for slot, fields in config["hparams"].items():
-        out |= {f"{slot}.{k}": _typed(v) for k, v in fields.items()}
+    out |= {k: _typed(v) for k, v in get_registry().recorded_hparams(config).items()}
     return out
 
 
