@@ -27,6 +27,7 @@ import torchvision
 from torch import nn
 
 from pllzoo.errors import PLLZooError
+from pllzoo.plugins import one_line
 from pllzoo.pllnet import PLLNet, image_channels
 from pllzoo.pretrained import resnet18_imagenet
 from pllzoo.wrn import wrn28_2
@@ -122,8 +123,7 @@ def build_model(name: str, num_classes: int, input_shape: tuple[int, ...], regis
     try:
         net = factory(num_classes=num_classes, input_shape=tuple(input_shape))
     except (Exception, SystemExit) as exc:  # a plugin's factory: one line naming it, the cause chained
-        text = (str(exc).strip().splitlines() or [""])[0]
-        raise PLLZooError(f"{who} failed to build: {type(exc).__name__}{': ' + text if text else ''}") from exc
+        raise PLLZooError(f"{who} failed to build: {one_line(exc)}") from exc
     if not isinstance(net, PLLNet):
         raise PLLZooError(f"{who} returned a {type(net).__name__}, not a pllzoo.PLLNet "
                           f"(wrap the network: PLLNet(encoder, head))")
@@ -140,8 +140,7 @@ def _check_logits_shape(net: PLLNet, who: str, num_classes: int, input_shape: tu
         with torch.no_grad():
             out = net(torch.zeros((2, *input_shape)))
     except Exception as exc:  # noqa: BLE001 - said in one line; training would fail the same way
-        text = (str(exc).strip().splitlines() or [""])[0]
-        raise PLLZooError(f"{who} fails on inputs of shape {list(input_shape)}: {type(exc).__name__}: {text}") from exc
+        raise PLLZooError(f"{who} fails on inputs of shape {list(input_shape)}: {one_line(exc)}") from exc
     finally:
         net.train(mode)
     if not isinstance(out, torch.Tensor) or tuple(out.shape) != (2, num_classes):

@@ -19,6 +19,7 @@ from pllzoo.data.holdout import hold_out, subsample
 from pllzoo.data.validate import check_loaded, check_training_set
 from pllzoo.errors import PLLZooError, UnknownNameError
 from pllzoo.hparams import as_dict, check, named, override
+from pllzoo.plugins import one_line
 from pllzoo.portable import portable
 from pllzoo.observers import ObserverChoice
 from pllzoo.registry import Registry
@@ -188,9 +189,7 @@ def load(registry: Registry, name: str, spec: Any, options: DataOptions) -> PLLD
     except (Exception, SystemExit) as exc:
         if not outside:
             raise
-        text = (str(exc).strip().splitlines() or [""])[0]
-        raise PLLZooError(f"dataset {name!r} (plugin {plugin}) failed to load: {type(exc).__name__}"
-                          f"{': ' + text if text else ''}") from exc
+        raise PLLZooError(f"dataset {name!r} (plugin {plugin}) failed to load: {one_line(exc)}") from exc
     if outside:
         check_loaded(data, f"dataset {name!r} (plugin {plugin})")
     return data
