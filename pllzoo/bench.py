@@ -41,6 +41,7 @@ from typing import Any, Callable
 import pandas as pd
 
 from pllzoo import archive, checkpoint, distributed
+from pllzoo.data.base import fingerprint
 from pllzoo.errors import PLLZooError
 from pllzoo.jobs import RunsFailed, failure_line, record_failure
 from pllzoo.observers import RunInfo, observing
@@ -383,12 +384,14 @@ def _train(registry, p: RunPlan, run_dir: Path, resume: bool, on_epoch, on_run, 
     device = p.config["device"]
     if threads is not None:
         set_threads(threads)
-    _warn_on_other_threads(run_dir, resume, device)
+    data_sha = fingerprint(p.data)
+    _warn_on_resume_changes(run_dir, resume, device, data_sha)
     write_json(run_dir / "config.json", p.config)
     bookkeeping = {f: getattr(p.train, f) for f in sorted(BOOKKEEPING_FIELDS)}
     plugins = p.plugins or plugins_env(registry, p.method)  # from plan(): a --jobs worker's registry lacks the infos
     processes = {"processes": distributed.current().world} if distributed.current().active else {}  # torchrun
-    env = {**env_info(device), **plugins, "view_workers": p.view_workers, "bookkeeping": bookkeeping, **processes}
+    env = {**env_info(device), **plugins, "view_workers": p.view_workers, "bookkeeping": bookkeeping, **processes,
+           "data_sha256": data_sha}
     write_json(run_dir / "env.json", env)
     resumed = resume and (run_dir / "checkpoint.pt").exists()
     config, env = (json.loads((run_dir / name).read_text()) for name in ("config.json", "env.json"))  # as written
@@ -421,18 +424,24 @@ def _train(registry, p: RunPlan, run_dir: Path, resume: bool, on_epoch, on_run, 
     return records
 
 
-def _warn_on_other_threads(run_dir: Path, resume: bool, device: str) -> None:
-    """A CPU run resumed with another torch thread count may differ in the last bits (pllzoo.threads)."""
+def _warn_on_resume_changes(run_dir: Path, resume: bool, device: str, data_sha: str) -> None:
+    """A run resumed on other data (``data_sha256`` of :func:`pllzoo.data.base.fingerprint`: another
+    ``--data-dir`` copy) continues on them, with a warning; a CPU run resumed with another torch thread count
+    may differ in the last bits (pllzoo.threads)."""
     import torch
 
     env = run_dir / "env.json"
-    if not (resume and device == "cpu" and env.exists() and (run_dir / "checkpoint.pt").exists()):
+    if not (resume and env.exists() and (run_dir / "checkpoint.pt").exists()):
         return
-    try:  # env.json is rewritten by this run right after; a damaged one only loses this warning
-        before = json.loads(env.read_text()).get("torch_threads")
+    try:  # env.json is rewritten by this run right after; a damaged one only loses these warnings
+        recorded = json.loads(env.read_text())
+        before, was = recorded.get("torch_threads"), recorded.get("data_sha256")
     except (OSError, ValueError, AttributeError):
         return
-    if before is not None and before != torch.get_num_threads():
+    if was is not None and was != data_sha:
+        warnings.warn(f"{run_dir.name} trained on other data (fingerprint {was}, now {data_sha}: another --data-dir "
+                      "copy, or another decoder?); it continues on these")
+    if device == "cpu" and before is not None and before != torch.get_num_threads():
         warnings.warn(f"{run_dir.name} ran with {before} torch threads and resumes with {torch.get_num_threads()}: "
                       f"its numbers may differ in the last bits from an uninterrupted run (--threads {before} avoids it)")
 

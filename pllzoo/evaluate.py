@@ -46,6 +46,24 @@ def _config(run_dir: Path) -> dict[str, Any]:
     return config
 
 
+def _check_data(run_dir: Path, data: Any) -> None:
+    """Warn when ``data`` is not what the run trained on (``env.json``'s ``data_sha256``, runs since
+    2026-11-27): another ``--data-dir`` copy with other features re-scores a model on data it never saw."""
+    import json
+    import warnings
+
+    from pllzoo.data.base import fingerprint
+
+    try:
+        was = json.loads((run_dir / "env.json").read_text()).get("data_sha256")
+    except (OSError, ValueError, AttributeError):
+        return
+    now = fingerprint(data)
+    if was is not None and was != now:
+        warnings.warn(f"{run_dir.name}: these data are not the ones it trained on (fingerprint {was}, now {now}: "
+                      "another --data-dir copy?); the numbers below are on these")
+
+
 def rescore(registry: Registry, run_dir: Path, overrides: dict[str, str], predict: str | None = None,
             data_dir: Path | None = None, device: str = "auto") -> dict[str, Any]:
     """Test metrics of the finished run in ``run_dir`` with ``predict`` as its predict component (if
@@ -82,6 +100,7 @@ def rescore(registry: Registry, run_dir: Path, overrides: dict[str, str], predic
     recorded = {k: v for k, v in registry.recorded_hparams(config).items() if k in valid}
     opts = _options(config["data"], data_dir)
     data = carve(registry.dataset(config["dataset"]).load(opts), opts, config["seed"])
+    _check_data(run_dir, data)
     comps = registry.build_components(method, {**recorded, **overrides}, (data.name, data.kind))
     train = TrainConfig(**{k: tuple(v) if isinstance(v, list) else v for k, v in config["train"].items()})
     trainer = Trainer(data, comps, train, config["seed"], resolve_device(device))

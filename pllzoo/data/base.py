@@ -102,3 +102,17 @@ class DatasetSpec:
     # which of DataOptions' phi, imb, imb_type, split the loader reads (None: it does not say); a bench that
     # sets another is refused, as the run would record a setting its data never had
     reads: frozenset[str] | None = None
+
+
+def fingerprint(data: PLLData) -> str:
+    """A short hash of what a run learns from and is tested on: training features, labels and candidates, test
+    features and labels (sha256, first 16 hex digits).  ``env.json`` keeps it, so that resuming or re-scoring
+    a run on other data (another ``--data-dir`` copy with other features) is said, not silent."""
+    import hashlib
+
+    h = hashlib.sha256()
+    for t in (data.x_train, data.y_train, data.candidates, data.x_test, data.y_test):
+        a = t.detach().cpu().contiguous()
+        h.update(f"{a.dtype}{tuple(a.shape)}".encode())
+        h.update(a.numpy().tobytes() if a.dtype != torch.bfloat16 else a.float().numpy().tobytes())
+    return h.hexdigest()[:16]
