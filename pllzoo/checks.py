@@ -13,7 +13,7 @@ checks its answer here:
 * **at every evaluation**: adjusted predict logits float ``[M, K]`` and finite (evaluation reads its
   results on the host anyway);
 * **what components log**: ``step.logs`` values are scalars (on checked steps), an epoch-end answer is a
-  dict of str keys to numbers, lists of numbers or None (a 0-d tensor is read as its number), and neither
+  dict of str keys to numbers, strings, None or lists of them (tensors and numpy values read), and neither
   may take a name of the record itself (:data:`RECORD_KEYS`, the metrics), which would relabel the run.
 
 A violation, or any exception raised inside a component's hook, is a one-line
@@ -157,9 +157,25 @@ def _number(value: object) -> bool:
     return isinstance(value, numbers.Real)  # bool and numpy's scalars too
 
 
+def _json_ready(value: object) -> object:
+    """``value`` as the record writes it: numbers (numpy's and 0-d tensors' read), None, str, and lists of
+    those (nested; tensors and arrays as their lists).  :raises TypeError: anything else."""
+    if isinstance(value, torch.Tensor) or type(value).__module__ == "numpy":
+        value = value.tolist() if hasattr(value, "tolist") else value
+    if value is None or isinstance(value, (str, bool, int, float)):
+        return value
+    if isinstance(value, numbers.Integral):
+        return int(value)
+    if isinstance(value, numbers.Real):
+        return float(value)
+    if isinstance(value, (list, tuple)):
+        return [_json_ready(v) for v in value]
+    raise TypeError(type(value).__name__)
+
+
 def epoch_logs(slot: str, comp: Component, out: object) -> dict:
-    """``comp``'s ``pllzoo_on_epoch_end`` answer as record fields: None → ``{}``; a dict of str keys to numbers,
-    None or lists of numbers, each 0-d tensor read as its number and a 1-d one as its list.
+    """``comp``'s ``pllzoo_on_epoch_end`` answer as record fields: None → ``{}``; a dict of str keys to values
+    the record can hold (:func:`_json_ready`: numbers, None, str, lists of them; tensors and numpy values read).
 
     :raises ComponentError: anything else, naming the component and the key."""
     hook = "pllzoo_on_epoch_end"
@@ -171,27 +187,24 @@ def epoch_logs(slot: str, comp: Component, out: object) -> dict:
     for key, value in out.items():
         if not isinstance(key, str):
             raise _bad(slot, comp, hook, f"logged the key {key!r}, not a str")
-        if isinstance(value, torch.Tensor) and value.dim() <= 1:
-            value = value.detach().cpu().tolist()
-        ok = value is None or _number(value) or (
-            isinstance(value, (list, tuple)) and all(_number(v) for v in value))
-        if not ok:
-            raise _bad(slot, comp, hook, f"logged {key!r} = a {type(value).__name__}; log numbers, lists of "
-                                         "numbers or None")
-        if isinstance(value, (list, tuple)):
-            value = [v if isinstance(v, (int, float)) else float(v) for v in value]
-        elif value is not None and not isinstance(value, (int, float)):
-            value = float(value)  # a numpy scalar: json writes it as a number
-        logged[key] = value
+        try:
+            logged[key] = _json_ready(value)
+        except TypeError as exc:
+            raise _bad(slot, comp, hook, f"logged {key!r} holding a {exc}; log numbers, strings, None or lists "
+                                         "of them") from None
     return logged
 
 
 def step_logs(logs: dict, recipe: str) -> None:
-    """The values of a checked step's ``step.logs``: str keys to scalars (numbers or one-element tensors).
+    """The values of a checked step's ``step.logs``: str keys to what the epoch can average, one number each
+    (a number, or a tensor, array or list of one element).
 
     :raises PLLZooError: one line naming the key (the recipe's components share ``step.logs``)."""
     for key, value in logs.items():
-        scalar = _number(value) or isinstance(value, torch.Tensor) and value.numel() == 1
+        try:
+            scalar = torch.as_tensor(value, dtype=torch.float64).numel() == 1
+        except (TypeError, ValueError, RuntimeError):
+            scalar = False
         if not isinstance(key, str) or not scalar:
             what = f"the key {key!r}" if not isinstance(key, str) else (
                 f"{key!r} = {type(value).__name__}" + (f" {_shape(value)}" if isinstance(value, torch.Tensor) else ""))

@@ -591,8 +591,8 @@ class RunSpec:
         components is an error naming both.
 
         :returns: optional values to log for this epoch: ``{name: v}`` with ``v`` a number,
-            a list of numbers (e.g. a prior vector), or None; a 0-d tensor is read as its
-            number and a 1-d one as its list.  A name of the record itself (``seed``,
+            a string, None, or a list of them (e.g. a prior vector; nested lists too);
+            tensors and numpy values are read as numbers and lists.  A name of the record itself (``seed``,
             ``method``, ``epoch``, the ``acc_*`` metrics, ...) is refused: it would
             relabel the run.
 

@@ -122,6 +122,8 @@ def build_model(name: str, num_classes: int, input_shape: tuple[int, ...], regis
     who = f"model {name!r} (plugin {registry.models[name][1]})"
     try:
         net = factory(num_classes=num_classes, input_shape=tuple(input_shape))
+    except PLLZooError:  # the factory's own one line (a missing weight file) says it all
+        raise
     except (Exception, SystemExit) as exc:  # a plugin's factory: one line naming it, the cause chained
         raise PLLZooError(f"{who} failed to build: {one_line(exc)}") from exc
     if not isinstance(net, PLLNet):

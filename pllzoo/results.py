@@ -268,10 +268,25 @@ def _settings(configs: dict[str, dict[str, Any]]) -> dict[str, str]:
         flats = {k: _flat({n: v for n, v in configs[k].items() if n not in _NOT_A_VARIANT}) for k in keys}
         names = sorted({n for f in flats.values() for n in f})
         differ = [n for n in names if len({repr(f.get(n, "–")) for f in flats.values()}) > 1]
-        for k in keys if differ else ():
-            shown = ", ".join(f"{n.removeprefix('hparams.')}={flats[k].get(n, '–')}" for n in differ)
+        if any(n.startswith("hparams.") for n in differ):  # a field left out at its recorded value: that value
+            flats = {k: {**f, **_recorded_hparams(configs[k])} for k, f in flats.items()}
+            differ = [n for n in names if len({repr(f.get(n, "–")) for f in flats.values()}) > 1]
+        for k in keys if differ else ():  # "default": a trainer field or mode absent from the config at its default
+            shown = ", ".join(f"{n.removeprefix('hparams.')}={flats[k].get(n, 'default')}" for n in differ)
             out[k] = f"{labels[k]} [{shown}]"
     return out
+
+
+def _recorded_hparams(config: dict[str, Any]) -> dict[str, Any]:
+    """``config``'s hyper-parameters with the fields left out at their ``unnamed_when`` value filled in, keyed
+    as :func:`_flat` keys them (``hparams.slot.field``); as recorded when the registry cannot say."""
+    try:
+        from pllzoo.registry import get_registry
+
+        filled = get_registry().recorded_hparams(config)
+    except Exception:  # noqa: BLE001 - a label only: the recorded values are shown then
+        return {}
+    return {f"hparams.{k}": v for k, v in filled.items()}
 
 
 def unfinished(*out_dirs: Path) -> list[Path]:

@@ -41,8 +41,8 @@ def test_epoch_end_logs_cannot_relabel_the_record(tiny_data, key):
 
 @pytest.mark.parametrize("answer, why", [
     ("hello", "returned str, not a dict"),
-    ({"v": torch.ones(2, 2)}, "logged 'v' = a Tensor"),
-    ({"v": object()}, "logged 'v' = a object"),
+    ({"v": {"a": 1}}, "logged 'v' holding a dict"),
+    ({"v": [1.0, object()]}, "logged 'v' holding a object"),
     ({1: 2.0}, "logged the key 1, not a str"),
 ])
 def test_bad_epoch_end_answers_are_one_line(tiny_data, answer, why):
@@ -51,10 +51,16 @@ def test_bad_epoch_end_answers_are_one_line(tiny_data, answer, why):
     assert "pllzoo_on_epoch_end" in str(err.value) and "\n" not in str(err.value)
 
 
-def test_epoch_end_tensors_are_logged_as_numbers(tiny_data):
-    answer = {"t": torch.tensor(0.5), "v": torch.tensor([1.0, 2.0]), "n": None, "l": (1, 2.5)}
+def test_epoch_end_values_are_logged_as_json(tiny_data):
+    """Tensors and numpy values are read; None, strings and (nested) lists of them are kept as they are."""
+    import numpy as np
+
+    answer = {"t": torch.tensor(0.5), "v": torch.tensor([1.0, 2.0]), "n": None, "l": (1, 2.5), "gaps": [1.0, None],
+              "phase": "warmup", "hist": [[1, 2], [3, 4]], "i": np.int64(3), "a": np.array([0.5, 1.5])}
     rec = trainer_for(tiny_data, {"estimator": EpochEnd(answer)}).fit()[-1]
-    assert (rec["t"], rec["v"], rec["n"], rec["l"]) == (0.5, [1.0, 2.0], None, [1, 2.5])
+    assert {k: rec[k] for k in answer} == {"t": 0.5, "v": [1.0, 2.0], "n": None, "l": [1, 2.5], "gaps": [1.0, None],
+                                           "phase": "warmup", "hist": [[1, 2], [3, 4]], "i": 3, "a": [0.5, 1.5]}
+    assert isinstance(rec["i"], int)
 
 
 class StepLogs(Component):
@@ -70,6 +76,14 @@ class StepLogs(Component):
 def test_step_logs_cannot_relabel_the_record(tiny_data):
     with pytest.raises(PLLZooError, match=r"a component of 'm' \(step.logs\) logs 'seed', a field of the record"):
         trainer_for(tiny_data, {"estimator": StepLogs("seed", 5.0)}, record_base={"method": "m"}).fit()
+
+
+def test_step_logs_of_one_number_are_averaged(tiny_data):
+    import numpy as np
+
+    for value in (np.array(0.5), [0.5], np.float32(0.5), torch.tensor([0.5])):
+        rec = trainer_for(tiny_data, {"estimator": StepLogs("x", value)}).fit()[-1]
+        assert rec["x"] == 0.5
 
 
 @pytest.mark.parametrize("value, why", [(torch.ones(3), "'x' = Tensor \\[3\\]"), ("a", "'x' = str")])

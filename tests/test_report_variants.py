@@ -9,16 +9,16 @@ from click.testing import CliRunner
 
 from pllzoo.cli import cli
 
-BENCH = ["bench", "--methods", "proden", "--dataset", "synthetic-lt", "--subset", "200", "--batch-size", "64",
-         "--device", "cpu", "--threads", "1"]
+BENCH = ["bench", "--dataset", "synthetic-lt", "--subset", "200", "--batch-size", "64", "--device", "cpu",
+         "--threads", "1"]
 
 
 def test_runs_with_other_settings_are_not_averaged_as_seeds(tmp_path):
     out = tmp_path / "out"
     for epochs in ("1", "2"):
-        res = CliRunner().invoke(cli, [*BENCH, "--epochs", epochs, "--out", str(out)])
+        res = CliRunner().invoke(cli, [*BENCH, "--methods", "proden", "--epochs", epochs, "--out", str(out)])
         assert res.exit_code == 0, res.output
-    res = CliRunner().invoke(cli, [*BENCH, "--epochs", "2", "--seeds", "2", "--out", str(out)])
+    res = CliRunner().invoke(cli, [*BENCH, "--methods", "proden", "--epochs", "2", "--seeds", "2", "--out", str(out)])
     assert res.exit_code == 0, res.output
     res = CliRunner().invoke(cli, ["report", str(out), "--csv", str(tmp_path / "s.csv")])
     assert res.exit_code == 0, res.output
@@ -28,3 +28,17 @@ def test_runs_with_other_settings_are_not_averaged_as_seeds(tmp_path):
     assert "[train.epochs=1]" in res.output  # rich shows it as text, not as a markup tag
     md = (out / "summary.md").read_text()
     assert f"### {base} [train.epochs=2]" in md and f"### {base} [train.epochs=1]" in md
+
+
+def test_a_field_left_out_at_its_recorded_value_is_shown_with_it(tmp_path):
+    """SoLar's ``label_update.relax`` is left out of a config at "check" (``unnamed_when``): the split label shows
+    check, not a blank, beside an explicit nan."""
+    out = tmp_path / "out"
+    for hp in ([], ["--hp", "label_update.relax=nan"]):
+        res = CliRunner().invoke(cli, [*BENCH, "--methods", "solar", "--epochs", "1", "--out", str(out), *hp])
+        assert res.exit_code == 0, res.output
+    res = CliRunner().invoke(cli, ["report", str(out), "--csv", str(tmp_path / "s.csv")])
+    assert res.exit_code == 0, res.output
+    settings = set(pd.read_csv(tmp_path / "s.csv")["setting"])
+    assert settings == {"synthetic-lt φ=0.5 γ=100 subset=200 [label_update.relax=check]",
+                        "synthetic-lt φ=0.5 γ=100 subset=200 [label_update.relax=nan]"}
