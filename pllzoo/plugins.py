@@ -11,6 +11,7 @@
   plugin whose names collide with them is refused as a whole (see
   :meth:`pllzoo.registry.Registry.build`).  An outside entry point that reuses a
   shipped entry point's name is refused too.
+* A distribution whose ``Requires-Dist: pllzoo...`` excludes this version is refused before import.
 * ``PLLZOO_LOAD_PLUGINS=a,b`` loads only those entry points (empty: none).
 * ``PLLZOO_DEBUG=1`` (or ``pllzoo plugins --debug``) shows the full traceback of
   each plugin that failed to load; without it, one line per failure.
@@ -140,6 +141,12 @@ def _load_entrypoints(pm: pluggy.PluginManager) -> list[PluginInfo]:
                     error=f"entry point name {ep.name!r} is already used by {first.origin}; "
                           f"{ep.name!r} ({dist} {version}) is refused"))
             continue
+        unmet = _unmet_pllzoo_requirement(getattr(ep, "dist", None))
+        if unmet is not None:  # not even imported: it was written against another pllzoo
+            info = PluginInfo(ep.name, version, ep.value, builtin=False, dist=dist, error=unmet)
+            taken[ep.name] = info
+            infos.append(info)
+            continue
         try:
             plugin = ep.load()
             if not isinstance(plugin, ModuleType) and not hasattr(plugin, "__dict__"):
@@ -162,6 +169,24 @@ def _load_entrypoints(pm: pluggy.PluginManager) -> list[PluginInfo]:
         taken[ep.name] = info
         infos.append(info)
     return infos
+
+
+def _unmet_pllzoo_requirement(dist: md.Distribution | None) -> str | None:
+    """Why ``dist`` cannot run on this pllzoo (its ``Requires-Dist: pllzoo...`` excludes this version), or None."""
+    from packaging.requirements import InvalidRequirement, Requirement
+
+    from pllzoo import __version__
+
+    for text in (dist.requires or []) if dist is not None else []:
+        try:
+            req = Requirement(text)
+        except InvalidRequirement:
+            continue
+        if req.name.lower() != "pllzoo" or (req.marker is not None and not req.marker.evaluate({"extra": ""})):
+            continue
+        if not req.specifier.contains(__version__, prereleases=True):
+            return f"it requires pllzoo{req.specifier}, and this is pllzoo {__version__}; refused before import"
+    return None
 
 
 def plugin_hooks(pm: pluggy.PluginManager, name: str) -> list[str]:

@@ -137,6 +137,25 @@ def test_outside_entry_points_before_the_shipped_ones_cannot_take_their_module(i
     assert reg.methods["proden"][0].loss == "proden.loss"
 
 
+def test_a_plugin_for_another_pllzoo_is_refused_before_import(install, tmp_path, monkeypatch):
+    """``Requires-Dist: pllzoo>=99``: one line, and its module is never imported (it may not even import)."""
+    from pllzoo import __version__
+
+    site = tmp_path / "site"
+    (site / "_pllzoo_test_future.py").write_text("raise RuntimeError('imported')\n")
+    info = site / "pllzoo_future-1.0.dist-info"
+    info.mkdir(parents=True)
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: pllzoo-future\nVersion: 1.0\n"
+                                   "Requires-Dist: torch\nRequires-Dist: pllzoo>=99\n")
+    (info / "entry_points.txt").write_text("[pllzoo]\nfuture = _pllzoo_test_future\n")
+    install("pllzoo-ok", "1.0", "fine", "")  # the fixture puts the site folder on the path
+    monkeypatch.setenv("PLLZOO_LOAD_PLUGINS", f"{SHIPPED},fine,future")
+    reg = get_registry()
+    assert _info(reg, "future").error == (f"it requires pllzoo>=99, and this is pllzoo {__version__}; refused "
+                                          "before import")
+    assert "_pllzoo_test_future" not in sys.modules and _info(reg, "fine").error is None
+
+
 def test_outside_entry_point_reusing_a_shipped_name_is_refused(install):
     install("pllzoo-impostor", "6.6.6", "baselines", IMPOSTOR)  # first on sys.path
     reg = get_registry()
