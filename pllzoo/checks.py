@@ -23,6 +23,7 @@ is chained (``raise ... from``), so a traceback still shows the cause.
 
 from __future__ import annotations
 
+import math
 import numbers
 from typing import TYPE_CHECKING
 
@@ -158,16 +159,17 @@ def _number(value: object) -> bool:
 
 
 def _json_ready(value: object) -> object:
-    """``value`` as the record writes it: numbers (numpy's and 0-d tensors' read), None, str, and lists of
-    those (nested; tensors and arrays as their lists).  :raises TypeError: anything else."""
+    """``value`` as the record writes it: numbers (numpy's and 0-d tensors' read; NaN and inf as None), None,
+    str, and lists of those (nested; tensors and arrays as their lists).  :raises TypeError: anything else."""
     if isinstance(value, torch.Tensor) or type(value).__module__ == "numpy":
         value = value.tolist() if hasattr(value, "tolist") else value
-    if value is None or isinstance(value, (str, bool, int, float)):
+    if isinstance(value, numbers.Real) and not isinstance(value, numbers.Integral):
+        value = float(value)
+        return value if math.isfinite(value) else None  # JSON has no NaN or inf: null, as a missing value
+    if value is None or isinstance(value, (str, bool, int)):
         return value
     if isinstance(value, numbers.Integral):
         return int(value)
-    if isinstance(value, numbers.Real):
-        return float(value)
     if isinstance(value, (list, tuple)):
         return [_json_ready(v) for v in value]
     raise TypeError(type(value).__name__)

@@ -592,7 +592,8 @@ class RunSpec:
 
         :returns: optional values to log for this epoch: ``{name: v}`` with ``v`` a number,
             a string, None, or a list of them (e.g. a prior vector; nested lists too);
-            tensors and numpy values are read as numbers and lists.  A name of the record itself (``seed``,
+            tensors and numpy values are read as numbers and lists, NaN and inf as null
+            (JSON has neither).  A name of the record itself (``seed``,
             ``method``, ``epoch``, the ``acc_*`` metrics, ...) is refused: it would
             relabel the run.
 

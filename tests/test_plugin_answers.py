@@ -56,10 +56,12 @@ def test_epoch_end_values_are_logged_as_json(tiny_data):
     import numpy as np
 
     answer = {"t": torch.tensor(0.5), "v": torch.tensor([1.0, 2.0]), "n": None, "l": (1, 2.5), "gaps": [1.0, None],
-              "phase": "warmup", "hist": [[1, 2], [3, 4]], "i": np.int64(3), "a": np.array([0.5, 1.5])}
+              "phase": "warmup", "hist": [[1, 2], [3, 4]], "i": np.int64(3), "a": np.array([0.5, 1.5]),
+              "nan": float("nan"), "inf": [1.0, float("inf")]}
     rec = trainer_for(tiny_data, {"estimator": EpochEnd(answer)}).fit()[-1]
     assert {k: rec[k] for k in answer} == {"t": 0.5, "v": [1.0, 2.0], "n": None, "l": [1, 2.5], "gaps": [1.0, None],
-                                           "phase": "warmup", "hist": [[1, 2], [3, 4]], "i": 3, "a": [0.5, 1.5]}
+                                           "phase": "warmup", "hist": [[1, 2], [3, 4]], "i": 3, "a": [0.5, 1.5],
+                                           "nan": None, "inf": [1.0, None]}  # JSON has no NaN: null
     assert isinstance(rec["i"], int)
 
 
