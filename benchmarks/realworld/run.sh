@@ -4,7 +4,8 @@
 # One results folder per (dataset, split); --resume makes an interrupted run continue.
 #   METHODS (default: the eight below; the LT-PLL methods after SoLar: corr,corr-records,htc),
 #   DATASETS (default: lost birdsong msrcv2 fgnet italian), SPLITS (uniform balanced),
-#   SEEDS (1,2,3,4,5), EPOCHS (default 200; italian 50, about the same number of SGD steps)
+#   SEEDS (1,2,3,4,5), EPOCHS (default 200; italian 50, about the same number of SGD steps),
+#   RESULTS (default: results/ here; benchmarks/sinkhorn-relax/run.sh points it at its own), TABLES (1; 0: no tables.sh)
 set -euo pipefail
 export OMP_NUM_THREADS="${OMP_NUM_THREADS:-1}"  # one core per run: the recorded numbers used 1 thread
 here="$(cd "$(dirname "$0")" && pwd)"
@@ -15,7 +16,7 @@ for dataset in ${DATASETS:-lost birdsong msrcv2 fgnet italian}; do
   for split in ${SPLITS:-uniform balanced}; do
     pllzoo bench --methods "${METHODS:-solar,proden,cc,lws,mse,exp,valen,pico}" --dataset "$dataset" --split "$split" \
       --data-dir "$data" --seeds "${SEEDS:-1,2,3,4,5}" --epochs "${EPOCHS:-$default_epochs}" --device cpu \
-      --resume --out "$here/results/$dataset-$split" "$@"
+      --resume --out "${RESULTS:-$here/results}/$dataset-$split" "$@"
   done
 done
-"$here/tables.sh"
+if [ "${TABLES:-1}" = 1 ]; then "$here/tables.sh"; fi
