@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from pllzoo.errors import PLLZooError
 from pllzoo.planning import RunPlan
 from pllzoo.registry import Registry
 
@@ -91,6 +92,12 @@ def run_costs(registry: Registry, plans: list[RunPlan], out: Path, overwrite: bo
               resume: bool = False) -> list[RunCost]:
     """The :class:`RunCost` of every plan; ``reused`` when ``out`` holds it finished and not ``overwrite``;
     with ``resume``, ``done`` counts the epochs an unfinished run with a checkpoint has trained already."""
+    from pllzoo import archive
+
+    try:  # finished runs kept in OUT/runs.jsonl.xz are reused as run folders are (pllzoo.bench.execute)
+        archived = {name for name, run in archive.read(Path(out)).items() if run.done}
+    except PLLZooError:  # an unreadable archive: bench says so when it runs
+        archived = set()
     costs, seen = [], {}
     for p in plans:
         key = (p.method.name, repr(p.train), p.data.num_train)
@@ -100,7 +107,7 @@ def run_costs(registry: Registry, plans: list[RunPlan], out: Path, overwrite: bo
         steps = n // bs if p.train.drop_last else math.ceil(n / bs)
         evals = p.data.x_test.shape[0] + (p.data.x_val.shape[0] if p.data.x_val is not None else 0)
         run_dir = Path(out) / "runs" / p.run_id
-        reused = not overwrite and (run_dir / "done").exists()
+        reused = not overwrite and ((run_dir / "done").exists() or p.run_id in archived)
         done = epochs_done(run_dir) if resume and not reused else 0
         costs.append(RunCost(p.method.name, p.seed, p.run_id, p.train.model, p.config["device"], seen[key],
                              max(steps, 1), int(evals), reused, min(done, sum(e for _, e in seen[key]))))

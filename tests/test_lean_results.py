@@ -246,3 +246,12 @@ def test_benchmarks_in_git_stay_under_5_mb():
     files = subprocess.run(["git", "ls-files", "-z", "benchmarks"], cwd=root, capture_output=True, check=True).stdout
     total = sum((root / name).stat().st_size for name in files.decode().split("\0") if name and (root / name).exists())
     assert total <= 5_000_000, f"benchmarks/ in git holds {total:,} bytes; compress or drop raw logs (limit 5 MB)"
+
+
+def test_the_plan_counts_archived_runs_as_finished(out, tmp_path):
+    """The cost guard's plan line reuses what bench reuses: a run kept only in runs.jsonl.xz is not "to train"."""
+    res = CliRunner().invoke(cli, ["archive", "--prune", str(out)])
+    assert res.exit_code == 0, res.output
+    res = CliRunner().invoke(cli, [*FINISHED_ARGS, "--out", str(out), "--dry-run"])
+    assert res.exit_code == 0, res.output
+    assert "4 finished under --out, reused" in res.stderr
