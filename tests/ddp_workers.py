@@ -319,7 +319,6 @@ def _rank_plugin():
 def failing_rank(ctx, folder: str, method: str) -> None:
     """Train ``method`` then proden under torchrun's bench protocol (rank 0 ``execute``, the others ``follow``);
     save what each rank raised, then leave as the CLI does after a lone failure (no barrier)."""
-    import time
 
     from pllzoo import bench
     from pllzoo.data.base import DataOptions
@@ -332,7 +331,6 @@ def failing_rank(ctx, folder: str, method: str) -> None:
     reg = Registry.build(pm, infos)
     plans = bench.plan(reg, [method, "proden"], "synthetic-lt", [1], DataOptions(subset=128), epochs=2,
                        batch_size=32, device="cpu", hp={"train.model": "linear"})
-    start = time.monotonic()
     try:
         if ctx.rank == 0:
             bench.execute(reg, plans, Path(folder) / "out", threads=1)
@@ -341,5 +339,5 @@ def failing_rank(ctx, folder: str, method: str) -> None:
         what = "finished"
     except Exception as exc:  # noqa: BLE001 - the answer
         what = f"{type(exc).__name__}: {exc}"
-    torch.save((what, time.monotonic() - start), Path(folder) / f"result-{ctx.rank}.pt")
+    torch.save(what, Path(folder) / f"result-{ctx.rank}.pt")
     os._exit(0)  # as the CLI after FailedAlone: no barrier (it would pair with a collective still pending)

@@ -528,7 +528,7 @@ def test_a_run_failing_on_one_process_ends_the_bench_soon(tmp_path, method):
     folder.mkdir()
     torch.multiprocessing.spawn(ddp_workers._entry, args=(2, str(folder), ddp_workers.failing_rank,
                                                           (str(folder), method)), nprocs=2, join=True)
-    (rank0, t0), (rank1, t1) = (torch.load(folder / f"result-{r}.pt", weights_only=False) for r in (0, 1))
+    rank0, rank1 = (torch.load(folder / f"result-{r}.pt", weights_only=False) for r in (0, 1))
     rows = pd.read_csv(folder / "out" / "results.csv")
     if method == "ranktest-all":
         assert rank0.startswith("RunsFailed: 1 of 2 runs failed: ranktest-all seed 1 (") and rank1 == "finished"
@@ -537,7 +537,7 @@ def test_a_run_failing_on_one_process_ends_the_bench_soon(tmp_path, method):
     assert rank1.startswith("FailedAlone: the bench ends: ranktest-boom seed 1 failed on rank 1: ") and \
         "boom on rank 1" in rank1 and "not on every process within 5 s" in rank1
     assert rank0.startswith("FailedAlone: the bench ends: ranktest-boom seed 1 failed on rank 1: ")
-    assert "0 of 2 runs finished, 1 failed, the others not started" in rank0
-    assert max(t0, t1) < 40  # not the 60 s timeout
+    assert "0 of 2 runs finished, 1 failed, the others not started" in rank0  # the protocol, not the timeout,
+    assert "timeout" not in (rank0 + rank1).lower()  # ended it (a count of messages, no wall-clock assert)
     assert list(rows["method"]) == ["ranktest-boom"] and list(rows["status"]) == ["failed"]
     assert "boom on rank 1" in rows["error"][0]  # the first cause, not rank 0's closed connection
