@@ -58,7 +58,8 @@ class LogitAdjustHParams:
 class LogitAdjustment(Component):
     """Predict ``argmax_j [g_j(x) − ζ·log r_j]`` with ``r = state.prior``, whoever estimates it
     (SoLar's epoch-end estimate, RECORDS' head-on-mean-feature estimate).  ``log`` is taken of
-    ``r`` clamped at 1e-12 (RECORDS adds 1e-9 instead: the same argmax unless some r_j < 1e-8)."""
+    ``r`` clamped at 1e-12 (RECORDS adds 1e-9 instead: the logits then differ by log(1 + 1e-9/r_j), below
+    1e-6 while r_j > 1e-3, which changes the argmax only on such a near-tie)."""
 
     HParams = LogitAdjustHParams
     needs = frozenset({"prior"})

@@ -344,8 +344,8 @@ def _sources(out_dir: Path) -> list[_Source]:
     return picked
 
 
-def load(*out_dirs: Path, finished_only: bool = True,
-         damaged: list[tuple[Path, str]] | None = None) -> pd.DataFrame:
+def load(*out_dirs: Path, finished_only: bool = True, damaged: list[tuple[Path, str]] | None = None,
+         beside: list[dict[str, Any]] | None = None) -> pd.DataFrame:
     """All per-epoch records of the runs of each results folder as one tidy frame (one row per run × epoch):
     ``out_dir/runs/<run-id>/`` and the archive ``out_dir/runs.jsonl.xz`` (:func:`_sources` says which copy
     of a run in both is read).
@@ -355,8 +355,53 @@ def load(*out_dirs: Path, finished_only: bool = True,
     (:func:`read_log`, a finished run's damaged checkpoint; for an unfinished run only unreadable log lines
     count) are left out too, each as
     ``(run folder, one-line reason)`` appended to ``damaged``, or as a warning when it is None.
+    ``beside``: configs of runs reported beside these (failed ones, :func:`settings_among`): their settings
+    take part in telling runs of one method and setting apart.
     """
-    read: dict[str, list[tuple[_Source, list[dict[str, Any]], dict[str, Any]]]] = {}  # by run id (of its config)
+    read = _read(out_dirs, finished_only, damaged)
+    frames = []
+    chosen = _chosen(read)
+    settings = _labels({key: c[2] for key, c in chosen.items()}, beside or [])[0]
+    for key, copies in read.items():  # a copied run folder counts once: the one named by its run id, else the first
+        src, recs, config = chosen[key]
+        for other, other_recs, _ in copies:
+            if other is src:
+                continue
+            if other_recs == recs:
+                warnings.warn(f"left out {other.where}: the same run as {src.where} (a copy; each run counts once)")
+            else:  # trained again, e.g. under torchrun: run ids do not depend on the processes
+                warnings.warn(f"left out {other.where}: the same run id as {src.where}, trained apart with other "
+                              "records (another machine or number of processes); each run id counts once")
+        counts = tuple(config.get("data", {}).get("train_counts", ()))
+        frame = pd.DataFrame(recs).assign(run=src.name, setting=settings[key])
+        frame["train_counts"] = [counts] * len(frame)
+        frames.append(frame)
+    return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=[*RESULT_COLUMNS, "run"])
+
+
+def settings_among(out_dir: Path, configs: list[dict[str, Any]]) -> list[str]:
+    """The setting label of each of ``configs`` (runs that did not finish, e.g. failed ones) as
+    ``load(out_dir, beside=configs)`` labels the finished runs beside them: with the values that tell runs
+    of one method and setting trained with other settings apart (:func:`_settings`).  Damaged runs are
+    passed over silently (:func:`load` names them)."""
+    return _labels({key: c[2] for key, c in _chosen(_read((out_dir,), True, [])).items()}, configs)[1]
+
+
+def _labels(configs: dict[str, dict[str, Any]], beside: list[dict[str, Any]]) -> tuple[dict[str, str], list[str]]:
+    """:func:`_settings` of ``configs`` (by run id) and of ``beside`` together: the labels of each."""
+    keys = [f"\0beside{i}" for i in range(len(beside))]  # no run id looks like this
+    as_recorded = [json.loads(json.dumps(c, default=str)) for c in beside]  # as config.json holds it (write_json)
+    settings = _settings({**configs, **dict(zip(keys, as_recorded))})
+    return {k: settings[k] for k in configs}, [settings[k] for k in keys]
+
+
+_Read = dict[str, list[tuple["_Source", list[dict[str, Any]], dict[str, Any]]]]
+
+
+def _read(out_dirs: tuple[Path, ...], finished_only: bool, damaged: list[tuple[Path, str]] | None) -> _Read:
+    """Each run's copies in ``out_dirs`` as (source, records, config), keyed by the run id of its config; a
+    damaged one is left out, as :func:`load` says."""
+    read: _Read = {}
     for out_dir in out_dirs:
         for src in _sources(Path(out_dir)):
             if finished_only and not src.done:
@@ -374,24 +419,12 @@ def load(*out_dirs: Path, finished_only: bool = True,
                     damaged.append((src.where, str(exc)))
                 continue
             read.setdefault(_run_key(config, src.name), []).append((src, recs, config))
-    frames = []
-    chosen = {key: next((c for c in copies if c[0].name == key), copies[0]) for key, copies in read.items()}
-    settings = _settings({key: c[2] for key, c in chosen.items()})
-    for key, copies in read.items():  # a copied run folder counts once: the one named by its run id, else the first
-        src, recs, config = chosen[key]
-        for other, other_recs, _ in copies:
-            if other is src:
-                continue
-            if other_recs == recs:
-                warnings.warn(f"left out {other.where}: the same run as {src.where} (a copy; each run counts once)")
-            else:  # trained again, e.g. under torchrun: run ids do not depend on the processes
-                warnings.warn(f"left out {other.where}: the same run id as {src.where}, trained apart with other "
-                              "records (another machine or number of processes); each run id counts once")
-        counts = tuple(config.get("data", {}).get("train_counts", ()))
-        frame = pd.DataFrame(recs).assign(run=src.name, setting=settings[key])
-        frame["train_counts"] = [counts] * len(frame)
-        frames.append(frame)
-    return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=[*RESULT_COLUMNS, "run"])
+    return read
+
+
+def _chosen(read: _Read) -> dict[str, tuple["_Source", list[dict[str, Any]], dict[str, Any]]]:
+    """The copy of each run that counts: the one whose folder is named by its run id, else the first."""
+    return {key: next((c for c in copies if c[0].name == key), copies[0]) for key, copies in read.items()}
 
 
 def _check_checkpoint(run_dir: Path) -> None:

@@ -155,3 +155,20 @@ def test_jobs_writes_the_rows_of_the_sequential_path(boom_registry, tmp_path):
     one, two = (pd.read_csv(tmp_path / f"j{j}" / "results.csv").drop(columns="wall_s") for j in (1, 2))
     pd.testing.assert_frame_equal(one, two)
     assert list(one["status"]) == ["failed", "ok"]
+
+
+def test_a_failed_run_is_labelled_as_its_setting_among_runs_of_other_settings(fail_registry, tmp_path):
+    """A folder holding the method's runs of another length: the failed run's row carries the label that tells
+    the two apart (``[train.epochs=2]``), as it would had it finished, not the bare setting of neither."""
+    out = tmp_path / "out"
+    Flaky.broken = False
+    short = [*TINY[:TINY.index("--epochs")], "--epochs", "1", *TINY[TINY.index("--epochs") + 2:]]
+    res = CliRunner().invoke(cli, ["bench", "--methods", "failtest-raises", *short, "--out", str(out),
+                                   "--threads", "1"])
+    assert res.exit_code == 0, res.output
+    Flaky.broken = True
+    assert _bench("failtest-raises", out).exit_code == 1
+    summary = pd.read_csv(out / "summary.csv")
+    base = "synthetic-lt φ=0.5 γ=100 subset=200"
+    got = {s: (n, f) for s, n, f in zip(summary["setting"], summary["n"], summary["failed"])}
+    assert got == {f"{base} [train.epochs=1]": (1, 0), f"{base} [train.epochs=2]": (0, 1)}

@@ -29,6 +29,10 @@ Deviations:
   * The loss honours ``step.mask`` (a mean over the selected rows; all rows with the recipe's
     ``pllzoo.all``), so CORR composes with a selection, e.g. SoLar's.
   * With a selection, mixup permutes the whole batch, as the release (selection does not enter it).
+  * ``loss.mixup_start_epoch`` is a field of its own; the release starts the mixup term with the
+    label updates (``upd_start``).  Both default to 1: set both to move them together.  In the
+    epochs before, the release still forwards the mixed views with the others (BatchNorm over 4B,
+    see the first deviation); pllzoo forwards no mixed view then.
 
 Under torchrun (G > 1): w rows synchronised (``"rows"``); the means over the global batch's mask
 (D5); the mixup of l.4 is the one-process mixup of the global batch (both views and t gathered, one l

@@ -51,8 +51,11 @@ Deviations:
     Test: tests/unit/test_htc.py::test_post_step_moves_w_towards_the_pre_step_tail_prediction
   * Step 4 takes log π^H of π^H clamped at 1e-12 (the code: log π^H, so a class without any candidate
     mass would give −∞ and NaN targets); identical otherwise.  Test: ::test_tail_target_by_hand
-  * A branch with one selected row skips L_mix (pllzoo's BatchNorm cannot normalise one row in train
-    mode; mixing a sample with itself changes only BN's statistics).  Test: ::test_one_selected_row_skips_mixup
+  * A branch with one selected row skips L_mix.  The code mixes that row with itself, i.e. adds
+    η·CE(f(x_i), u_i) from a forward of one row, whose BatchNorm statistics are that one sample's (and
+    BatchNorm1d, pllzoo's MLP, refuses one row in train mode).  |R| is at least the number of distinct
+    pseudo-labels in the batch, so this happens only in degenerate batches.
+    Test: ::test_one_selected_row_skips_mixup
   * The post-step update reads softmax(z^T_w) through ``step.label_probs_of``: the code's softmax, or,
     in a recipe with a logit offset (``+estimator=records.prior``), its debiased form.
   * Randomness: l from the run's host generator (NumPy's Beta), σ from the on-device generator

@@ -15,23 +15,27 @@ disambiguation step of any PLL method (``records.prior``, slot ``estimator``):
      prediction is argmax (z − log π̂)                                          → ``state.prior``
 
 The loss is not adjusted.  Which label updates honour the offset: PRODEN's and CORR's
-(``pllzoo_baselines``); with CC (no label update) RECORDS only debiases the prediction.
+(``pllzoo_baselines``) and HTC's W update (``pllzoo_ltpll.htc``); with CC (no label update) RECORDS
+only debiases the prediction.
 
 Recipes (``RECIPES``): ``corr-records`` and ``corr-records-mixup`` (the RECORDS README's CORR +
 RECORDS, without and with mixup), ``proden-records`` (``Proden_loss_RECORDS``, present in the
-released file but not wired into its runner) and ``cc-records`` (prediction only).
+released file but not wired into its runner: one view, so without the consistency and mixup
+terms that pllzoo's ``proden`` adds under the SoLar protocol) and ``cc-records`` (prediction only).
 
 Deviations:
   * ε in the test-time adjustment: ``pllzoo.logit_adjust`` clamps π̂ at 1e-12 instead of adding
-    1e-9 (the same argmax unless some π̂_j < 1e-8).  Test:
-    tests/unit/test_records.py::test_prediction_adjusts_by_the_current_prior.
+    1e-9.  The adjusted logits differ by log(1 + 1e-9/π̂_j) per class: below 1e-6 while π̂_j > 1e-3,
+    so only a near-tie of the adjusted logits (within that difference) can change the argmax.
+    Test: tests/unit/test_records.py::test_prediction_adjusts_by_the_current_prior.
   * ``proden-records`` re-normalises over the candidate set Y (``label_update.mask=candidates``),
     not the support of the current confidences as the released ``Proden_loss_RECORDS``: with a
     prior that moves, a candidate whose confidence underflowed must be able to come back (the
     released CORR + RECORDS masks by Y for the same reason).  Test:
     tests/unit/test_records.py::test_recipes.
-  * Two views' features are averaged only when the run forwards a strong view; the released
-    PRODEN variant has one view.
+  * Two views' features are averaged only when the run forwards a strong view (``corr-records``;
+    ``proden-records`` forwards one, as the released PRODEN variant, unless its ``loss.cr`` or
+    ``loss.mixup`` is switched on).
 """
 
 from __future__ import annotations
@@ -106,7 +110,8 @@ def _recipes() -> list[Method]:
         _debiased(CORR, "corr-records-mixup", "CORR + RECORDS with CORR's mixup term (RECORDS README)",
                   **{"label_update.mask": "candidates", "loss.mixup": True}),
         _debiased(PRODEN, "proden-records", "PRODEN + RECORDS: PRODEN's confidences debiased by the "
-                  "feature-mean prior", **{"label_update.mask": "candidates"}),
+                  "feature-mean prior (one view, as Proden_loss_RECORDS)",
+                  **{"label_update.mask": "candidates", "loss.cr": False, "loss.mixup": False}),
         _debiased(CC, "cc-records", "CC + RECORDS: CC's prediction debiased by the feature-mean prior"),
     ]
 
