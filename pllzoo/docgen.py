@@ -90,7 +90,9 @@ sets the field for a run, checked against its range, and `pllzoo methods --hpara
 the recipe provides, or a key two components provide, refuses the recipe with a message naming both.
 Keys count whether they live in `state` or in `step.scratch`; a component that reads only its own keys
 does not list them in `needs`, and one that updates in place a key another component provides (PiCO's
-loss updates the confidences) lists it in `needs`.
+loss updates the confidences) lists it in `needs`.  While training, a hook that assigns a key another
+component provides, or changes one in place without listing it in `needs`, fails the run with one line
+naming both components.
 A recipe in which a component would change nothing is refused too: a logit offset (`pllzoo_logit_offset`)
 that no component `reads` (`"logit_offset"`: PRODEN's, CORR's and HTC's label updates read
 `step.label_probs`) from a component whose `provides` nothing needs or reads (e.g. `pico+estimator=records.prior`;

@@ -73,8 +73,14 @@ class RunHooks:
             return None
         slot, hook, impl = entry
         token = WRITER.set(slot)
+        state = kwargs.get("state")
         try:
-            return impl.function(*[kwargs[a] for a in impl.argnames])
+            if state is None:
+                return impl.function(*[kwargs[a] for a in impl.argnames])
+            watched = state.watch(slot)
+            answer = impl.function(*[kwargs[a] for a in impl.argnames])
+            state.check_watched(watched)
+            return answer
         except ComponentError:
             raise
         except (Exception, SystemExit) as exc:  # sys.exit() in a plugin's hook fails the run, not the bench
@@ -111,10 +117,14 @@ class RunHooks:
 
     def all(self, hook: str, registration_order: bool = False, **kwargs: Any) -> list[tuple[str, Any]]:
         out = []
+        state = kwargs.get("state")
         for impl in (reversed(self.impls[hook]) if registration_order else self.impls[hook]):
             token = WRITER.set(impl.plugin_name)  # the slot (make_run_manager registers each component so)
             try:
+                watched = state.watch(impl.plugin_name) if state is not None else ()
                 answer = impl.function(*[kwargs[a] for a in impl.argnames])
+                if watched:
+                    state.check_watched(watched)
             except ComponentError:
                 raise
             except (Exception, SystemExit) as exc:  # sys.exit() in a plugin's hook fails the run, not the bench

@@ -21,8 +21,11 @@ Stages: a new stage starts from an empty state except the keys in
 keys of other components it reads (``needs``) on the component class.  A key
 one component provides is its own: another component that assigns it
 (``state.confidence = ...`` inside one of its hooks) is refused, one line
-naming both (:meth:`PLLState.set_owners`; the trainer's own writes, and
-in-place updates of a tensor, are not checked).
+naming both (:meth:`PLLState.set_owners`), and so is one that changes it in
+place (``state.confidence[i] = ...``, ``state.prior.mul_(2)``) without listing
+it in its ``needs`` (PiCO's loss, which updates the confidences in place, lists
+them).  In-place changes are seen by the tensor's version counter around each
+hook call (:meth:`PLLState.watch`); the trainer's own writes are not checked.
 """
 
 from __future__ import annotations
@@ -41,16 +44,38 @@ WRITER: ContextVar[str | None] = ContextVar("pllzoo_state_writer", default=None)
 class PLLState:
     """A namespace of tensors: ``state.confidence = t``; ``"prior" in state``."""
 
-    __slots__ = ("_tensors", "_owners")
+    __slots__ = ("_tensors", "_owners", "_needs", "_watched")
 
     def __init__(self, tensors: dict[str, torch.Tensor] | None = None) -> None:
         object.__setattr__(self, "_tensors", dict(tensors or {}))
-        object.__setattr__(self, "_owners", {})
+        self.set_owners({})
 
-    def set_owners(self, owners: dict[str, tuple[str, str]]) -> None:
+    def set_owners(self, owners: dict[str, tuple[str, str]], needs: dict[str, frozenset[str]] | None = None) -> None:
         """``{key: (slot, who)}``: the keys each component ``provides`` (``who`` names it in messages); only
-        that slot's hooks may assign them."""
+        that slot's hooks may assign them.  ``needs``: ``{slot: keys}``, the keys of others a slot's component
+        may change in place (its ``needs``); any other key of another is watched while its hooks run."""
         object.__setattr__(self, "_owners", dict(owners))
+        object.__setattr__(self, "_needs", dict(needs or {}))
+        object.__setattr__(self, "_watched", {})  # slot -> the keys watched while its hooks run
+
+    def watch(self, slot: str) -> list[tuple[str, torch.Tensor, int]]:
+        """Before a hook of ``slot`` runs: the keys of other components it does not list in ``needs``, each
+        with its tensor and that tensor's version counter (``torch.Tensor._version``: an in-place change
+        bumps it).  Give the answer to :meth:`check_watched` after the hook."""
+        keys = self._watched.get(slot)
+        if keys is None:
+            mine = self._needs.get(slot, frozenset())
+            keys = self._watched[slot] = tuple(k for k, (s, _) in self._owners.items() if s != slot and k not in mine)
+        tensors = self._tensors
+        return [(k, tensors[k], tensors[k]._version) for k in keys if k in tensors]
+
+    def check_watched(self, watched: list[tuple[str, torch.Tensor, int]]) -> None:
+        """:raises PLLZooError: one line, when a watched key's tensor changed in place during the hook."""
+        for key, tensor, version in watched:
+            if tensor._version != version:
+                raise PLLZooError(f"it changes state.{key} in place, which {self._owners[key][1]} provides (its "
+                                  f"own key); list {key!r} in needs to update it, or keep a key of your own, "
+                                  "declared in provides")
 
     def __getattr__(self, key: str) -> torch.Tensor:
         try:
@@ -83,7 +108,7 @@ class PLLState:
         """A new state holding only ``keys`` (those present), with the same owners; used across stages."""
         keys = set(keys)
         kept = PLLState({k: v for k, v in self._tensors.items() if k in keys})
-        kept.set_owners(self._owners)
+        kept.set_owners(self._owners, self._needs)
         return kept
 
     def state_dict(self) -> dict[str, torch.Tensor]:

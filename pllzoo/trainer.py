@@ -129,7 +129,8 @@ class Trainer:
         self.run = Run(data=data, candidates=self.candidates, config=config, device=device, seed=seed, dist=self.dist)
         self.run.predict_train, self.run.embed_train = self.predict_train, self.embed_train
         self.state = PLLState()
-        self.state.set_owners({k: (slot, describe(slot, c)) for slot, c in components.items() for k in c.provides})
+        self.state.set_owners({k: (slot, describe(slot, c)) for slot, c in components.items() for k in c.provides},
+                              {slot: c.needs for slot, c in components.items()})
         self.model: torch.nn.Module | None = None
         self.net: torch.nn.Module | None = None  # the training passes: the model, or DDP around it (G > 1)
         self.row_masks: masked_bn.RowMasks | None = None  # padded subset passes (train.mixup_rows)

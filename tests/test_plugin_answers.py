@@ -276,3 +276,59 @@ def test_a_key_another_component_provides_cannot_be_assigned(tiny_data):
         trainer_for(tiny_data, {"estimator": Owns(), "predict": Clobbers()}).fit()
     rec = trainer_for(tiny_data, {"estimator": Owns()}).fit()  # the owner alone trains
     assert rec[-1]["epoch"] == 2
+
+
+class ChangesInPlace(Component):
+    """A predictor that changes another's key in place: in a lifecycle hook, or in its role hook."""
+
+    where = "on_epoch_end"
+
+    @hookimpl
+    def pllzoo_predict(self, logits, state):
+        if self.where == "predict":
+            state.k[0] = 5.0  # a view's in-place write counts too
+        return logits
+
+    @hookimpl
+    def pllzoo_on_epoch_end(self, run, state):
+        if self.where == "on_epoch_end":
+            state.k.mul_(2)
+
+
+class NeedsAndChanges(ChangesInPlace):
+    needs = frozenset({"k"})  # declared: it may update k in place, as PiCO's loss the confidences
+
+
+@pytest.mark.parametrize("where, hook", [("on_epoch_end", "pllzoo_on_epoch_end"), ("predict", "pllzoo_predict")])
+def test_a_key_another_component_provides_cannot_be_changed_in_place_unless_needed(tiny_data, where, hook):
+    """An in-place change (``state.k[0] = ...``, ``state.k.mul_(2)``) of another's key, undeclared, is refused as
+    an assignment is; with the key in ``needs`` it is the documented way to update it (PiCO's loss)."""
+    bad = ChangesInPlace()
+    bad.where = where
+    with pytest.raises(ComponentError, match=rf"^predict component 'ChangesInPlace' .* failed in {hook}: "
+                                             r"PLLZooError: it changes state.k in place, which estimator component "
+                                             r"'Owns' .* provides \(its own key\); list 'k' in needs"):
+        trainer_for(tiny_data, {"estimator": Owns(), "predict": bad}).fit()
+    good = NeedsAndChanges()
+    good.where = where
+    rec = trainer_for(tiny_data, {"estimator": Owns(), "predict": good}).fit()
+    assert rec[-1]["epoch"] == 2
+
+
+def test_the_watch_sees_exactly_the_in_place_changes_by_hand():
+    """PLLState.watch/check_watched: a read, a new tensor for one's own key, and the owner's in-place change
+    pass; another's in-place change is named."""
+    from pllzoo.state import PLLState
+
+    state = PLLState({"a": torch.zeros(2), "b": torch.ones(2)})
+    state.set_owners({"a": ("loss", "loss A"), "b": ("selection", "selection B")}, {"loss": frozenset()})
+    watched = state.watch("loss")
+    assert [k for k, _, _ in watched] == ["b"]  # its own key is not watched
+    _ = state.b * 2  # a read
+    state.a.add_(1)  # its own, in place
+    state.check_watched(watched)
+    state.b[1] = 0.0
+    with pytest.raises(PLLZooError, match=r"^it changes state.b in place, which selection B provides"):
+        state.check_watched(watched)
+    state.set_owners({"a": ("loss", "loss A"), "b": ("selection", "selection B")}, {"loss": frozenset({"b"})})
+    assert state.watch("loss") == []  # declared in needs: may update it
