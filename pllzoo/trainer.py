@@ -32,6 +32,7 @@ on resume it reads the checkpoint and broadcasts it, so G may differ from the ru
 from __future__ import annotations
 
 import contextlib
+import copy
 import dataclasses
 import math
 import time
@@ -90,6 +91,9 @@ class Trainer:
             device = self.dist.device  # one GPU per rank: cuda:LOCAL_RANK
         ddp.check_ready(self.dist, components, config)
         self.row_keys = ddp.row_keys(components)  # "rows" tables synchronised after each step under G > 1
+        # the run's own copy: a component that changes run.data or run.candidates in place (pruning candidates
+        # through an alias, say) changes this run only, not the runs of a bench after it
+        data = copy.deepcopy(data)
         self.data, self.config, self.seed, self.device = data, config, seed, device
         # bookkeeping (pllzoo.checkpoint): stop with a checkpoint before ``deadline`` (a checkpoint.clock() time);
         # ``on_resume(records)`` gets the checkpoint's records, as later ones are recomputed

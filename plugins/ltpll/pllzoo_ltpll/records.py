@@ -32,7 +32,7 @@ Deviations:
     not the support of the current confidences as the released ``Proden_loss_RECORDS``: with a
     prior that moves, a candidate whose confidence underflowed must be able to come back (the
     released CORR + RECORDS masks by Y for the same reason).  Test:
-    tests/unit/test_records.py::test_recipes.
+    tests/unit/test_corr_records_whole_step.py::test_proden_records_recipe_hparams.
   * Two views' features are averaged only when the run forwards a strong view (``corr-records``;
     ``proden-records`` forwards one, as the released PRODEN variant, unless its ``loss.cr`` or
     ``loss.mixup`` is switched on).
@@ -80,7 +80,7 @@ class FeaturePrior(Component):
     def pllzoo_logit_offset(self, step: Step, state: PLLState) -> torch.Tensor:
         feats = step.features if step.features_strong is None else (step.features + step.features_strong) / 2
         m = self.hp.momentum
-        state.records_mu = m * state.records_mu + (1 - m) * step.dist.batch_mean(feats.float())  # l.2, over the
+        state.records_mu = m * state.records_mu + (1 - m) * step.dist.batch_mean(feats.detach().float())  # l.2, over the
         # global batch under DDP (one all-reduce of the feature sum and count)
         state.prior = self._estimate(state)  # l.3: the head before this step's update
         return torch.log(state.prior + self.hp.eps)  # l.4
