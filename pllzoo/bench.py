@@ -36,13 +36,14 @@ import os
 import shutil
 import warnings
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any, Callable
 
 import pandas as pd
 
 from pllzoo import archive, checkpoint, distributed
 from pllzoo.data.base import fingerprint
 from pllzoo.errors import PLLZooError
+from pllzoo.isolation import plugin_code
 from pllzoo.jobs import RunsFailed, failure_line, record_failure
 from pllzoo.observers import RunInfo, observing
 from pllzoo.planning import (DEVICE_VIEWS, RunPlan, _route, carve, check_seeds, device_views, hashed_train,
@@ -396,8 +397,8 @@ def _train(registry, p: RunPlan, run_dir: Path, resume: bool, on_epoch, on_run, 
     resumed = resume and (run_dir / "checkpoint.pt").exists()
     config, env = (json.loads((run_dir / name).read_text()) for name in ("config.json", "env.json"))  # as written
     info = RunInfo(p.run_id, p.method.name, p.data.name, p.seed, run_dir, config, env, resumed)
-    with torch_globals_kept(), observing(registry, p.observers, info) as observers:  # run start, each epoch, run
-        # end (pllzoo.observers)
+    with plugin_code(), observing(registry, p.observers, info) as observers:  # run start, each epoch, run end
+        # (pllzoo.observers)
         comps = registry.build_components(p.method, p.component_overrides, (p.data.name, p.data.kind))
         base = {"method": p.method.name, "dataset": p.data.name}
         log = run_dir / "log.jsonl"
@@ -423,28 +424,6 @@ def _train(registry, p: RunPlan, run_dir: Path, resume: bool, on_epoch, on_run, 
         write_jsonl(log, records)
         (run_dir / "done").write_text("ok\n")
     return records
-
-
-@contextlib.contextmanager
-def torch_globals_kept() -> Iterator[None]:
-    """Torch's process-wide settings as they were before, after a run: a component that sets the default
-    dtype, grad mode, deterministic algorithms, anomaly mode or matmul precision changes its own run only,
-    not the runs of a bench after it."""
-    import torch
-
-    before = (torch.get_default_dtype(), torch.is_grad_enabled(), torch.are_deterministic_algorithms_enabled(),
-              torch.is_deterministic_algorithms_warn_only_enabled(), torch.is_anomaly_enabled(),
-              torch.get_float32_matmul_precision(), torch.backends.cudnn.benchmark, torch.backends.cudnn.deterministic)
-    try:
-        yield
-    finally:
-        dtype, grad, det, warn_only, anomaly, precision, benchmark, cudnn_det = before
-        torch.set_default_dtype(dtype)
-        torch.set_grad_enabled(grad)
-        torch.use_deterministic_algorithms(det, warn_only=warn_only)
-        torch.set_anomaly_enabled(anomaly)
-        torch.set_float32_matmul_precision(precision)
-        torch.backends.cudnn.benchmark, torch.backends.cudnn.deterministic = benchmark, cudnn_det
 
 
 def _warn_on_resume_changes(run_dir: Path, resume: bool, device: str, data_sha: str) -> None:

@@ -12,9 +12,11 @@ hyper-parameters.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import fnmatch
 import os
+import sys
 import traceback
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -270,7 +272,9 @@ class Registry:
             if comp is not None:
                 self.component_class(slot, comp)
         name = "+".join([base] + [f"{s}={c or 'none'}" for s, c in swaps.items()])
-        method = dataclasses.replace(method, name=name, **swaps)
+        swapped = {s for s, c in swaps.items() if c != getattr(method, s)}  # the recipe's values were for the
+        hparams = {k: v for k, v in method.hparams.items() if k.partition(".")[0] not in swapped}  # component it had
+        method = dataclasses.replace(method, name=name, hparams=hparams, **swaps)
         for slot, comp in method.slots().items():
             if comp is not None:
                 self.component_class(slot, comp)
@@ -377,8 +381,9 @@ def get_registry() -> Registry:
     """The process-wide registry, built on first use (entry points loaded once)."""
     global _REGISTRY
     if _REGISTRY is None:
-        pm, infos = make_plugin_manager()
-        _REGISTRY = Registry.build(pm, infos)
+        with contextlib.redirect_stdout(sys.stderr):  # a plugin printing at import: stdout is for results (--json)
+            pm, infos = make_plugin_manager()
+            _REGISTRY = Registry.build(pm, infos)
     return _REGISTRY
 
 

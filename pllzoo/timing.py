@@ -68,11 +68,12 @@ def time_steps(registry: Registry, plan: RunPlan, max_steps: int = 5, budget_s: 
     """
     import torch
 
+    from pllzoo.isolation import plugin_code
     from pllzoo.trainer import Trainer
 
     device = torch.device(plan.config["device"])
     comps = registry.build_components(plan.method, plan.component_overrides, (plan.data.name, plan.data.kind))
-    with _no_trace([device] if device.type == "cuda" else []):
+    with _no_trace([device] if device.type == "cuda" else []), plugin_code():
         trainer = Trainer(plan.data, comps, plan.train, plan.seed, device, None,
                           {"method": plan.method.name, "dataset": plan.data.name})
         try:

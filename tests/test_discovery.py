@@ -345,3 +345,45 @@ def test_no_registered_method_says_why_the_list_is_empty(monkeypatch, tmp_path):
     assert res.exit_code == 2 and "Traceback" not in res.output
     assert ("unknown method 'proden'; valid: (none registered; PLLZOO_LOAD_PLUGINS=no-such-plugin limits the "
             "plugins loaded)") in res.output
+
+
+CHATTY = '''
+print("chatty: imported")
+from pllzoo import Method, hookimpl
+from pllzoo.builtin import SoftCrossEntropy
+
+
+class Loud(SoftCrossEntropy):
+    @hookimpl
+    def pllzoo_loss(self, step, state):
+        print("chatty: a step")
+        return super().pllzoo_loss(step, state)
+
+
+@hookimpl
+def pllzoo_register_losses(register):
+    print("chatty: registering")
+    register("chatty.loud", Loud)
+
+
+@hookimpl
+def pllzoo_register_methods(register):
+    register(Method(name="chatty", loss="chatty.loud"))
+'''
+
+
+def test_what_a_plugin_prints_goes_to_stderr_not_into_the_results(install, tmp_path):
+    """stdout carries results only: ``--json`` listings parse and the bench's table is whole, whatever a plugin
+    prints at import, at registration or while it trains (it goes to stderr)."""
+    import json
+
+    install("pllzoo-chatty", "1.0", "chatty", CHATTY)
+    res = CliRunner().invoke(cli, ["plugins", "--json"])
+    assert res.exit_code == 0, res.output
+    assert any(p["name"] == "chatty" for p in json.loads(res.stdout))
+    assert "chatty: imported" in res.stderr and "chatty: registering" in res.stderr
+    res = CliRunner().invoke(cli, ["bench", "--methods", "chatty", "--dataset", "synthetic-lt", "--subset", "200",
+                                   "--epochs", "1", "--batch-size", "100", "--threads", "1", "--out",
+                                   str(tmp_path / "out")])
+    assert res.exit_code == 0, res.output
+    assert "chatty: a step" in res.stderr and "chatty" not in res.stdout.replace("│ chatty ", "")

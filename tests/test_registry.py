@@ -51,6 +51,19 @@ def test_swap_is_a_first_class_method(registry):
     assert (m.label_update, m.selection, m.loss) == ("pllzoo.uniform", "pllzoo.all", "proden.loss")
 
 
+def test_a_swapped_slot_drops_the_recipes_values_for_the_component_it_replaced(registry):
+    """solar-no-smallloss sets selection.mode for SoLar's selection: swapped for another selection, the value
+    goes with the replaced component (it used to be applied to the new one, which refused it); swapped for
+    the same component, it stays."""
+    other = registry.method("solar-no-smallloss+selection=pllzoo.all")
+    assert "selection.mode" not in other.hparams and other.hparams.keys() == {
+        k for k in registry.method("solar-no-smallloss").hparams if not k.startswith("selection.")}
+    assert set(registry.build_components(other)) >= {"label_update", "selection", "loss"}
+    same = registry.method("solar-no-smallloss+selection=solar.classwise")
+    assert same.hparams["selection.mode"] == "confidence"
+    assert registry.build_components(same)["selection"].hp.mode == "confidence"
+
+
 def test_unknown_names_list_valid_ones(registry):
     with pytest.raises(UnknownNameError, match=r"unknown method 'nope'; valid: .*proden"):
         registry.method("nope")

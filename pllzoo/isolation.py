@@ -1,0 +1,45 @@
+"""What a plugin's code may not leak out of the run it trains: torch's process-wide settings and stdout.
+
+A bench trains its runs one after another in one process (``--jobs 1``); a component that sets the default
+dtype or turns grad mode off, say, would otherwise change every run after its own, which would still be
+recorded as fine.  And stdout carries results (the bench's table, ``--json`` listings): what a plugin prints
+goes to stderr.  The data are the trainer's own copy (:class:`pllzoo.trainer.Trainer`).  Used around each
+run (:func:`pllzoo.bench._train`), the cost estimate's timed steps (:mod:`pllzoo.timing`) and plugin
+discovery (:func:`pllzoo.registry.get_registry`, stdout only).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import sys
+from typing import Iterator
+
+
+@contextlib.contextmanager
+def torch_globals_kept() -> Iterator[None]:
+    """Torch's process-wide settings as they were before, afterwards: the default dtype, grad mode,
+    deterministic algorithms (and their warn-only mode), anomaly mode, float32 matmul precision and cuDNN's
+    benchmark and deterministic flags."""
+    import torch
+
+    before = (torch.get_default_dtype(), torch.is_grad_enabled(), torch.are_deterministic_algorithms_enabled(),
+              torch.is_deterministic_algorithms_warn_only_enabled(), torch.is_anomaly_enabled(),
+              torch.get_float32_matmul_precision(), torch.backends.cudnn.benchmark, torch.backends.cudnn.deterministic)
+    try:
+        yield
+    finally:
+        dtype, grad, det, warn_only, anomaly, precision, benchmark, cudnn_det = before
+        torch.set_default_dtype(dtype)
+        torch.set_grad_enabled(grad)
+        torch.use_deterministic_algorithms(det, warn_only=warn_only)
+        torch.set_anomaly_enabled(anomaly)
+        torch.set_float32_matmul_precision(precision)
+        torch.backends.cudnn.benchmark, torch.backends.cudnn.deterministic = benchmark, cudnn_det
+
+
+@contextlib.contextmanager
+def plugin_code() -> Iterator[None]:
+    """Around code that runs plugins' hooks: torch's settings kept (:func:`torch_globals_kept`), stdout to
+    stderr."""
+    with torch_globals_kept(), contextlib.redirect_stdout(sys.stderr):
+        yield
