@@ -4,8 +4,8 @@ The trainer calls a role hook (:data:`pllzoo.hookspecs.SLOT_HOOKS`) on the slot'
 checks its answer here:
 
 * **every step, from metadata only** (no device value is read, so no host sync): the answer is a
-  tensor of the right shape and dtype — targets float ``[B, K]``, a selection ``[B]`` (bool, or float
-  weights), a 0-dim float loss that requires grad;
+  tensor of the right shape, dtype and device (the batch's) — targets float ``[B, K]``, a selection
+  ``[B]`` (bool, or float weights), a 0-dim float loss that requires grad;
 * **on the first step of each epoch, and on every step under ``check``** (the trainer's ``check``
   argument, ``pllzoo bench --check``), also from the values, which reads them on the host: targets
   finite, non-negative, 0 outside the candidate set and rows summing to 1; weights finite and in
@@ -44,8 +44,12 @@ class ComponentError(PLLZooError):
 
 
 def describe(slot: str, comp: Component) -> str:
-    """``label_update component 'proden.confidence' (plugin pllzoo_baselines)`` — for messages."""
-    return f"{slot} component {label(comp)!r} (plugin {type(comp).__module__.split('.')[0]})"
+    """``label_update component 'proden.confidence' (plugin 'baselines')`` — for messages: the plugin by the
+    name ``pllzoo plugins`` lists (its entry point's), or, for a component the registry never saw (built in
+    a script or a test), its top-level module."""
+    plugin = vars(type(comp)).get("_pllzoo_plugin")
+    return f"{slot} component {label(comp)!r} (plugin {plugin!r})" if plugin else \
+        f"{slot} component {label(comp)!r} (plugin {type(comp).__module__.split('.')[0]})"
 
 
 def hook_failed(slot: str, comp: Component, hook: str, exc: BaseException) -> ComponentError:
@@ -63,15 +67,19 @@ def _shape(t: torch.Tensor) -> str:
     return "[" + ", ".join(str(d) for d in t.shape) + "]"
 
 
-def _tensor(slot: str, comp: Component, hook: str, value: object, expected: str) -> torch.Tensor:
+def _tensor(slot: str, comp: Component, hook: str, value: object, expected: str,
+            device: torch.device | None = None) -> torch.Tensor:
+    """``value`` if it is a tensor (on ``device``, when given: the batch's), else one line saying what it is."""
     if not isinstance(value, torch.Tensor):
         raise _bad(slot, comp, hook, f"returned {type(value).__name__}, expected {expected}")
+    if device is not None and value.device != device:
+        raise _bad(slot, comp, hook, f"returned a tensor on device {value.device}, expected {device} (the batch's)")
     return value
 
 
 def _float_of_shape(slot: str, comp: Component, hook: str, value: object, what: str, like: torch.Tensor) -> torch.Tensor:
     """``value`` as a float tensor of ``like``'s shape, else one line saying what it is instead."""
-    t = _tensor(slot, comp, hook, value, f"float {what} {_shape(like)}")
+    t = _tensor(slot, comp, hook, value, f"float {what} {_shape(like)}", like.device)
     if t.shape != like.shape:
         raise _bad(slot, comp, hook, f"returned {what} of shape {_shape(t)}, expected {_shape(like)}")
     if not t.is_floating_point():
@@ -82,7 +90,7 @@ def _float_of_shape(slot: str, comp: Component, hook: str, value: object, what: 
 def check_offset(slot: str, comp: Component, offset: object, logits: torch.Tensor, values: bool) -> None:
     """A logit offset: float ``[K]`` or ``[B, K]`` (``logits`` is ``[B, K]``); with ``values``: finite."""
     hook = "pllzoo_logit_offset"
-    t = _tensor(slot, comp, hook, offset, f"float offset [K] or {_shape(logits)}")
+    t = _tensor(slot, comp, hook, offset, f"float offset [K] or {_shape(logits)}", logits.device)
     if t.shape not in (logits.shape, logits.shape[1:]):
         raise _bad(slot, comp, hook, f"returned an offset of shape {_shape(t)}, expected [{logits.shape[1]}] "
                    f"or {_shape(logits)}")
@@ -115,10 +123,12 @@ def check_targets(slot: str, comp: Component, targets: object, candidates: torch
                                      f"{float(sums[worst]):.4g})")
 
 
-def check_selection(slot: str, comp: Component, mask: object, batch_size: int, values: bool) -> None:
-    """A selection: ``bool [B]`` or float weights ``[B]``; with ``values``: weights finite and in [0, 1]."""
+def check_selection(slot: str, comp: Component, mask: object, batch_size: int, values: bool,
+                    device: torch.device | None = None) -> None:
+    """A selection: ``bool [B]`` or float weights ``[B]`` (on ``device``, the batch's, when given); with
+    ``values``: weights finite and in [0, 1]."""
     hook = "pllzoo_select"
-    m = _tensor(slot, comp, hook, mask, f"a bool mask [{batch_size}]")
+    m = _tensor(slot, comp, hook, mask, f"a bool mask [{batch_size}]", device)
     if m.shape != (batch_size,):
         raise _bad(slot, comp, hook, f"returned a mask of shape {_shape(m)}, expected [{batch_size}] (one per sample)")
     if m.dtype == torch.bool:
@@ -129,10 +139,10 @@ def check_selection(slot: str, comp: Component, mask: object, batch_size: int, v
         raise _bad(slot, comp, hook, "returned weights outside [0, 1] (or NaN)")
 
 
-def check_loss(slot: str, comp: Component, loss: object, values: bool) -> None:
-    """A loss: a 0-dim float tensor with grad; with ``values``: finite."""
+def check_loss(slot: str, comp: Component, loss: object, values: bool, device: torch.device | None = None) -> None:
+    """A loss: a 0-dim float tensor with grad (on ``device``, the batch's, when given); with ``values``: finite."""
     hook = "pllzoo_loss"
-    t = _tensor(slot, comp, hook, loss, "a scalar tensor")
+    t = _tensor(slot, comp, hook, loss, "a scalar tensor", device)
     if t.dim() != 0 or not t.is_floating_point():
         raise _bad(slot, comp, hook, f"returned a {t.dtype} tensor of shape {_shape(t)}, expected a float scalar")
     if not t.requires_grad:

@@ -118,7 +118,7 @@ on every step when the trainer runs with `check=True` (`Trainer(..., check=True)
 reads values), also the values: targets finite, non-negative, 0 outside the candidate set, rows summing to 1
 (within 1e-3); weights finite and in [0, 1]; the loss finite. At every evaluation: predict logits float,
 `[M, K]` and finite. A violation is one line naming the slot, the component, its plugin module and what was
-wrong, e.g. `predict component 'my.adjust' (plugin my_plugin): pllzoo_predict returned logits of shape
+wrong, e.g. `predict component 'my.adjust' (plugin 'my_plugin'): pllzoo_predict returned logits of shape
 [100, 9], expected [100, 10]`.
 
 **Exceptions.** An exception raised inside any run hook becomes a one-line `pllzoo.checks.ComponentError`

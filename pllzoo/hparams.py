@@ -55,13 +55,16 @@ def hp(default: Any, help: str, *, ge: float | None = None, gt: float | None = N
     by :func:`override` and :func:`check`; at most one lower and one upper bound.
     """
     if isinstance(default, (list, dict, set)):
-        raise TypeError("hyper-parameters must be immutable; use a tuple")
+        raise TypeError(f"hp({default!r}, {help!r}): hyper-parameters must be immutable; use a tuple")
+    if "choices" in metadata and default not in metadata["choices"]:
+        raise TypeError(f"hp({default!r}, {help!r}): the default is not one of its choices "
+                        f"{tuple(metadata['choices'])!r}")
     if ge is not None and gt is not None or le is not None and lt is not None:
         raise TypeError("give one lower bound (ge or gt) and one upper bound (le or lt) at most")
     if any(b is not None for b in (ge, gt, le, lt)):
         bounds = Range(gt if gt is not None else ge, lt if lt is not None else le, gt is not None, lt is not None)
         if default is not None and default not in bounds:
-            raise TypeError(f"default {default!r} is outside its range {bounds}")
+            raise TypeError(f"hp({default!r}, {help!r}): the default is outside its range {bounds}")
         metadata["range"] = bounds
     return field(default=default, metadata={"help": help, **metadata})
 

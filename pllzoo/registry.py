@@ -127,6 +127,7 @@ class Registry:
                 if "name" in vars(component) and (component.name, component.slot) != (name, slot):
                     component = _own_class(component)
                 component.name, component.slot = name, slot
+                component._pllzoo_plugin = info.name  # messages name the plugin as `pllzoo plugins` lists it
                 self.components[slot][name] = (component, info.name)
         self.methods.update((n, (m, info.name)) for n, m in staged.methods.items())
         self.datasets.update((n, (d, info.name)) for n, d in staged.datasets.items())
@@ -335,12 +336,18 @@ class Registry:
                     raise PLLZooError(f"method {method.name!r}{self._method_origin(method.name)} sets a bad "
                                       f"hyper-parameter of its own: {exc}") from None
                 hp = override(base, per_slot.get(slot, {}), where=f"{slot}")
+            except PLLZooError:
+                raise
+            except Exception as exc:  # the plugin's own check of its values (HParams.__post_init__): one line
+                raise PLLZooError(f"{slot} component {comp_name!r} (plugin {self.component_plugin(slot, comp_name).origin})"
+                                  f" refused its hyper-parameters: {one_line(exc)}") from exc
+            try:
                 built[slot] = cls(hp)
             except PLLZooError:
                 raise
-            except Exception as exc:  # the plugin's own check of its values (or a bug in it): one line
+            except Exception as exc:  # its constructor (a bug in it, a resource it needs): one line
                 raise PLLZooError(f"{slot} component {comp_name!r} (plugin {self.component_plugin(slot, comp_name).origin})"
-                                  f" refused its hyper-parameters: {one_line(exc)}") from exc
+                                  f" could not be built: {one_line(exc)}") from exc
         check_compatible(method.name, built)
         return built
 

@@ -533,7 +533,9 @@ class Trainer:
             log_sums = {k: v / (1 if k.endswith("_count") else self.dist.world) for k, v in zip(keys, total[1:])}
         mean_loss = float(loss_sum) / n_batches  # one host sync per epoch
         if not math.isfinite(mean_loss):
-            raise PLLZooError(f"non-finite training loss in stage {stage.name!r} epoch {epoch + 1}; lower the LR?")
+            raise PLLZooError(f"non-finite training loss in stage {stage.name!r} epoch {epoch + 1} (a step after the "
+                              "epoch's first, which is checked); rerun with --check to name the component that "
+                              "first answers NaN or inf, or lower the LR")
         # step logs are averaged over the epoch; keys ending in "_count" are summed
         return mean_loss, {k: float(v) / (1 if k.endswith("_count") else n_batches) for k, v in log_sums.items()}
 
@@ -604,9 +606,9 @@ class Trainer:
             step.targets = self.calls.role("label_update", step=step, state=self.state)
             check_targets("label_update", comps["label_update"], step.targets, batch.candidates, values)
             step.mask = self.calls.role("selection", step=step, state=self.state)
-            check_selection("selection", comps["selection"], step.mask, batch.size, values)
+            check_selection("selection", comps["selection"], step.mask, batch.size, values, logits.device)
         loss = self.calls.role("loss", step=step, state=self.state)
-        check_loss("loss", comps["loss"], loss, values)
+        check_loss("loss", comps["loss"], loss, values, logits.device)
         self.optimizer.zero_grad(set_to_none=True)
         loss.backward()
         ddp.average_grads(self.module_params, self.dist)  # the extra modules' DDP (no-op in one process)

@@ -67,10 +67,16 @@ def test_range_contains_and_prints():
 
 
 def test_a_declaration_is_checked_itself():
-    with pytest.raises(TypeError, match="outside its range"):
+    """Raised while the plugin's module is imported (discovery reports it): the message names the field by its
+    default and help, since the field's name is not known yet."""
+    with pytest.raises(TypeError, match=r"^hp\(-0.1, 'lr'\): the default is outside its range > 0$"):
         hp(-0.1, "lr", gt=0)
     with pytest.raises(TypeError, match="one lower bound"):
         hp(0.5, "p", ge=0, gt=0)
+    with pytest.raises(TypeError, match=r"^hp\('z', 'mode'\): the default is not one of its choices \('a', 'b'\)$"):
+        hp("z", "mode", choices=("a", "b"))
+    with pytest.raises(TypeError, match=r"^hp\(\[1\], 'xs'\): hyper-parameters must be immutable"):
+        hp([1], "xs")
 
 
 def test_ranges_are_metadata_only():

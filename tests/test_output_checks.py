@@ -101,6 +101,14 @@ class Nothing(Component):
         return None
 
 
+class MetaTargets(Component):
+    """Targets on another device than the batch's (the meta device stands for another GPU here)."""
+
+    @hookimpl
+    def pllzoo_label_update(self, step):
+        return torch.empty(step.batch.candidates.shape, device="meta")
+
+
 
 
 
@@ -146,6 +154,12 @@ class DetachedLoss(SoftCrossEntropy):
     @hookimpl
     def pllzoo_loss(self, step, state):
         return super().pllzoo_loss(step, state).detach()
+
+
+class MetaMask(Component):
+    @hookimpl
+    def pllzoo_select(self, step):
+        return torch.ones(step.batch.size, dtype=torch.bool, device="meta")
 
 
 
@@ -271,6 +285,8 @@ BAD_OUTPUTS = [  # (case, slot, component class, substrings of the one-line erro
     ('negative_targets', "label_update", Negative, ("negative targets",)),
     ('non_finite_targets', "label_update", NaNTargets, ("non-finite targets",)),
     ('no_targets', "label_update", Nothing, ("returned NoneType",)),
+    ('targets_on_another_device', "label_update", MetaTargets, ("on device meta, expected cpu (the batch's)",)),
+    ('mask_on_another_device', "selection", MetaMask, ("pllzoo_select", "on device meta, expected cpu",)),
     ('mask_of_the_wrong_length', "selection", ShortMask, ("pllzoo_select", "shape [15], expected [16]",)),
     ('mask_of_the_wrong_dtype', "selection", IntMask, ("dtype torch.int64",)),
     ('weights_outside_0_1', "selection", BigWeights, ("weights outside [0, 1]",)),

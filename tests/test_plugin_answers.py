@@ -10,6 +10,7 @@ import pytest
 import torch
 
 from pllzoo import Component, Method, hookimpl
+from pllzoo.builtin import SoftCrossEntropy
 from pllzoo.checks import ComponentError
 from pllzoo.data.base import DataOptions, DatasetSpec
 from pllzoo.errors import PLLZooError
@@ -332,3 +333,18 @@ def test_the_watch_sees_exactly_the_in_place_changes_by_hand():
         state.check_watched(watched)
     state.set_owners({"a": ("loss", "loss A"), "b": ("selection", "selection B")}, {"loss": frozenset({"b"})})
     assert state.watch("loss") == []  # declared in needs: may update it
+
+
+class BuildsBadly(SoftCrossEntropy):
+    def __init__(self, hp=None):
+        raise RuntimeError("constructor boom\nsecond line")
+
+
+def test_a_component_whose_constructor_raises_is_named_as_such():
+    """Not "refused its hyper-parameters" (they were fine): it could not be built, one line."""
+    reg = _registry(pllzoo_register_losses=lambda register: register("t.builds", BuildsBadly),
+                    pllzoo_register_methods=lambda register: register(Method(name="t-builds", loss="t.builds")))
+    with pytest.raises(PLLZooError) as err:
+        reg.build_components(reg.method("t-builds"), {})
+    assert str(err.value) == ("loss component 't.builds' (plugin 'p0' (in-process)) could not be built: "
+                              "RuntimeError: constructor boom")
