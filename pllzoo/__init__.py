@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 
 import pluggy
 
-__version__ = "0.2.0"
+__version__ = "0.3.0"
 
 hookimpl = pluggy.HookimplMarker("pllzoo")
 

@@ -456,16 +456,29 @@ class RunSpec:
 
         :returns: float ``[K]`` or ``[B, K]``, or ``None`` for no offset this step.
 
+        The example below, registered with ``pllzoo_register_estimators`` as ``my.prior``, runs as
+        ``proden+estimator=my.prior`` (PRODEN's label update reads ``step.label_probs``).
+
         Example::
 
-            class FeaturePrior(Component):  # RECORDS (Hong et al., 2023), in short
+            class FeaturePrior(Component):  # RECORDS (Hong et al., 2023), in short; slot "estimator"
                 views = frozenset({"features"})
+                provides = frozenset({"mu", "prior"})
+
+                @hookimpl
+                def pllzoo_setup_stage(self, run, state):
+                    self.head = run.model.head                                # the classifier
+                    state.mu = torch.zeros(run.model.feature_dim, device=run.device)
 
                 @hookimpl
                 def pllzoo_logit_offset(self, step, state):
                     state.mu = 0.9 * state.mu + 0.1 * step.features.mean(0)   # [F]
-                    prior = torch.softmax(self.head(state.mu), dim=0)        # [K], pre-step head
-                    return torch.log(prior + 1e-9)
+                    state.prior = torch.softmax(self.head(state.mu), dim=0)   # [K], pre-step head
+                    return torch.log(state.prior + 1e-9)
+
+                @hookimpl
+                def pllzoo_on_epoch_end(self, run, state):                    # the estimator's role hook
+                    state.prior = torch.softmax(self.head(state.mu), dim=0)   # the head after the epoch
 
         .. versionadded:: 0.2
         """

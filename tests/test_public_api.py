@@ -214,3 +214,16 @@ def test_cli_unknown_scope_exits_2_with_one_line(registry, tmp_path):
     assert res.exit_code == 2 and "Traceback" not in res.output and not out.exists()
     lines = [line for line in res.output.splitlines() if line.strip()]
     assert len(lines) == 1 and "is not in --methods" in lines[0], res.output
+
+
+def test_every_hook_was_added_in_this_version_or_before():
+    """A plugin that declares ``pllzoo>=X`` for a hook documented as ``versionadded:: X`` is not refused."""
+    import importlib.metadata as md
+
+    from packaging.version import Version
+
+    from pllzoo import hookspecs
+
+    added = {Version(v) for v in re.findall(r"versionadded:: ([0-9.]+)", Path(hookspecs.__file__).read_text())}
+    assert added and max(added) <= Version(pllzoo.__version__), (sorted(added), pllzoo.__version__)
+    assert md.version("pllzoo") == pllzoo.__version__  # the installed metadata says the same
