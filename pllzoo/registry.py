@@ -31,7 +31,7 @@ from pllzoo.data.base import DatasetSpec
 from pllzoo.errors import PLLZooError, UnknownNameError
 from pllzoo.hparams import override
 from pllzoo.observers import Observer, check_observer
-from pllzoo.plugins import PluginInfo, make_plugin_manager, one_line
+from pllzoo.plugins import SHIPPED, PluginInfo, make_plugin_manager, one_line
 
 IMAGEFOLDER_PREFIX = "imagefolder:"  # --dataset imagefolder:PATH (pllzoo.data.imagefolder)
 
@@ -161,6 +161,12 @@ class Registry:
     def _component_registrar(self, slot: str, info: PluginInfo, staged: "_Staged"):
         def register(name: str, component: type[Component]) -> None:
             self._claim(slot, name, staged.components[slot], self.components[slot], info)
+            if not _shipped(info):  # a shipped component's name means that component, in whichever slot
+                for other, table in self.components.items():
+                    if name in table and _shipped(self._info(table[name][1])):
+                        raise PLLZooError(f"{slot} {name!r}: the name of {other} component {name!r} of plugin "
+                                          f"{self._info(table[name][1]).origin}; plugin {info.origin} is "
+                                          "refused as a whole")
             try:
                 check_component(component, slot)
             except PLLZooError as exc:
@@ -350,6 +356,11 @@ class Registry:
                                   f" could not be built: {one_line(exc)}") from exc
         check_compatible(method.name, built)
         return built
+
+
+def _shipped(info: PluginInfo) -> bool:
+    """Whether ``info`` is pllzoo's built-ins or one of the plugins shipped beside it."""
+    return info.builtin or (info.name, info.dist) in SHIPPED
 
 
 def _by_slot(hparams: Mapping[str, Any]) -> dict[str, dict[str, Any]]:

@@ -43,8 +43,8 @@ from typing import TYPE_CHECKING, Any, Callable
 import torch
 
 from pllzoo import augment, ddp, distributed, masked_bn, prefetch
-from pllzoo.checks import (check_logits, check_loss, check_offset, check_selection, check_targets, describe,
-                           epoch_logs, reserved_clash, step_logs)
+from pllzoo.checks import (ComponentError, check_logits, check_loss, check_offset, check_selection, check_targets,
+                           describe, epoch_logs, reserved_clash, step_logs)
 from pllzoo.checkpoint import NAME as CHECKPOINT
 from pllzoo.checkpoint import (Bookkeeper, CheckpointError, check_owner, lacks_momentum, load_checkpoint, restore_rng,
                                save_checkpoint, save_guess_s, signal_stop, stop_requested, stop_signals, time_stop)
@@ -605,8 +605,12 @@ class Trainer:
                 check_offset(slot, comps[slot], step.logit_offset, logits, values)
             step.targets = self.calls.role("label_update", step=step, state=self.state)
             check_targets("label_update", comps["label_update"], step.targets, batch.candidates, values)
+            targets_version = step.targets._version
             step.mask = self.calls.role("selection", step=step, state=self.state)
             check_selection("selection", comps["selection"], step.mask, batch.size, values, logits.device)
+            if step.targets._version != targets_version:  # the loss would train on targets nobody answered
+                raise ComponentError(f"{describe('selection', comps['selection'])}: pllzoo_select changed "
+                                     "step.targets in place (the label update's answer); select rows only")
         loss = self.calls.role("loss", step=step, state=self.state)
         check_loss("loss", comps["loss"], loss, values, logits.device)
         self.optimizer.zero_grad(set_to_none=True)

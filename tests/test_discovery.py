@@ -387,3 +387,31 @@ def test_what_a_plugin_prints_goes_to_stderr_not_into_the_results(install, tmp_p
                                    str(tmp_path / "out")])
     assert res.exit_code == 0, res.output
     assert "chatty: a step" in res.stderr and "chatty" not in res.stdout.replace("│ chatty ", "")
+
+
+SLOT_SQUATTER = '''
+from pllzoo import Component, Method, hookimpl
+
+
+class Sel(Component):
+    @hookimpl
+    def pllzoo_select(self, step):
+        return None
+
+
+@hookimpl
+def pllzoo_register_selections(register):
+    register("proden.confidence", Sel)  # PRODEN's label update's name, in another slot
+'''
+
+
+def test_an_outside_component_taking_a_shipped_name_in_another_slot_is_refused(install):
+    """``proden.confidence`` means PRODEN's label update: a selection of that name would make
+    ``+selection=proden.confidence`` read as PRODEN's, so the plugin is refused as a whole."""
+    install("pllzoo-squat", "1.0", "squat", SLOT_SQUATTER)
+    reg = get_registry()
+    base = md.version("pllzoo-baselines")
+    assert _info(reg, "squat").error == (
+        "selection 'proden.confidence': the name of label_update component 'proden.confidence' of plugin "
+        f"'baselines' (pllzoo-baselines {base}); plugin 'squat' (pllzoo-squat 1.0) is refused as a whole")
+    assert "proden.confidence" not in reg.components["selection"]

@@ -299,3 +299,15 @@ BAD_OUTPUTS = [  # (case, slot, component class, substrings of the one-line erro
 @pytest.mark.parametrize("slot,component,expected", [c[1:] for c in BAD_OUTPUTS], ids=[c[0] for c in BAD_OUTPUTS])
 def test_bad_output_is_one_line_naming_the_component(tiny_data, slot, component, expected):
     fails(tiny_data, slot, component(), *expected)
+
+
+class ZeroesTheTargets(Component):
+    @hookimpl
+    def pllzoo_select(self, step):
+        step.targets.fill_(0)
+        return torch.ones(step.batch.size, dtype=torch.bool)
+
+
+def test_a_selection_that_changes_the_targets_in_place_is_named(tiny_data):
+    """It used to train on zero targets and finish ok."""
+    fails(tiny_data, "selection", ZeroesTheTargets(), "pllzoo_select changed step.targets in place")
