@@ -251,14 +251,20 @@ def restore_rng(ckpt: dict[str, Any]) -> None:
 
 # ---------------------------------------------------------------------- signals
 _received: int | None = None  # the first SIGINT/SIGTERM while stop_signals() is active
+_received_at = 0.0  # its time.monotonic()
 _depth = 0
+#: a second signal this soon after the first is the same stop, not "abandon the epoch": ``timeout`` (without
+#: --foreground) and a batch system may send one signal to the process and then to its whole group
+REPEAT_S = 1.0
 
 
 def _on_signal(signum: int, frame: Any) -> None:
-    global _received
+    global _received, _received_at
     if _received is not None:
+        if time.monotonic() - _received_at < REPEAT_S:
+            return
         raise KeyboardInterrupt  # the second one abandons the epoch; the last checkpoint stays
-    _received = signum
+    _received, _received_at = signum, time.monotonic()
     print(f"{signal.Signals(signum).name} received: stopping with a checkpoint after the current epoch "
           "(send it again to abandon the epoch)", file=sys.stderr, flush=True)
 
@@ -288,6 +294,14 @@ def stop_signals() -> Iterator[None]:
         _depth -= 1
         for s, handler in previous.items():
             signal.signal(s, handler)
+
+
+def request_stop(signum: int) -> None:
+    """Ask for a clean stop as if ``signum`` had arrived, without a message and without ever abandoning the
+    epoch (a ``--jobs`` worker, told by its parent; :mod:`pllzoo.jobs`).  Any thread may call it."""
+    global _received
+    if _received is None:
+        _received = signum
 
 
 def stop_requested() -> int | None:

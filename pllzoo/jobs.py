@@ -35,10 +35,19 @@ traceback in its folder as ``error.txt`` (:func:`record_failure`, shared with th
 and the other runs go on; :func:`run_parallel` returns the failed runs' one-line reasons beside the
 finished runs' records, and :func:`pllzoo.bench.execute` writes them to ``results.csv`` and raises
 one :class:`RunsFailed` naming them, as for ``--jobs 1``; ``--resume`` reruns only those.  A worker
-that dies without a word (killed, out of memory) is reported the same way.  Ctrl-C (or any
-exception) in the parent stops the workers as the sequential
-path stops its run: each ends its current epoch with a checkpoint (a second Ctrl-C kills them), so
-``--resume`` continues every run.  A worker whose parent died stops itself the same way.
+that dies without a word (killed, out of memory) is reported the same way.
+
+Stops.  Ctrl-C or SIGTERM reaching the parent (alone, or with its whole process group, as a terminal's
+Ctrl-C, ``timeout`` or a batch system's preemption send it) stops the workers as the sequential path
+stops its run: the parent says so once, tells every worker through a shared event (not a signal, so a
+worker that got the group's signal too does not count two), starts no more runs, and each worker ends
+its current epoch with a checkpoint (a repeat within a second is the same stop:
+:data:`pllzoo.checkpoint.REPEAT_S`); :class:`RunsStopped` then carries the finished runs' records, so
+``results.csv`` covers them and the CLI prints how to continue (exit 128 + the signal).  A second
+signal abandons the epochs: the workers are killed, each keeping its last checkpoint.  Any other
+exception in the parent stops the workers the first way.  A worker ignores SIGINT (the parent decides)
+and takes a SIGTERM of its own as that stop; a worker whose parent died stops itself the same way.
+The forkserver is started with SIGINT and SIGTERM ignored (:func:`_start_server`).
 
 Time limit.  ``--time-limit`` gives every worker the bench's deadline on ``time.monotonic`` (one clock
 for all processes): each stops at an epoch boundary with a checkpoint before it, runs not started by
@@ -61,7 +70,7 @@ import warnings
 from collections import deque
 from pathlib import Path
 from types import ModuleType
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 from pllzoo import checkpoint
 from pllzoo.checkpoint import TIME_LIMIT_EXIT, Stopped
@@ -149,34 +158,45 @@ def _watch_parent(alive) -> None:
     workers run.)"""
     with contextlib.suppress(EOFError, OSError):
         alive.recv()  # the parent never sends: this returns by EOF only
-    os.kill(os.getpid(), signal.SIGTERM)
+    checkpoint.request_stop(signal.SIGTERM)
+
+
+def _watch_stop(stop, signum) -> None:
+    """Stop this worker cleanly once the parent sets ``stop``, as if ``signum.value`` had arrived."""
+    stop.wait()
+    checkpoint.request_stop(signum.value)
 
 
 def _child(blob: bytes, specs, sys_path: list[str], run_dir: str, resume: bool, threads: int, deadline: float | None,
-           conn, alive) -> None:
+           conn, alive, stop, signum) -> None:
     """Worker body: train one plan, sending each step of it (and each warning) through ``conn``.
 
-    SIGINT is ignored (Ctrl-C reaches the whole process group; the parent decides).  SIGTERM keeps
-    its default action, so the trainer takes it over (:func:`pllzoo.checkpoint.stop_signals`): the
-    current epoch ends with a checkpoint, then the run stops.
+    SIGINT is ignored (Ctrl-C reaches the whole process group; the parent decides).  A SIGTERM, the
+    parent's ``stop`` event (with the parent's signal in ``signum``) or the parent's end asks for a
+    clean stop (:func:`pllzoo.checkpoint.request_stop`): the current epoch ends with a checkpoint, then
+    the run stops.  Quietly: the parent says it once for all.
     """
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, lambda *_: checkpoint.request_stop(signal.SIGTERM))
 
     def send(*message) -> None:
         with contextlib.suppress(OSError):  # the parent is gone: _watch_parent stops the run cleanly
             conn.send(message)
 
     warnings.showwarning = lambda message, *_, **__: send("warning", str(message))
-    threading.Thread(target=_watch_parent, args=(alive,), daemon=True).start()
     sys.path[:0] = [p for p in sys_path if p not in sys.path]  # the parent's, so its plugin modules import
     set_threads(threads)
     from pllzoo import bench
 
     run_dir = Path(run_dir)
     try:
-        registry, plan = _rebuild_registry(specs), pickle.loads(blob)
-        records = bench._train(registry, plan, run_dir, resume, on_epoch=lambda p, rec: send("epoch", rec),
-                               on_run=lambda p, status: send("run", status), deadline=deadline, threads=threads)
+        with checkpoint.stop_signals():  # entered here first, so the trainer's own entry keeps a stop asked for
+            # before it (it takes over no signal: SIGINT is ignored, SIGTERM handled above)
+            threading.Thread(target=_watch_parent, args=(alive,), daemon=True).start()
+            threading.Thread(target=_watch_stop, args=(stop, signum), daemon=True).start()
+            registry, plan = _rebuild_registry(specs), pickle.loads(blob)
+            records = bench._train(registry, plan, run_dir, resume, on_epoch=lambda p, rec: send("epoch", rec),
+                                   on_run=lambda p, status: send("run", status), deadline=deadline, threads=threads)
         send("done", records[-1])
     except Stopped as exc:  # a clean stop (time limit, SIGTERM) with a checkpoint: --resume continues, no error
         send("stopped", (describe(exc), exc.exit_code))
@@ -222,7 +242,9 @@ def run_parallel(
     specs = plugin_specs(registry)  # an unpicklable plugin fails here, before anything starts
     threads = threads or default_threads(jobs)
     ctx = _context()
+    _start_server(ctx)
     alive, parent_end = ctx.Pipe(duplex=False)  # workers watch ``alive``; only this process holds ``parent_end``
+    stop, signum = ctx.Event(), ctx.Value("i", 0)  # set with the parent's signal: every worker stops cleanly
     pending: deque[int] = deque(todo)
     running: dict[int, tuple[Any, Any]] = {}  # index → (process, the read end of its pipe)
     finals: dict[int, dict[str, Any]] = {}
@@ -251,6 +273,10 @@ def run_parallel(
         if deadline is not None and checkpoint.clock() >= deadline:
             handle(i, "stopped", ("stopped before it started to stay within the time limit", TIME_LIMIT_EXIT))
             return
+        if asked:
+            name = signal.Signals(asked[0]).name
+            handle(i, "stopped", (f"not started (stopped by {name})", 128 + asked[0]))
+            return
         try:
             blob = pickle.dumps(plans[i])
         except Exception as exc:
@@ -258,30 +284,21 @@ def run_parallel(
             return
         reader, writer = ctx.Pipe(duplex=False)
         run_dir = (dirs or {}).get(i, runs_dir / plans[i].run_id)
-        args = (blob, specs, list(sys.path), str(run_dir), resume, threads, deadline, writer, alive)
+        args = (blob, specs, list(sys.path), str(run_dir), resume, threads, deadline, writer, alive, stop, signum)
         proc = ctx.Process(target=_child, args=args, name=f"pllzoo-job-{i}")
         proc.start()
         writer.close()  # the worker has its own copy
         running[i] = (proc, reader)
 
+    abandon = False
     try:
-        while pending or running:
-            while pending and len(running) < jobs:
-                start(pending.popleft())
-            mp.connection.wait([r for _, r in running.values()] + [p.sentinel for p, _ in running.values()], POLL_S)
-            for i, (proc, reader) in list(running.items()):
-                exited = not proc.is_alive()  # before reading: an exited worker's messages are all in its pipe
-                for message in _received(reader):
-                    handle(i, *message)
-                if exited:
-                    proc.join()
-                    reader.close()
-                    del running[i]
-                    if i not in finals and i not in failed and i not in stopped:
-                        why = f"worker exited with code {proc.exitcode} and no report (killed? out of memory?)"
-                        handle(i, "failed", why)
+        with _parent_signals() as asked:
+            _loop(pending, running, jobs, start, handle, finals, failed, stopped, lambda: _tell(asked, stop, signum))
+    except _Abandon:  # a second signal: abandon the epochs (any other exception: stop the workers cleanly)
+        abandon = True
+        raise
     finally:
-        _stop(list(running.values()))
+        _stop(list(running.values()), abandon)
         alive.close()
         parent_end.close()
     if stopped:
@@ -289,6 +306,92 @@ def run_parallel(
         names = "; ".join(f"{_name(plans[i])}: {why}" for i, (why, _) in sorted(stopped.items()))
         raise RunsStopped(names, stopped[first][1], finals, failed)
     return finals, failed
+
+
+def _loop(pending, running, jobs, start, handle, finals, failed, stopped, tell: Callable[[], None]) -> None:
+    """Start runs while fewer than ``jobs`` run, and pass their messages on, until none is left; ``tell``
+    passes a stop signal on to the workers, at least every :data:`POLL_S`."""
+    while pending or running:
+        tell()
+        while pending and len(running) < jobs:
+            start(pending.popleft())
+        mp.connection.wait([r for _, r in running.values()] + [p.sentinel for p, _ in running.values()], POLL_S)
+        for i, (proc, reader) in list(running.items()):
+            exited = not proc.is_alive()  # before reading: an exited worker's messages are all in its pipe
+            for message in _received(reader):
+                handle(i, *message)
+            if exited:
+                proc.join()
+                reader.close()
+                del running[i]
+                if i not in finals and i not in failed and i not in stopped:
+                    why = f"worker exited with code {proc.exitcode} and no report (killed? out of memory?)"
+                    handle(i, "failed", why)
+
+
+class _Abandon(KeyboardInterrupt):
+    """A second stop signal in the parent: the workers are killed, each keeping its last checkpoint."""
+
+
+@contextlib.contextmanager
+def _parent_signals() -> Iterator[list[int]]:
+    """While the workers run: each SIGINT/SIGTERM is put in the yielded list, the first said once; the loop
+    acts on them at its next look (:func:`_tell`), never inside the handler, which touches no lock (the
+    loop may hold the workers' event's when a signal arrives) and writes its line with one ``os.write``.
+    A repeat within :data:`pllzoo.checkpoint.REPEAT_S` of the first is the same stop (``timeout`` and a
+    terminal may deliver one signal to the process and to its group).  Only signals at their default
+    action are taken over, and only in the main thread."""
+    asked: list[int] = []
+    if threading.current_thread() is not threading.main_thread():
+        yield asked
+        return
+    first = [0.0]
+
+    def on_signal(received: int, frame: Any) -> None:
+        now = time.monotonic()
+        if asked and now - first[0] < checkpoint.REPEAT_S:
+            return
+        if not asked:
+            first[0] = now
+            os.write(2, f"{signal.Signals(received).name} received: the running runs stop with a checkpoint after "
+                        "their current epoch, no other starts (send it again to abandon the epochs)\n".encode())
+        asked.append(received)
+
+    defaults = (signal.SIG_DFL, signal.default_int_handler)
+    previous = {s: signal.signal(s, on_signal) for s in (signal.SIGINT, signal.SIGTERM)
+                if signal.getsignal(s) in defaults}
+    try:
+        yield asked
+    finally:
+        for s, handler in previous.items():
+            signal.signal(s, handler)
+
+
+def _tell(asked: list[int], stop, signum) -> None:
+    """Pass the parent's stop signal (``asked``) on to the workers, once: ``signum`` then ``stop``.
+    :raises _Abandon: after a second signal."""
+    if len(asked) > 1:
+        raise _Abandon
+    if asked and not stop.is_set():
+        signum.value = asked[0]
+        stop.set()
+
+
+def _start_server(ctx) -> None:
+    """Start the forkserver with SIGINT and SIGTERM ignored (it inherits that through exec): a Ctrl-C while it
+    imports torch prints no traceback from it, and a signal to the whole process group does not end it
+    while its workers stop (the parent reads their exit through it); it ends with the parent.  Its workers
+    set their own handlers (:func:`_child`); the parent's are back at once."""
+    if ctx.get_start_method() != "forkserver" or threading.current_thread() is not threading.main_thread():
+        return
+    from multiprocessing import forkserver
+
+    previous = {s: signal.signal(s, signal.SIG_IGN) for s in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        forkserver.ensure_running()
+    finally:
+        for s, handler in previous.items():
+            signal.signal(s, handler)
 
 
 class RunsStopped(Stopped):
@@ -311,16 +414,17 @@ def _received(reader) -> list[tuple]:
     return out
 
 
-def _stop(workers: list[tuple[Any, Any]]) -> None:
+def _stop(workers: list[tuple[Any, Any]], abandon: bool = False) -> None:
     """Stop the workers still running: SIGTERM, so each ends its current epoch with a checkpoint.
 
     Waits up to :data:`STOP_GRACE_S`, reading and dropping their messages so that none blocks on a
-    full pipe; past that, or on a second Ctrl-C, kills them (each keeps its last checkpoint).
+    full pipe; past that, on a second Ctrl-C, or at once with ``abandon``, kills them (each keeps its last
+    checkpoint).
     """
     for proc, _ in workers:
         if proc.is_alive():
             proc.terminate()
-    deadline = time.monotonic() + STOP_GRACE_S
+    deadline = time.monotonic() + (0.0 if abandon else STOP_GRACE_S)
     try:
         while any(proc.is_alive() for proc, _ in workers) and time.monotonic() < deadline:
             mp.connection.wait([r for _, r in workers] + [p.sentinel for p, _ in workers], POLL_S)

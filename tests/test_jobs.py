@@ -199,3 +199,35 @@ def test_time_limit_with_jobs_stops_each_run_and_resume_finishes_them(registry, 
         assert _strip(read_jsonl(out / "runs" / p.run_id / "log.jsonl")) == \
             _strip(read_jsonl(tmp_path / "one" / "runs" / p.run_id / "log.jsonl"))
     assert len(pd.read_csv(out / "results.csv")) == 2
+
+
+@pytest.mark.parametrize("whom", ["group", "parent"])
+def test_sigterm_to_the_bench_or_its_group_stops_every_run_cleanly(tmp_path, whom):
+    """``--jobs 2`` and SIGTERM to the bench's process (``kill``) or its whole group (``timeout``, a batch
+    system): one line says so, each running run ends its epoch with a checkpoint, none starts after,
+    results.csv is written, no lock stays, exit 143 with one continue line.  (The parent used to die at once
+    with neither, and a group signal abandoned the epochs of workers that got it twice.)"""
+    import os
+    import signal
+
+    out = tmp_path / "out"
+    cmd = [sys.executable, "-m", "pllzoo", "bench", "--methods", "proden,cc", "--seeds", "1,2", "--dataset",
+           "synthetic-lt", "--subset", "300", "--epochs", "100000", "--batch-size", "100", "--threads", "1",
+           "--jobs", "2", "--hp", "train.checkpoint_every=0", "--hp", "train.checkpoint_minutes=0", "--out", str(out)]
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    give_up = time.monotonic() + 240
+    logs = lambda: [p for p in out.glob("runs/*/log.jsonl") if len(p.read_text().splitlines()) >= 2]  # noqa: E731
+    while len(logs()) < 2 and time.monotonic() < give_up and proc.poll() is None:
+        time.sleep(0.2)
+    assert len(logs()) == 2, "the two first runs did not train"
+    os.killpg(proc.pid, signal.SIGTERM) if whom == "group" else proc.send_signal(signal.SIGTERM)
+    stdout, stderr = proc.communicate(timeout=240)
+    assert proc.returncode == 143, stderr[-2000:]
+    assert stderr.count("SIGTERM received") == 1 and "Traceback" not in stderr
+    last = stderr.strip().splitlines()[-1]
+    assert "stopped by SIGTERM after epoch" in last and "not started (stopped by SIGTERM)" in last
+    assert last.endswith("--out " + str(out) + " --resume") or "continue with:" in last
+    assert (out / "results.csv").exists() and not list(out.glob("runs/*.lock"))
+    stopped = [p.parent for p in out.glob("runs/*/log.jsonl") if len(p.read_text().splitlines()) >= 2]
+    assert len(stopped) == 2 and all((r / "checkpoint.pt").exists() for r in stopped)
