@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from pllzoo import Component, Method, bench, hookimpl
+from pllzoo import Method, bench, hookimpl
 from pllzoo.builtin import SoftCrossEntropy
 from pllzoo.data.base import DataOptions
 from pllzoo.plugins import make_plugin_manager
