@@ -98,6 +98,8 @@ def run_costs(registry: Registry, plans: list[RunPlan], out: Path, overwrite: bo
         archived = {name for name, run in archive.read(Path(out)).items() if run.done}
     except PLLZooError:  # an unreadable archive: bench says so when it runs
         archived = set()
+    from pllzoo.runfolders import finished_records
+
     costs, seen = [], {}
     for p in plans:
         key = (p.method.name, repr(p.train), p.data.num_train)
@@ -107,7 +109,8 @@ def run_costs(registry: Registry, plans: list[RunPlan], out: Path, overwrite: bo
         steps = n // bs if p.train.drop_last else math.ceil(n / bs)
         evals = p.data.x_test.shape[0] + (p.data.x_val.shape[0] if p.data.x_val is not None else 0)
         run_dir = Path(out) / "runs" / p.run_id
-        reused = not overwrite and ((run_dir / "done").exists() or p.run_id in archived)
+        reused = not overwrite and (p.run_id in archived or finished_records(run_dir) is not None)  # as bench
+        # decides: a damaged finished run resumes or retrains
         done = epochs_done(run_dir) if resume and not reused else 0
         costs.append(RunCost(p.method.name, p.seed, p.run_id, p.train.model, p.config["device"], seen[key],
                              max(steps, 1), int(evals), reused, min(done, sum(e for _, e in seen[key]))))

@@ -52,6 +52,7 @@ def finished_records(run_dir: Path) -> list[dict[str, Any]] | None:
         return None
     try:
         records = read_log(run_dir)
+        run_config(run_dir, records[0])  # a finished run's config.json must be whole too
         if (run_dir / checkpoint.NAME).exists():
             checkpoint.quick_check(run_dir / checkpoint.NAME)
     except (DamagedRun, checkpoint.CheckpointError):

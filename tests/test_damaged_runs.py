@@ -60,6 +60,8 @@ DAMAGE = {
     "no log": (lambda r: (r / "log.jsonl").unlink(), "no log.jsonl", "resuming it from its checkpoint"),
     "garbage config": (lambda r: (r / "config.json").write_text("garbage{"), "not a pllzoo run config",
                        "resuming it from its checkpoint"),
+    "no config": (lambda r: (r / "config.json").unlink(), "config.json is missing",  # it was reused silently
+                  "resuming it from its checkpoint"),
     "truncated checkpoint": (_cut_checkpoint, "truncated or corrupt", "retraining the run from the start"),
     "empty checkpoint": (lambda r: (r / "checkpoint.pt").write_bytes(b""), "empty, 0 bytes",
                          "retraining the run from the start"),
