@@ -128,6 +128,9 @@ def train_config(data: PLLData, epochs: int | None, batch_size: int | None, over
     )
     flags = {k: v for k, v in {"epochs": epochs, "batch_size": batch_size}.items() if v is not None}
     cfg = check(override(cfg, {**flags, **overrides}, where="train"), "train")  # the dataset's defaults too
+    for k, v in flags.items():  # both given: --hp would win silently (a config file's value over the flag)
+        if k in overrides and getattr(cfg, k) != v:
+            raise PLLZooError(f"--{k.replace('_', '-')} {v} and --hp train.{k}={overrides[k]} disagree; give one")
     if registry is None:
         from pllzoo.registry import get_registry
 

@@ -215,6 +215,11 @@ CASES = [
     Case("out is a file", _out_is_file, 1, "is a file; pass a folder"),
     Case("out under a file", _out_under_file, 1, "results.csv is a file, not a folder"),
     Case("out not writable", _not_writable, 1, "is not writable"),
+    Case("out empty", lambda c: _good(c, "--out", ""), 2, "Invalid value for '--out': is empty"),
+    Case("out where nothing can be made", lambda c: _good(c, "--out", "/proc/pllzoo-nope/out"), 1,
+         "--out /proc/pllzoo-nope/out: nothing can be created in /proc"),  # os.access says yes to root
+    Case("epochs and hp disagree", lambda c: _good(c, "--epochs", "2", "--hp", "train.epochs=3"), 1,
+         "--epochs 2 and --hp train.epochs=3 disagree; give one"),
     Case("read-only file system", _read_only_fs, 1, "Read-only file system"),
     Case("disk full", _disk_full, 1, "No space left on device", keep="earlier"),
     Case("device tpu", lambda c: _good(c, "--device", "tpu"), 1, "unknown --device 'tpu'"),

@@ -19,6 +19,7 @@ import contextlib
 import os
 import shlex
 import sys
+import tempfile
 import warnings
 from pathlib import Path
 
@@ -71,6 +72,18 @@ def _continue_command(ctx: click.Context, resume: bool = True) -> str:
     return shlex.join([*head, "bench", *args, *([] if "--resume" in args or not resume else ["--resume"])])
 
 
+
+class _Folder(click.Path):
+    """A folder path that is not empty: ``--out ""`` would write into the current folder (give ``.`` for it)."""
+
+    def convert(self, value, param, ctx):
+        if isinstance(value, str) and not value.strip():
+            self.fail("is empty; give a folder (. for the current one)", param, ctx)
+        return super().convert(value, param, ctx)
+
+
+_OUT = _Folder(path_type=Path)
+
 @cli.command(cls=_KeepsArgs)
 @click.option("--methods", required=True, help="Comma-separated method strings, e.g. proden,cc or proden+selection=X.")
 @click.option("--dataset", default="synthetic-lt", show_default=True, help="Dataset name (pllzoo datasets) or .mat path.")
@@ -84,7 +97,7 @@ def _continue_command(ctx: click.Context, resume: bool = True) -> str:
               help="Processes computing the strong view ahead of the loop (default: 0 on CPU, up to 8 on CUDA). "
                    "0 keeps it in the loop; > 0 is another random stream, the same for any count.")
 @click.option("--hp", "hps", multiple=True, help="Override: slot.field=value, train.field=value, or METHOD:slot.field=value.")
-@click.option("--out", type=click.Path(path_type=Path), default=Path("results/bench"), show_default=True)
+@click.option("--out", type=_OUT, default=Path("results/bench"), show_default=True)
 @click.option("--resume", is_flag=True, help="Reuse finished runs in OUT and resume unfinished ones from checkpoints.")
 @click.option("--overwrite", is_flag=True,
               help="Retrain finished runs in OUT (without it they are reused, with a note); the old run is "
@@ -275,6 +288,10 @@ def check_out(out: Path) -> None:
         raise PLLZooError(f"--out {out}: {existing} is a file, not a folder")
     if not os.access(existing, os.W_OK | os.X_OK):
         raise PLLZooError(f"--out {out}: {existing} is not writable (read-only file system or no permission)")
+    try:  # os.access says yes to root, also where nothing can be made (/proc, a read-only mount): try it
+        os.rmdir(tempfile.mkdtemp(prefix=".pllzoo-probe-", dir=existing))
+    except OSError as exc:
+        raise PLLZooError(f"--out {out}: nothing can be created in {existing} ({exc.strerror or exc})") from None
     runs = out / "runs"
     if runs.exists() and not runs.is_dir():
         raise PLLZooError(f"--out {out}: {runs} is a file, where the run folders go; move it or pick another --out")
