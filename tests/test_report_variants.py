@@ -42,3 +42,17 @@ def test_a_field_left_out_at_its_recorded_value_is_shown_with_it(tmp_path):
     settings = set(pd.read_csv(tmp_path / "s.csv")["setting"])
     assert settings == {"synthetic-lt φ=0.5 γ=100 subset=200 [label_update.relax=check]",
                         "synthetic-lt φ=0.5 γ=100 subset=200 [label_update.relax=nan]"}
+
+
+def test_a_folder_given_twice_counts_once_and_paper_needs_wide(tmp_path):
+    out = tmp_path / "out"
+    res = CliRunner().invoke(cli, [*BENCH, "--methods", "proden", "--epochs", "1", "--out", str(out)])
+    assert res.exit_code == 0, res.output
+    res = CliRunner().invoke(cli, ["report", str(out), str(tmp_path / "." / "out"), "--csv", str(tmp_path / "s.csv")])
+    assert res.exit_code == 0, res.output
+    assert "is given twice" in res.stderr and "a copy" not in res.output  # not "the same run as ... (a copy)"
+    assert list(pd.read_csv(tmp_path / "s.csv")["n"]) == [1]
+    paper = tmp_path / "paper.csv"
+    paper.write_text("method,setting,paper\nproden,x,50\n")
+    res = CliRunner().invoke(cli, ["report", str(out), "--paper", str(paper)])
+    assert res.exit_code == 1 and "--paper goes with --wide" in res.output

@@ -110,7 +110,7 @@ def test_a_held_lock_skips_the_run_with_one_line(out):
     lines = [line for line in res.output.splitlines() if "in use by another bench" in line]
     assert len(lines) == 2 and f"pid {os.getppid()}" in lines[0] and "skipped" in lines[0]
     assert lines[1].startswith("1 run(s) skipped, in use by another bench (proden seed 1); 0 of 1 runs finished; "
-                               "when it is done; continue with: pllzoo bench ")
+                               "once that bench is done, they can be trained; continue with: pllzoo bench ")
     assert not run.exists() and lock.read_text() == f"{os.getppid()}\n"  # not touched
     assert pd.read_csv(out / "results.csv").empty
 

@@ -56,6 +56,14 @@ def report(results, rule, methods, missing_ok, seeds, wide, metric, paper, title
     from pllzoo import report as rep
     from pllzoo.results import load, unfinished
 
+    if paper is not None and not wide:
+        raise PLLZooError("--paper goes with --wide (the paper's numbers beside ours, one metric)")
+    firsts: dict[Path, Path] = {}
+    for folder in results:  # a folder given twice (a shell glob, say) counts once
+        if folder.resolve() in firsts:
+            click.echo(f"Warning: {folder} is given twice (as {firsts[folder.resolve()]}); it counts once", err=True)
+        firsts.setdefault(folder.resolve(), folder)
+    results = tuple(firsts.values())
     damaged: list[tuple[Path, str]] = []
     records = load(*results, damaged=damaged)
     for _, why in damaged:  # one line each: the run and what is wrong (pllzoo.results.read_log)
