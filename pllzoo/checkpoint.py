@@ -166,6 +166,9 @@ def read_checkpoint(path: Path) -> dict[str, Any]:
             warnings.simplefilter("ignore")
             ckpt = torch.load(path, map_location="cpu", weights_only=True)
     except pickle.UnpicklingError:
+        if not zipfile.is_zipfile(path) and path.read_bytes()[:1] != b"\x80":  # neither an archive nor a pickle
+            raise CheckpointError(f"{path}: damaged checkpoint (truncated or corrupt: neither a torch archive nor "
+                                  "a pickle)") from None
         raise CheckpointError(f"{path}: not a pllzoo checkpoint (it holds objects other than tensors and plain "
                               f"data; refused without running them)") from None
     except Exception as exc:  # torch's reader: truncated zip, garbage bytes, ...

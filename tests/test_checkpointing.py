@@ -127,7 +127,9 @@ def test_a_signal_stops_at_the_epoch_boundary_with_a_checkpoint(tiny_data, tmp_p
     assert _same_weights(resumed.model.state_dict(), full.model.state_dict())
 
 
-def test_a_second_signal_abandons_the_epoch(tiny_data, tmp_path, default_signals):
+def test_a_second_signal_abandons_the_epoch(tiny_data, tmp_path, default_signals, monkeypatch):
+    monkeypatch.setattr("pllzoo.checkpoint.REPEAT_S", 0.0)  # the second counts however soon it comes
+
     def twice(records):
         os.kill(os.getpid(), signal.SIGINT)
         os.kill(os.getpid(), signal.SIGINT)
@@ -136,6 +138,18 @@ def test_a_second_signal_abandons_the_epoch(tiny_data, tmp_path, default_signals
         _trainer(tiny_data, tmp_path / "cut", on_epoch=twice).fit()
     assert not (tmp_path / "cut" / "checkpoint.pt").exists()  # no boundary was saved before the first epoch's end
     assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+
+
+def test_a_repeat_within_a_second_is_the_same_stop(tiny_data, tmp_path, default_signals):
+    """``timeout`` (without --foreground) sends its signal to the process, then to its group: the process gets
+    it twice at once, which is one stop with a checkpoint, not "abandon the epoch"."""
+    def twice(records):
+        os.kill(os.getpid(), signal.SIGTERM)
+        os.kill(os.getpid(), signal.SIGTERM)
+
+    with pytest.raises(Stopped, match="stopped by SIGTERM after epoch 1/"):
+        _trainer(tiny_data, tmp_path / "cut", on_epoch=twice).fit()
+    assert (tmp_path / "cut" / "checkpoint.pt").exists()
 
 
 def test_a_handler_someone_installed_is_left_alone(tiny_data):

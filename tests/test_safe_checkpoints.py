@@ -207,3 +207,13 @@ def test_a_checkpoint_without_the_runs_extra_modules_is_refused(tmp_path):
     res = CliRunner().invoke(cli, ["evaluate", str(run), "--device", "cpu"])
     assert res.exit_code == 1 and "Traceback" not in res.output
     assert "no saved state for module(s) loss.attention, loss.tail" in one_line_about(res.output, "Error:", run)
+
+
+def test_random_bytes_are_a_damaged_checkpoint_not_a_foreign_pickle(tmp_path):
+    """Neither a torch archive nor a pickle: damaged (torch's fallback pickle reader used to make it sound crafted)."""
+    from pllzoo.checkpoint import CheckpointError, read_checkpoint
+
+    path = tmp_path / "checkpoint.pt"
+    path.write_bytes(bytes(range(7, 250)) * 8)
+    with pytest.raises(CheckpointError, match=r"damaged checkpoint \(truncated or corrupt: neither a torch archive"):
+        read_checkpoint(path)
