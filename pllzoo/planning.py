@@ -67,6 +67,9 @@ def parse_overrides(pairs: tuple[str, ...] | list[str]) -> dict[str, str]:
         found = _KEY.search(pair)
         if found:
             scope = re.sub(r"\s*([+=])\s*", r"\1", pair[:found.start()].strip())  # as Registry.method names it
+            if not scope and pair[:found.start(1)].strip().startswith(":"):  # ":train.lr=0.1": a scope left empty
+                raise PLLZooError(f"bad --hp {pair!r}: nothing before ':'; write METHOD:key=value, or key=value "
+                                  "for every method")
             key, value = f"{scope}:{found.group(1)}" if scope else found.group(1), pair[found.end():]
         else:
             key, _, value = pair.partition("=")

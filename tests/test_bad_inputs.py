@@ -218,6 +218,8 @@ CASES = [
     Case("out empty", lambda c: _good(c, "--out", ""), 2, "Invalid value for '--out': is empty"),
     Case("out where nothing can be made", lambda c: _good(c, "--out", "/proc/pllzoo-nope/out"), 1,
          "--out /proc/pllzoo-nope/out: nothing can be created in /proc"),  # os.access says yes to root
+    Case("hp scope left empty", lambda c: _good(c, "--hp", ":train.lr=0.1"), 1,
+         "bad --hp ':train.lr=0.1': nothing before ':'"),
     Case("epochs and hp disagree", lambda c: _good(c, "--epochs", "2", "--hp", "train.epochs=3"), 1,
          "--epochs 2 and --hp train.epochs=3 disagree; give one"),
     Case("read-only file system", _read_only_fs, 1, "Read-only file system"),
