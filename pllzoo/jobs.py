@@ -39,8 +39,8 @@ that dies without a word (killed, out of memory) is reported the same way.
 
 Stops.  Ctrl-C or SIGTERM reaching the parent (alone, or with its whole process group, as a terminal's
 Ctrl-C, ``timeout`` or a batch system's preemption send it) stops the workers as the sequential path
-stops its run: the parent says so once, tells every worker through a shared event (not a signal, so a
-worker that got the group's signal too does not count two), starts no more runs, and each worker ends
+stops its run: the parent says so once, tells every worker through a shared int they poll (not a
+signal, so a worker that got the group's signal too does not count two), starts no more runs, and each worker ends
 its current epoch with a checkpoint (a repeat within a second is the same stop:
 :data:`pllzoo.checkpoint.REPEAT_S`); :class:`RunsStopped` then carries the finished runs' records, so
 ``results.csv`` covers them and the CLI prints how to continue (exit 128 + the signal).  A second
@@ -161,18 +161,19 @@ def _watch_parent(alive) -> None:
     checkpoint.request_stop(signal.SIGTERM)
 
 
-def _watch_stop(stop, signum) -> None:
-    """Stop this worker cleanly once the parent sets ``stop``, as if ``signum.value`` had arrived."""
-    stop.wait()
+def _watch_stop(signum) -> None:
+    """Stop this worker cleanly once the parent puts its signal in ``signum`` (a shared int, polled)."""
+    while not signum.value:
+        time.sleep(POLL_S)
     checkpoint.request_stop(signum.value)
 
 
 def _child(blob: bytes, specs, sys_path: list[str], run_dir: str, resume: bool, threads: int, deadline: float | None,
-           conn, alive, stop, signum) -> None:
+           conn, alive, signum) -> None:
     """Worker body: train one plan, sending each step of it (and each warning) through ``conn``.
 
     SIGINT is ignored (Ctrl-C reaches the whole process group; the parent decides).  A SIGTERM, the
-    parent's ``stop`` event (with the parent's signal in ``signum``) or the parent's end asks for a
+    parent's signal put in ``signum`` (a shared int) or the parent's end asks for a
     clean stop (:func:`pllzoo.checkpoint.request_stop`): the current epoch ends with a checkpoint, then
     the run stops.  Quietly: the parent says it once for all.
     """
@@ -193,7 +194,7 @@ def _child(blob: bytes, specs, sys_path: list[str], run_dir: str, resume: bool, 
         with checkpoint.stop_signals():  # entered here first, so the trainer's own entry keeps a stop asked for
             # before it (it takes over no signal: SIGINT is ignored, SIGTERM handled above)
             threading.Thread(target=_watch_parent, args=(alive,), daemon=True).start()
-            threading.Thread(target=_watch_stop, args=(stop, signum), daemon=True).start()
+            threading.Thread(target=_watch_stop, args=(signum,), daemon=True).start()
             registry, plan = _rebuild_registry(specs), pickle.loads(blob)
             records = bench._train(registry, plan, run_dir, resume, on_epoch=lambda p, rec: send("epoch", rec),
                                    on_run=lambda p, status: send("run", status), deadline=deadline, threads=threads)
@@ -244,7 +245,9 @@ def run_parallel(
     ctx = _context()
     _start_server(ctx)
     alive, parent_end = ctx.Pipe(duplex=False)  # workers watch ``alive``; only this process holds ``parent_end``
-    stop, signum = ctx.Event(), ctx.Value("i", 0)  # set with the parent's signal: every worker stops cleanly
+    # the parent's stop signal, 0 until one came: every worker polls it (a shared int, no lock: a multiprocessing
+    # Event's set() waits for each waiter to wake, and blocks for ever on one whose worker already exited)
+    signum = ctx.RawValue("i", 0)
     pending: deque[int] = deque(todo)
     running: dict[int, tuple[Any, Any]] = {}  # index → (process, the read end of its pipe)
     finals: dict[int, dict[str, Any]] = {}
@@ -284,7 +287,7 @@ def run_parallel(
             return
         reader, writer = ctx.Pipe(duplex=False)
         run_dir = (dirs or {}).get(i, runs_dir / plans[i].run_id)
-        args = (blob, specs, list(sys.path), str(run_dir), resume, threads, deadline, writer, alive, stop, signum)
+        args = (blob, specs, list(sys.path), str(run_dir), resume, threads, deadline, writer, alive, signum)
         proc = ctx.Process(target=_child, args=args, name=f"pllzoo-job-{i}")
         proc.start()
         writer.close()  # the worker has its own copy
@@ -293,7 +296,7 @@ def run_parallel(
     abandon = False
     try:
         with _parent_signals() as asked:
-            _loop(pending, running, jobs, start, handle, finals, failed, stopped, lambda: _tell(asked, stop, signum))
+            _loop(pending, running, jobs, start, handle, finals, failed, stopped, lambda: _tell(asked, signum))
     except _Abandon:  # a second signal: abandon the epochs (any other exception: stop the workers cleanly)
         abandon = True
         raise
@@ -337,7 +340,7 @@ class _Abandon(KeyboardInterrupt):
 def _parent_signals() -> Iterator[list[int]]:
     """While the workers run: each SIGINT/SIGTERM is put in the yielded list, the first said once; the loop
     acts on them at its next look (:func:`_tell`), never inside the handler, which touches no lock (the
-    loop may hold the workers' event's when a signal arrives) and writes its line with one ``os.write``.
+    loop may hold one when a signal arrives) and writes its line with one ``os.write``.
     A repeat within :data:`pllzoo.checkpoint.REPEAT_S` of the first is the same stop (``timeout`` and a
     terminal may deliver one signal to the process and to its group).  Only signals at their default
     action are taken over, and only in the main thread."""
@@ -367,14 +370,13 @@ def _parent_signals() -> Iterator[list[int]]:
             signal.signal(s, handler)
 
 
-def _tell(asked: list[int], stop, signum) -> None:
-    """Pass the parent's stop signal (``asked``) on to the workers, once: ``signum`` then ``stop``.
+def _tell(asked: list[int], signum) -> None:
+    """Pass the parent's stop signal (``asked``) on to the workers (``signum``, which they poll).
     :raises _Abandon: after a second signal."""
     if len(asked) > 1:
         raise _Abandon
-    if asked and not stop.is_set():
+    if asked and not signum.value:
         signum.value = asked[0]
-        stop.set()
 
 
 def _start_server(ctx) -> None:

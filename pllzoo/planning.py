@@ -118,6 +118,17 @@ def _route(overrides: dict[str, str], methods: list[Method], registry: Registry)
     return train, per_method
 
 
+def _check_flags_agree(epochs: int | None, batch_size: int | None, hp: dict[str, str]) -> None:
+    """``--epochs``/``--batch-size`` and an unscoped ``--hp train.epochs``/``train.batch_size`` that disagree:
+    the ``--hp`` value would win silently (a config file's over the flag).  A ``METHOD:`` one is that method's
+    own, meant to differ."""
+    for name, flag in (("epochs", epochs), ("batch_size", batch_size)):
+        given = hp.get(f"train.{name}")
+        if flag is not None and given is not None and getattr(
+                override(TrainConfig(), {name: given}, where="train"), name) != flag:
+            raise PLLZooError(f"--{name.replace('_', '-')} {flag} and --hp train.{name}={given} disagree; give one")
+
+
 def train_config(data: PLLData, epochs: int | None, batch_size: int | None, overrides: dict[str, str],
                  registry: Registry | None = None) -> TrainConfig:
     """The trainer settings: the dataset's defaults, then ``--epochs``/``--batch-size``, then ``--hp train.*``.
@@ -131,9 +142,6 @@ def train_config(data: PLLData, epochs: int | None, batch_size: int | None, over
     )
     flags = {k: v for k, v in {"epochs": epochs, "batch_size": batch_size}.items() if v is not None}
     cfg = check(override(cfg, {**flags, **overrides}, where="train"), "train")  # the dataset's defaults too
-    for k, v in flags.items():  # both given: --hp would win silently (a config file's value over the flag)
-        if k in overrides and getattr(cfg, k) != v:
-            raise PLLZooError(f"--{k.replace('_', '-')} {v} and --hp train.{k}={overrides[k]} disagree; give one")
     if registry is None:
         from pllzoo.registry import get_registry
 
@@ -277,6 +285,7 @@ def plan(
     recipes = _once([registry.method(m) for m in methods], lambda r: r.name, "--methods", "method")
     spec = registry.dataset(dataset)
     check_reads(spec, options)
+    _check_flags_agree(epochs, batch_size, hp or {})
     train_hp, per_method = _route(hp or {}, recipes, registry)
     for recipe in recipes:  # instantiate once now: bad values and incompatible mixes fail here
         registry.build_components(recipe, per_method[recipe.name])
