@@ -40,8 +40,8 @@ that dies without a word (killed, out of memory) is reported the same way.
 Stops.  Ctrl-C or SIGTERM reaching the parent (alone, or with its whole process group, as a terminal's
 Ctrl-C, ``timeout`` or a batch system's preemption send it) stops the workers as the sequential path
 stops its run: the parent says so once, tells every worker through a shared int they poll (not a
-signal, so a worker that got the group's signal too does not count two), starts no more runs, and each worker ends
-its current epoch with a checkpoint (a repeat within a second is the same stop:
+signal, so a worker that got the group's signal too does not count two), starts no more runs, and
+each worker ends its current epoch with a checkpoint (a repeat within a second is the same stop:
 :data:`pllzoo.checkpoint.REPEAT_S`); :class:`RunsStopped` then carries the finished runs' records, so
 ``results.csv`` covers them and the CLI prints how to continue (exit 128 + the signal).  A second
 signal abandons the epochs: the workers are killed, each keeping its last checkpoint.  Any other
