@@ -294,11 +294,12 @@ def follow(registry: Registry, plans: list[RunPlan], time_limit: float | None = 
             p = plans[i]
             try:  # a run refused while it is set up (not ready for DDP, a batch that does not split) is refused
                 # on rank 0 too, which records it and announces the next: go on with it, do not leave the group
-                comps = registry.build_components(p.method, p.component_overrides, (p.data.name, p.data.kind))
-                trainer = Trainer(p.data, comps, p.train, p.seed, torch.device(p.config["device"]), None,
-                                  {"method": p.method.name, "dataset": p.data.name}, None, p.view_workers,
-                                  deadline=deadline, check=p.check, dist=dist, registry=registry)
-                trainer.fit(resume=resume)
+                with plugin_code():  # as rank 0's _train: torch's settings kept, prints to stderr
+                    comps = registry.build_components(p.method, p.component_overrides, (p.data.name, p.data.kind))
+                    trainer = Trainer(p.data, comps, p.train, p.seed, torch.device(p.config["device"]), None,
+                                      {"method": p.method.name, "dataset": p.data.name}, None, p.view_workers,
+                                      deadline=deadline, check=p.check, dist=dist, registry=registry)
+                    trainer.fit(resume=resume)
             except checkpoint.Stopped:  # decided collectively: rank 0 stops too and records it
                 pass
             except Exception as exc:  # rank 0 records it when it failed there too; else this rank's alone
