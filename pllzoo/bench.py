@@ -219,7 +219,8 @@ def execute(
                          [(plans[i], why) for i, why in sorted(failed.items())])
     if skipped:  # a script's `bench && next` must not go on without them
         raise checkpoint.Stopped(f"{len(skipped)} run(s) skipped, in use by another bench ({', '.join(skipped)}); "
-                                 f"{_finished(finals, failed, len(plans))}; once that bench is done, they can be trained",
+                                 f"{_finished(finals, failed, len(plans))}; once that bench is done, they can be "
+                                 "trained",
                                  checkpoint.TIME_LIMIT_EXIT)
     return rows
 

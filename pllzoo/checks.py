@@ -164,10 +164,6 @@ RECORD_KEYS = frozenset({"method", "dataset", "seed", "stage", "stage_index", "e
                          "lr", "loss", "wall_s", "momentum_restarted"})
 
 
-def _number(value: object) -> bool:
-    return isinstance(value, numbers.Real)  # bool and numpy's scalars too
-
-
 def _json_ready(value: object) -> object:
     """``value`` as the record writes it: numbers (numpy's and 0-d tensors' read; NaN and inf as None), None,
     str, and lists of those (nested; tensors and arrays as their lists).  :raises TypeError: anything else."""

@@ -75,11 +75,10 @@ class RunHooks:
         token = WRITER.set(slot)
         state = kwargs.get("state")
         try:
-            if state is None:
-                return impl.function(*[kwargs[a] for a in impl.argnames])
-            watched = state.watch(slot)
+            watched = state.watch(slot) if state is not None else ()
             answer = impl.function(*[kwargs[a] for a in impl.argnames])
-            state.check_watched(watched)
+            if watched:
+                state.check_watched(watched)
             return answer
         except ComponentError:
             raise

@@ -73,6 +73,10 @@ class Registry:
     def _info(self, plugin: str) -> PluginInfo:
         return next(p for p in self.plugins if p.name == plugin)
 
+    def _component_origin(self, slot: str, name: str) -> str:
+        """``loss component 'x.loss' (plugin 'x' (dist version))``, for messages."""
+        return f"{slot} component {name!r} (plugin {self.component_plugin(slot, name).origin})"
+
     def _method_origin(self, name: str) -> str:
         """`` (plugin 'x' (dist version))`` for a registered method (a mix: its base's), else ""."""
         base = name.partition("+")[0]
@@ -345,15 +349,15 @@ class Registry:
             except PLLZooError:
                 raise
             except Exception as exc:  # the plugin's own check of its values (HParams.__post_init__): one line
-                raise PLLZooError(f"{slot} component {comp_name!r} (plugin {self.component_plugin(slot, comp_name).origin})"
-                                  f" refused its hyper-parameters: {one_line(exc)}") from exc
+                raise PLLZooError(f"{self._component_origin(slot, comp_name)} refused its hyper-parameters: "
+                                  f"{one_line(exc)}") from exc
             try:
                 built[slot] = cls(hp)
             except PLLZooError:
                 raise
             except Exception as exc:  # its constructor (a bug in it, a resource it needs): one line
-                raise PLLZooError(f"{slot} component {comp_name!r} (plugin {self.component_plugin(slot, comp_name).origin})"
-                                  f" could not be built: {one_line(exc)}") from exc
+                raise PLLZooError(f"{self._component_origin(slot, comp_name)} could not be built: "
+                                  f"{one_line(exc)}") from exc
         check_compatible(method.name, built)
         return built
 

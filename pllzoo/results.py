@@ -345,7 +345,7 @@ def _sources(out_dir: Path) -> list[_Source]:
 
 
 def load(*out_dirs: Path, finished_only: bool = True, damaged: list[tuple[Path, str]] | None = None,
-         beside: list[dict[str, Any]] | None = None) -> pd.DataFrame:
+         beside: list[dict[str, Any]] | None = None, beside_labels: list[str] | None = None) -> pd.DataFrame:
     """All per-epoch records of the runs of each results folder as one tidy frame (one row per run × epoch):
     ``out_dir/runs/<run-id>/`` and the archive ``out_dir/runs.jsonl.xz`` (:func:`_sources` says which copy
     of a run in both is read).
@@ -355,13 +355,15 @@ def load(*out_dirs: Path, finished_only: bool = True, damaged: list[tuple[Path, 
     (:func:`read_log`, a finished run's damaged checkpoint; for an unfinished run only unreadable log lines
     count) are left out too, each as
     ``(run folder, one-line reason)`` appended to ``damaged``, or as a warning when it is None.
-    ``beside``: configs of runs reported beside these (failed ones, :func:`settings_among`): their settings
-    take part in telling runs of one method and setting apart.
+    ``beside``: configs of runs reported beside these (failed ones): their settings take part in telling runs
+    of one method and setting apart, and their own labels, so told apart, are appended to ``beside_labels``.
     """
     read = _read(out_dirs, finished_only, damaged)
     frames = []
     chosen = _chosen(read)
-    settings = _labels({key: c[2] for key, c in chosen.items()}, beside or [])[0]
+    settings, labels = _labels({key: c[2] for key, c in chosen.items()}, beside or [])
+    if beside_labels is not None:
+        beside_labels += labels
     for key, copies in read.items():  # a copied run folder counts once: the one named by its run id, else the first
         src, recs, config = chosen[key]
         for other, other_recs, _ in copies:
@@ -377,14 +379,6 @@ def load(*out_dirs: Path, finished_only: bool = True, damaged: list[tuple[Path, 
         frame["train_counts"] = [counts] * len(frame)
         frames.append(frame)
     return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=[*RESULT_COLUMNS, "run"])
-
-
-def settings_among(out_dir: Path, configs: list[dict[str, Any]]) -> list[str]:
-    """The setting label of each of ``configs`` (runs that did not finish, e.g. failed ones) as
-    ``load(out_dir, beside=configs)`` labels the finished runs beside them: with the values that tell runs
-    of one method and setting trained with other settings apart (:func:`_settings`).  Damaged runs are
-    passed over silently (:func:`load` names them)."""
-    return _labels({key: c[2] for key, c in _chosen(_read((out_dir,), True, [])).items()}, configs)[1]
 
 
 def _labels(configs: dict[str, dict[str, Any]], beside: list[dict[str, Any]]) -> tuple[dict[str, str], list[str]]:

@@ -175,7 +175,7 @@ def _bench(ctx, dist, methods, dataset, seeds, epochs, batch_size, data_dir, spl
     from pllzoo.data.base import DataOptions
     from pllzoo.jobs import RunsFailed
     from pllzoo.progress import BenchProgress
-    from pllzoo.results import load, settings_among
+    from pllzoo.results import load
 
     if not dist.is_main:  # torchrun: rank 0 reports warnings (the data's, reused runs, ...) once
         warnings.simplefilter("ignore")
@@ -241,11 +241,11 @@ def _bench(ctx, dist, methods, dataset, seeds, epochs, batch_size, data_dir, spl
     try:
         with bench_lib.results_lock(Path(out)):  # every finished run under --out, as results.csv (bench._write_rows)
             failed_configs = [p.config for p, _ in failure.failed] if failure is not None else []
-            records = load(out, beside=failed_configs)
+            labels: list[str] = []  # the failed runs' settings, told apart as the finished runs' are
+            records = load(out, beside=failed_configs, beside_labels=labels)
             order = list(dict.fromkeys([p.method.name for p in plans] + list(records["method"])))
             summary = rep.summary(records, "last", order)
             if failure is not None:
-                labels = settings_among(Path(out), failed_configs)
                 failed = [(label, p.method.name, p.config["data"]["train_counts"])
                           for label, (p, _) in zip(labels, failure.failed)]
                 summary = rep.with_failures(summary, failed, order)

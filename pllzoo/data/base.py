@@ -104,6 +104,11 @@ class DatasetSpec:
     reads: frozenset[str] | None = None
 
 
+#: ``reads`` of a drawn set: its candidates and long tail (φ, γ, the tail's shape)
+GENERATED = frozenset({"phi", "imb", "imb_type"})
+SPLIT = frozenset({"split"})  # ``reads`` of a fixed set: only the test protocol is chosen
+
+
 def fingerprint(data: PLLData) -> str:
     """A short hash of what a run learns from and is tested on: training features, labels and candidates, test
     features and labels (sha256, first 16 hex digits).  ``env.json`` keeps it, so that resuming or re-scoring

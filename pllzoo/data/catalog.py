@@ -10,13 +10,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from pllzoo.data.base import DataOptions, DatasetSpec, PLLData
+from pllzoo.data.base import GENERATED, SPLIT, DataOptions, DatasetSpec, PLLData
 from pllzoo.data.cifar import DOWNLOADS, VARIANTS, cifar_loader, offline_files
 from pllzoo.data.matfile import PALM_SOURCE, dataset_name_for, load_mat, mat_files, mat_loader
 from pllzoo.data.synthetic import NAME as SYNTHETIC_NAME, load_synthetic
-
-GENERATED = frozenset({"phi", "imb", "imb_type"})  # the candidates and the long tail are drawn: φ, γ, its shape
-SPLIT = frozenset({"split"})  # a fixed set: only the test protocol is chosen
 
 _CIFAR_DESCRIPTIONS = {
     "cifar10lt": "CIFAR-10-LT, uniform candidates (SoLar defaults phi=0.5, gamma=100, exp)",

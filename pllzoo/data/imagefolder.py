@@ -29,7 +29,7 @@ from typing import Any, Protocol, Sequence
 import numpy as np
 import torch
 
-from pllzoo.data.base import DataOptions, DatasetSpec, PLLData, TrainDefaults
+from pllzoo.data.base import SPLIT, DataOptions, DatasetSpec, PLLData, TrainDefaults
 from pllzoo.data.candidate_file import SUFFIXES, check_candidates, read_candidates
 from pllzoo.data.splits import split_indices
 from pllzoo.data.validate import exception_line
@@ -215,7 +215,7 @@ def image_folder_dataset(root: Path | str, name: str | None = None, candidates: 
         return load_image_folder(root, opts, dataset_name, candidates)
 
     return DatasetSpec(dataset_name, load, description or f"image folder {root} with its candidate file",
-                       needs_files=True, reads=frozenset({"split"}))
+                       needs_files=True, reads=SPLIT)
 
 
 def imagefolder_dataset(path: str) -> DatasetSpec:
