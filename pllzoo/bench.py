@@ -116,6 +116,7 @@ def execute(
     bench_no = next(_BENCHES)  # names this bench's failure marks (the same number on every rank)
     skipped: list[str] = []  # runs another live bench holds: not done here, so no success (exit 75)
     alone: str | None = None  # under torchrun: why a run failed on some processes only (the bench ends)
+    abandoned: KeyboardInterrupt | None = None  # a second stop signal (pllzoo.checkpoint.Abandoned) or Ctrl-C
     signals = checkpoint.stop_signals() if jobs == 1 else contextlib.nullcontext()  # --jobs: see pllzoo.jobs
     try:
         with signals:
@@ -174,8 +175,10 @@ def execute(
                     _write_rows(out, plans, finals, failed)
                     raise checkpoint.Stopped(f"{_name(p)}: {exc}; {_finished(finals, failed, len(plans))}",
                                              exc.exit_code) from None
-                except Exception as exc:  # the others go on; the same record as a --jobs worker's (pllzoo.jobs)
-                    failed[i] = record_failure(target, exc)
+                except (Exception, KeyboardInterrupt) as exc:  # the others go on; as a --jobs worker's record
+                    if isinstance(exc, KeyboardInterrupt) and checkpoint.from_signal(exc):
+                        raise  # a second stop signal (or Ctrl-C outside stop_signals): the bench ends, below
+                    failed[i] = record_failure(target, exc)  # (a KeyboardInterrupt a plugin raised: its run fails)
                     finals.append(None)
                     if settle(swaps, i, ok=False):
                         failed[i] += "; the earlier finished run is kept"
@@ -202,6 +205,9 @@ def execute(
                 finals[i] = record
             failed.update(worker_failed)
             settle_all(swaps, finals, failed)
+    except KeyboardInterrupt as exc:  # abandoned: results.csv still lists the runs finished (or failed) so far
+        abandoned = exc
+        raise
     finally:
         if alone is None:  # (after a lone failure the others wait in another collective: no broadcast)
             dist.broadcast_object(("done",))  # releases the other ranks (follow)
@@ -209,6 +215,9 @@ def execute(
             settle(swaps, i, ok=False, discard=True)
         for lock in locks:
             lock.unlink(missing_ok=True)
+        if abandoned is not None:
+            with contextlib.suppress(OSError):  # the interruption is what the bench reports
+                _write_rows(out, plans, finals, {**failed, **getattr(abandoned, "failed", {})})
     rows = _write_rows(out, plans, finals, failed)
     if alone is not None:
         raise distributed.FailedAlone(f"{alone}; {_finished(finals, failed, len(plans))}, the others not started; "

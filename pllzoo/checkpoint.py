@@ -61,6 +61,23 @@ class Stopped(PLLZooError):
         self.exit_code = exit_code
 
 
+class Abandoned(KeyboardInterrupt):
+    """A second SIGINT/SIGTERM (after the one that asked for a clean stop): the epoch is abandoned, each run
+    keeps its last checkpoint.  ``exit_code`` is 128 + that signal's number, as for a clean stop by it;
+    ``failed`` holds the one-line reasons of the runs that failed before it (``--jobs``: index → reason)."""
+
+    def __init__(self, signum: int, failed: dict[int, str] | None = None) -> None:
+        super().__init__(signal.Signals(signum).name)
+        self.signum, self.exit_code, self.failed = signum, 128 + signum, dict(failed or {})
+
+
+def from_signal(exc: KeyboardInterrupt) -> bool:
+    """Whether ``exc`` came from a stop signal, not from code that raised it: an :class:`Abandoned`, or any
+    ``KeyboardInterrupt`` while SIGINT is not this module's (:func:`stop_signals` is not active, so Python's
+    Ctrl-C handler may have raised it)."""
+    return isinstance(exc, Abandoned) or signal.getsignal(signal.SIGINT) is not _on_signal
+
+
 FORMAT = "pllzoo-checkpoint"  # the marker key ``format`` of every checkpoint
 VERSION = 1  # the layout below; a file of another version is refused (retrain the run)
 KEYS = ("format", "version", "stage", "epoch", "model", "optimizer", "state", "records", "rng", "modules")
@@ -266,7 +283,7 @@ def _on_signal(signum: int, frame: Any) -> None:
     if _received is not None:
         if time.monotonic() - _received_at < REPEAT_S:
             return
-        raise KeyboardInterrupt  # the second one abandons the epoch; the last checkpoint stays
+        raise Abandoned(signum)  # the second one abandons the epoch; the last checkpoint stays
     _received, _received_at = signum, time.monotonic()
     print(f"{signal.Signals(signum).name} received: stopping with a checkpoint after the current epoch "
           "(send it again to abandon the epoch)", file=sys.stderr, flush=True)

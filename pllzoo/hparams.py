@@ -13,11 +13,14 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import re
 import typing
 from dataclasses import dataclass, field, fields
 from typing import Any
 
 from pllzoo.errors import PLLZooError, UnknownNameError
+
+_ASCII_NUMBER = re.compile(r"[+-]?(\d+\.?\d*|\.\d+)(e[+-]?\d+)?|[+-]?(inf|infinity|nan)", re.ASCII | re.IGNORECASE)
 
 
 @dataclass(frozen=True)
@@ -102,6 +105,8 @@ def parse_value(text: str, annotation: Any, default: Any) -> Any:
         if low in {"0", "false", "no", "off"}:
             return False
         raise ValueError(f"expected a boolean, got {text!r}")
+    if kind in (int, float) and not _ASCII_NUMBER.fullmatch(text.strip()):  # not int's 1_000 or other scripts'
+        raise ValueError(f"expected a {'whole ' if kind is int else ''}number, got {text!r}")  # digits
     if kind is int:
         try:
             return int(text)

@@ -201,10 +201,8 @@ def _child(blob: bytes, specs, sys_path: list[str], run_dir: str, resume: bool, 
         send("done", records[-1])
     except Stopped as exc:  # a clean stop (time limit, SIGTERM) with a checkpoint: --resume continues, no error
         send("stopped", (describe(exc), exc.exit_code))
-    except Exception as exc:
-        send("failed", record_failure(run_dir, exc))
-    except KeyboardInterrupt:  # a second stop signal abandoned the epoch; the last checkpoint stays
-        sys.exit(130)
+    except (Exception, KeyboardInterrupt) as exc:  # a worker ignores SIGINT and turns SIGTERM into a clean stop,
+        send("failed", record_failure(run_dir, exc))  # so a KeyboardInterrupt here is one a plugin raised
 
 
 def _context():
@@ -297,8 +295,9 @@ def run_parallel(
     try:
         with _parent_signals() as asked:
             _loop(pending, running, jobs, start, handle, finals, failed, stopped, lambda: _tell(asked, signum))
-    except _Abandon:  # a second signal: abandon the epochs (any other exception: stop the workers cleanly)
-        abandon = True
+    except checkpoint.Abandoned as exc:  # a second signal: abandon the epochs (any other exception: stop the
+        abandon = True  # workers cleanly); the runs that failed before it are still written to results.csv
+        exc.failed.update(failed)
         raise
     finally:
         _stop(list(running.values()), abandon)
@@ -330,10 +329,6 @@ def _loop(pending, running, jobs, start, handle, finals, failed, stopped, tell: 
                 if i not in finals and i not in failed and i not in stopped:
                     why = f"worker exited with code {proc.exitcode} and no report (killed? out of memory?)"
                     handle(i, "failed", why)
-
-
-class _Abandon(KeyboardInterrupt):
-    """A second stop signal in the parent: the workers are killed, each keeping its last checkpoint."""
 
 
 @contextlib.contextmanager
@@ -372,9 +367,10 @@ def _parent_signals() -> Iterator[list[int]]:
 
 def _tell(asked: list[int], signum) -> None:
     """Pass the parent's stop signal (``asked``) on to the workers (``signum``, which they poll).
-    :raises _Abandon: after a second signal."""
+    :raises pllzoo.checkpoint.Abandoned: after a second signal (the workers are killed, each keeping its last
+        checkpoint)."""
     if len(asked) > 1:
-        raise _Abandon
+        raise checkpoint.Abandoned(asked[1])
     if asked and not signum.value:
         signum.value = asked[0]
 

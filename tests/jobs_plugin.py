@@ -29,13 +29,23 @@ class Die(Component):
         os._exit(3)
 
 
+class CtrlC(Component):
+    """A loss that raises ``KeyboardInterrupt`` itself (no signal came): its run fails, the bench goes on."""
+
+    @hookimpl
+    def pllzoo_loss(self, step, state):
+        raise KeyboardInterrupt
+
+
 @hookimpl
 def pllzoo_register_losses(register):
     register("jobtest.boom", Boom)
     register("jobtest.die", Die)
+    register("jobtest.ctrlc", CtrlC)
 
 
 @hookimpl
 def pllzoo_register_methods(register):
     register(Method("jobtest-boom", loss="jobtest.boom"))
     register(Method("jobtest-die", loss="jobtest.die"))
+    register(Method("jobtest-ctrlc", loss="jobtest.ctrlc"))

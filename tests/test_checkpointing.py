@@ -13,7 +13,7 @@ import torch
 
 import fake_clock
 from conftest import REPO, shared_data_dir
-from pllzoo import bench, threads
+from pllzoo import bench, checkpoint, threads
 from pllzoo.checkpoint import Stopped
 from pllzoo.data.base import DataOptions
 from pllzoo.registry import get_registry
@@ -89,9 +89,9 @@ def test_bench_log_matches_the_checkpoint_after_a_resume(registry, tmp_path, mon
 
     def crash_after_three(plan, record):
         if record["epoch"] == 3:
-            raise KeyboardInterrupt
+            raise checkpoint.Abandoned(signal.SIGINT)  # as a second Ctrl-C in the middle of epoch 4
 
-    with pytest.raises(KeyboardInterrupt):
+    with pytest.raises(checkpoint.Abandoned):
         bench.execute(registry, [p], tmp_path, on_epoch=crash_after_three)
     assert len(read_jsonl(run_dir / "log.jsonl")) == 3
     with pytest.raises(Stopped):  # 1 s left: no epoch fits, so it stops before training
@@ -134,8 +134,9 @@ def test_a_second_signal_abandons_the_epoch(tiny_data, tmp_path, default_signals
         os.kill(os.getpid(), signal.SIGINT)
         os.kill(os.getpid(), signal.SIGINT)
 
-    with pytest.raises(KeyboardInterrupt):
+    with pytest.raises(checkpoint.Abandoned) as abandoned:
         _trainer(tiny_data, tmp_path / "cut", on_epoch=twice).fit()
+    assert abandoned.value.exit_code == 130 and str(abandoned.value) == "SIGINT"
     assert not (tmp_path / "cut" / "checkpoint.pt").exists()  # no boundary was saved before the first epoch's end
     assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
 

@@ -4,6 +4,7 @@ a failing run is one line and the others finish; an interrupt in the parent stop
 from __future__ import annotations
 
 import multiprocessing as mp
+import signal
 import subprocess
 import sys
 import time
@@ -14,7 +15,7 @@ import pytest
 import torch
 from click.testing import CliRunner
 
-from pllzoo import bench
+from pllzoo import bench, checkpoint
 from pllzoo.cli import cli
 from pllzoo.data.base import DataOptions
 from pllzoo.errors import PLLZooError
@@ -126,7 +127,7 @@ def test_an_interrupt_in_the_parent_stops_the_workers(registry, tmp_path):
 
 ORPHAN = """
 import os, sys
-from pllzoo import bench
+from pllzoo import bench, checkpoint
 from pllzoo.data.base import DataOptions
 from pllzoo.registry import get_registry
 reg = get_registry()
@@ -231,3 +232,50 @@ def test_sigterm_to_the_bench_or_its_group_stops_every_run_cleanly(tmp_path, who
     assert (out / "results.csv").exists() and not list(out.glob("runs/*.lock"))
     stopped = [p.parent for p in out.glob("runs/*/log.jsonl") if len(p.read_text().splitlines()) >= 2]
     assert len(stopped) == 2 and all((r / "checkpoint.pt").exists() for r in stopped)
+
+
+@pytest.mark.parametrize("jobs_n", [1, 2])
+def test_a_keyboardinterrupt_a_plugin_raises_fails_its_run_only(boom_registry, keep_threads, tmp_path, jobs_n):
+    """No signal came: the run whose loss raised ``KeyboardInterrupt`` fails with a reason that says so (a
+    worker used to exit 130 with no report; ``--jobs 1`` used to end the bench), the other run finishes."""
+    ctrlc, proden = _plans(boom_registry, ["jobtest-ctrlc", "proden"])
+    with pytest.raises(PLLZooError, match=r"^1 of 2 runs failed: jobtest-ctrlc seed 1 \(.*KeyboardInterrupt"):
+        bench.execute(boom_registry, [ctrlc, proden], tmp_path, jobs=jobs_n, threads=1)
+    assert (tmp_path / "runs" / proden.run_id / "done").exists()
+    rows = pd.read_csv(tmp_path / "results.csv")
+    assert list(rows["method"]) == ["jobtest-ctrlc", "proden"] and list(rows["status"]) == ["failed", "ok"]
+
+
+@pytest.mark.parametrize("jobs_n", [1, 2])
+def test_an_abandon_still_writes_results_csv_with_the_runs_so_far(boom_registry, keep_threads, tmp_path, jobs_n):
+    """A second stop signal (here raised where the parent hears of an epoch, as its handler would) abandons
+    the epochs, with the second signal's exit status; results.csv still lists the runs finished or failed
+    before it (it used to keep the previous bench's)."""
+    boom, quick = _plans(boom_registry, ["jobtest-boom", "proden"])
+    (slow,) = _plans(boom_registry, ["cc"], epochs=100_000, hp=NO_PERIODIC_CHECKPOINTS)
+    failed: list[str] = []
+
+    def abandon(p, rec):
+        if p.run_id == slow.run_id and failed and (tmp_path / "runs" / quick.run_id / "done").exists():
+            raise checkpoint.Abandoned(signal.SIGTERM)
+        assert rec["epoch"] < 10_000, "never abandoned"
+
+    with pytest.raises(checkpoint.Abandoned) as exc:
+        bench.execute(boom_registry, [boom, quick, slow], tmp_path, jobs=jobs_n, threads=1, on_epoch=abandon,
+                      on_run=lambda p, s: failed.append(p.method.name) if s.startswith("failed") else None)
+    assert exc.value.exit_code == 143
+    rows = pd.read_csv(tmp_path / "results.csv")
+    assert list(rows["method"]) == ["jobtest-boom", "proden"] and list(rows["status"]) == ["failed", "ok"]
+    assert not list(tmp_path.glob("runs/*.lock"))
+
+
+def test_an_abandon_exits_with_the_second_signal_and_one_line(monkeypatch, tmp_path):
+    def abandoned(*args, **kwargs):
+        raise checkpoint.Abandoned(signal.SIGTERM)
+
+    monkeypatch.setattr(bench, "execute", abandoned)
+    res = CliRunner().invoke(cli, ["bench", "--methods", "proden", "--out", str(tmp_path / "o")])
+    assert res.exit_code == 143 and "Traceback" not in res.output
+    last = res.output.strip().splitlines()[-1]
+    assert last.startswith("abandoned by a second SIGTERM; each unfinished run continues from its last checkpoint; "
+                           "continue with: pllzoo bench --methods proden --out ") and last.endswith(" --resume")

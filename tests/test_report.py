@@ -78,6 +78,23 @@ def test_wide_report_puts_paper_numbers_beside_ours(bench_out, tmp_path):
     assert lines[5].endswith(" |  |")  # cc: no paper number
 
 
+@pytest.mark.parametrize("rows, message", [
+    ([("proden", "{s}", "71.81"), ("proden", "{s}", "70.00")],
+     "proden at setting '{s}' is given more than once (lines 2, 3); keep one"),
+    ([("proden", "{s}", "71.81"), ("cc", "{s}", "")], "line 3: empty paper; give each cell, or leave the row out"),
+    ([("", "{s}", "71.81")], "line 2: empty method; give each cell"),
+])
+def test_a_paper_file_with_a_cell_twice_or_empty_is_one_line(bench_out, tmp_path, rows, message):
+    """Neither is shown silently: one of two numbers for a cell, or "nan"."""
+    setting = pd.read_csv(bench_out / "summary.csv")["setting"][0]
+    paper = tmp_path / "paper.csv"
+    pd.DataFrame([(m, st.format(s=setting), v) for m, st, v in rows], columns=["method", "setting", "paper"]
+                 ).to_csv(paper, index=False)
+    res = CliRunner().invoke(cli, ["report", str(bench_out), "--wide", "--paper", str(paper)])
+    assert res.exit_code == 1 and "Traceback" not in res.output, res.output
+    assert message.format(s=setting) in res.output, res.output
+
+
 def test_fmt_and_shot_caption():
     assert rep.fmt(71.104, 0.1414) == "71.10 ± 0.14"
     assert rep.fmt(71.1, float("nan")) == "71.10" and rep.fmt(None, None) == "–"

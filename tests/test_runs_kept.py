@@ -6,12 +6,14 @@ from __future__ import annotations
 
 import os
 import shutil
+import signal
 from pathlib import Path
 
 import pandas as pd
 import pytest
 from click.testing import CliRunner
 
+from pllzoo.checkpoint import Abandoned
 from pllzoo.cli import cli
 from pllzoo.trainer import Trainer
 
@@ -79,7 +81,7 @@ def test_unfinished_run_is_retrained_not_deleted_first(out, monkeypatch):
     (run / "done").unlink()
     before = _snapshot(run)
     with monkeypatch.context() as m:
-        m.setattr(Trainer, "fit", lambda self, resume=False: (_ for _ in ()).throw(KeyboardInterrupt()))
+        m.setattr(Trainer, "fit", lambda self, resume=False: (_ for _ in ()).throw(Abandoned(signal.SIGINT)))
         res = _bench(out, "--methods", "proden")
     assert res.exit_code == 130, res.output
     assert _snapshot(run) == before and sorted(p.name for p in (out / "runs").iterdir()) == [run.name]

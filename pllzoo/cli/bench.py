@@ -29,6 +29,7 @@ from pllzoo import configfile, replay  # click callbacks of --config/--from-run;
 from pllzoo.cli import cli, warn_failed_plugins
 from pllzoo.cli.options import FINITE, PositiveFinite, run_options
 from pllzoo.errors import PLLZooError
+from pllzoo.hparams import parse_value
 
 
 def get_registry():
@@ -43,8 +44,10 @@ def _csv(text: str) -> list[str]:
 
 
 def _seeds(text: str) -> list[int]:
+    """``--seeds``: whole numbers in ASCII digits, comma-separated (``int`` alone also takes ``1_0`` and other
+    scripts' digits, which would be recorded as a seed the command line does not show)."""
     try:
-        return [int(s) for s in _csv(text)]
+        return [parse_value(s, int, 0) for s in _csv(text)]
     except ValueError:
         raise PLLZooError(f"bad --seeds {text!r}; write e.g. 1,2,3") from None
 
@@ -328,7 +331,10 @@ def _stop(ctx: click.Context, exc: BaseException, out: Path) -> None:
 
     if isinstance(exc, checkpoint.Stopped):
         message, code = str(exc), exc.exit_code
-    else:  # a second SIGINT/SIGTERM abandoned the epoch (or Ctrl-C outside a clean-stop window)
+    elif isinstance(exc, checkpoint.Abandoned):  # a second SIGINT/SIGTERM abandoned the epoch
+        message, code = f"abandoned by a second {exc}; each unfinished run continues from its last checkpoint", \
+            exc.exit_code
+    else:  # Ctrl-C outside a clean-stop window
         message, code = "interrupted; each unfinished run continues from its last checkpoint", 130
     if "--overwrite" in ctx.meta.get("pllzoo.bench.args", []):  # --resume excludes it: nothing to continue
         click.echo(f"{message}; an --overwrite starts each run it retrains over (the earlier finished run stays "

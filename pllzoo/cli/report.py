@@ -30,6 +30,17 @@ def _paper(path: Path | None) -> pd.DataFrame | None:
     missing = {"method", "setting", "paper"} - set(frame.columns)
     if missing:
         raise PLLZooError(f"{path}: needs columns method, setting, paper (missing {', '.join(sorted(missing))})")
+    for i, row in frame.iterrows():  # line i + 2: the header is line 1
+        empty = [c for c in ("method", "setting", "paper") if pd.isna(row[c]) or not str(row[c]).strip()]
+        if empty:  # shown as "nan", or matched to nothing
+            raise PLLZooError(f"{path}, line {i + 2}: empty {', '.join(empty)}; give each cell, or leave the row out")
+    twice = frame[frame.duplicated(["setting", "method"], keep=False)]
+    if len(twice):  # one of them would be shown, silently
+        first = twice.iloc[0]
+        lines = ", ".join(str(i + 2) for i in twice.index[(twice["setting"] == first["setting"]) &
+                                                         (twice["method"] == first["method"])])
+        raise PLLZooError(f"{path}: {first['method']} at setting {first['setting']!r} is given more than once "
+                          f"(lines {lines}); keep one")
     return frame
 
 

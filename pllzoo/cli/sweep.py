@@ -15,14 +15,10 @@ from pathlib import Path
 import click
 
 from pllzoo.cli import cli, warn_failed_plugins
-from pllzoo.cli.bench import _KeepsArgs
+from pllzoo.cli.bench import _csv, _KeepsArgs, _seeds
 from pllzoo.cli.options import FINITE, run_options
 from pllzoo.errors import PLLZooError
 from pllzoo.model_selection import RULES
-
-
-def _csv(text: str) -> list[str]:
-    return [t.strip() for t in text.split(",") if t.strip()]
 
 
 @cli.command(cls=_KeepsArgs)
@@ -67,10 +63,7 @@ def sweep(methods, dataset, seeds, specs, space_file, trials, draw_seed, rule, h
     if rule != "oracle" and not holdout:
         raise PLLZooError(f"--select {rule} scores held-out rows; give --holdout > 0 (e.g. 0.1) or --select oracle")
     space = parse_space([*specs, *(read_space_file(space_file) if space_file else [])])
-    try:
-        seed_list = [int(s) for s in _csv(seeds)]
-    except ValueError:
-        raise PLLZooError(f"bad --seeds {seeds!r}; write e.g. 1,2,3") from None
+    seed_list = _seeds(seeds)
     reg = get_registry()
     warn_failed_plugins(reg)
     check_out(Path(out))
@@ -88,8 +81,9 @@ def sweep(methods, dataset, seeds, specs, space_file, trials, draw_seed, rule, h
     try:
         failed = sw.run_sweep(reg, planned, Path(out), jobs=jobs, on_run=on_run)
     except (checkpoint.Stopped, KeyboardInterrupt) as exc:  # finished runs stay; each trial resumes its runs
-        code = exc.exit_code if isinstance(exc, checkpoint.Stopped) else 130
-        what = str(exc) if isinstance(exc, checkpoint.Stopped) else "interrupted"
+        code = getattr(exc, "exit_code", 130)  # Stopped, Abandoned (a second signal): 128 + its number
+        what = (str(exc) if isinstance(exc, checkpoint.Stopped) else
+                f"abandoned by a second {exc}" if isinstance(exc, checkpoint.Abandoned) else "interrupted")
         args = shlex.join(["pllzoo", "sweep", *click.get_current_context().meta.get("pllzoo.bench.args", [])])
         click.echo(f"{what}; the sweep continues where it stopped with the same command: {args}", err=True)
         raise SystemExit(code) from None
