@@ -22,6 +22,7 @@ This module imports neither torch nor any client library: the CLI imports it to 
 
 from __future__ import annotations
 
+import copy
 import difflib
 import inspect
 import sys
@@ -225,14 +226,16 @@ class RunObservers:
 
     def call(self, hook: str, **kwargs: Any) -> None:
         """Call ``hook`` on every enabled observer that implements it (in selection order), with the
-        arguments each asks for; a failure disables that observer only."""
+        arguments each asks for, each its own deep copy (an observer that edits the record it is given
+        changes neither the run's ``log.jsonl`` nor what the next observer sees); a failure disables that
+        observer only."""
         impls = {i.plugin_name: i for i in getattr(self.pm.hook, hook).get_hookimpls()}
         for name in self.active:
             impl = impls.get(name)
             if impl is None:
                 continue
             try:
-                impl.function(*[kwargs[a] for a in impl.argnames])
+                impl.function(*[copy.deepcopy(kwargs[a]) for a in impl.argnames])
             except (Exception, SystemExit) as exc:
                 self._disable(name, hook, exc)
 
@@ -250,9 +253,10 @@ class RunObservers:
 
 
 def _status(exc: BaseException) -> str:
-    from pllzoo.checkpoint import Stopped
+    from pllzoo.checkpoint import Stopped, from_signal
 
-    return "stopped" if isinstance(exc, (Stopped, KeyboardInterrupt)) else "failed"
+    return "stopped" if isinstance(exc, Stopped) or isinstance(exc, KeyboardInterrupt) and from_signal(exc) \
+        else "failed"  # a KeyboardInterrupt that a plugin raised fails its run (pllzoo.bench.execute)
 
 
 @contextmanager
@@ -265,6 +269,8 @@ def observing(registry: Any, choices: Iterable[ObserverChoice], run: RunInfo) ->
     try:
         yield observers
     except BaseException as exc:
-        observers.end(_status(exc), _one_line(exc) if not isinstance(exc, KeyboardInterrupt) else "interrupted")
+        status = _status(exc)
+        observers.end(status, "interrupted" if isinstance(exc, KeyboardInterrupt) and status == "stopped" else
+                      _one_line(exc))
         raise
     observers.end("finished")

@@ -86,9 +86,28 @@ class BadCheck(Observer):
         pass
 
 
+class Tamper(Observer):
+    """Edits everything it is given, as a careless tracker might (rounding, popping what it sent)."""
+
+    @hookimpl
+    def pllzoo_observe_run_start(self, run):
+        run.config["seed"] = -1
+
+    @hookimpl
+    def pllzoo_observe_epoch(self, record):
+        record["acc_all"] = 100.0
+        record["loss"] = float("nan")
+        record["class_acc"].append(1.0)
+
+    @hookimpl
+    def pllzoo_observe_run_end(self, summary):
+        summary.records[-1].clear()
+
+
 class _Plugin:
     @hookimpl
     def pllzoo_register_observers(self, register):
+        register("t.tamper", Tamper)
         register("t.recorder", Recorder)
         register("t.broken", Broken)
         register("t.badcheck", BadCheck)
@@ -124,7 +143,7 @@ def test_hook_pllzoo_register_observers(reg):
     assert reg.observer_class("pllzoo.tensorboard").name == "pllzoo.tensorboard"  # the built-in one
     res = CliRunner().invoke(cli, ["plugins", "--json"])
     rows = {r["name"]: r for r in json.loads(res.output)}
-    assert rows["t"]["observers"] == ["t.badcheck", "t.broken", "t.recorder"]
+    assert rows["t"]["observers"] == ["t.badcheck", "t.broken", "t.recorder", "t.tamper"]
     assert rows["pllzoo.builtin"]["observers"] == ["pllzoo.tensorboard"]
     with pytest.raises(UnknownNameError, match=r"unknown observer 'nope'; valid: pllzoo.tensorboard, t.badcheck, t.broken"):
         reg.observer_class("nope")
@@ -264,9 +283,23 @@ def test_a_failing_observer_leaves_the_others_and_the_bench_alone(reg, tmp_path)
     assert [h for h, _, _ in CALLS] == ["start", "epoch", "epoch", "end"]  # the other observer saw it all
 
 
+def test_an_observer_that_edits_what_it_is_given_changes_no_record(reg, tmp_path):
+    """Each observer gets its own copy: the run's log.jsonl, results.csv and the next observer's view are the
+    run's own (an edited record used to be saved: acc_all 100, a NaN loss that is not JSON)."""
+    clean = _plans(reg, [])
+    bench.execute(reg, clean, tmp_path / "clean")
+    plans = _plans(reg, ["t.tamper", "t.recorder"])
+    rows = bench.execute(reg, plans, tmp_path / "out")
+    log = read_jsonl(tmp_path / "out" / "runs" / plans[0].run_id / "log.jsonl")
+    strip = lambda records: [{k: v for k, v in r.items() if k != "wall_s"} for r in records]  # noqa: E731
+    assert strip(log) == strip(read_jsonl(tmp_path / "clean" / "runs" / clean[0].run_id / "log.jsonl"))
+    assert [record for _, _, record in _of("epoch")] == log and list(_of("end")[0].records) == log
+    assert _of("start")[0].config["seed"] == 1 and rows["acc_all"].iloc[0] == log[-1]["acc_all"]
+
+
 # ---------------------------------------------------------------------------------------------- selection
 @pytest.mark.parametrize("args,code,message", [
-    (["--observe", "nope"], 2, "unknown observer 'nope'; valid: pllzoo.tensorboard, t.badcheck, t.broken, t.recorder"),
+    (["--observe", "nope"], 2, "unknown observer 'nope'; valid: pllzoo.tensorboard, t.badcheck, t.broken, t.recorder, t.tamper"),
     (["--observe", "t.badcheck=x"], 1, "observer 't.badcheck' failed in BadCheck.check('x'): ValueError: check boom"),
     (["--observe", "t.recorder", "--observe", "t.recorder=x"], 1, "observer 't.recorder' is selected twice"),
     (["--observe", "pllzoo.tensorboard"], 1, "observer pllzoo.tensorboard needs a folder: --tensorboard DIR"),
