@@ -74,6 +74,10 @@ def _tensor(slot: str, comp: Component, hook: str, value: object, expected: str,
         raise _bad(slot, comp, hook, f"returned {type(value).__name__}, expected {expected}")
     if device is not None and value.device != device:
         raise _bad(slot, comp, hook, f"returned a tensor on device {value.device}, expected {device} (the batch's)")
+    if value.requires_grad and hook != "pllzoo_loss":  # the loss alone carries the gradient
+        raise _bad(slot, comp, hook, "returned a tensor that requires grad (built under torch.enable_grad()?); "
+                                     "this hook runs under no_grad and no gradient may flow through its answer: "
+                                     ".detach() it")
     return value
 
 

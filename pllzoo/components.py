@@ -36,6 +36,7 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar, Mapping
 
 from pllzoo.errors import PLLZooError
+from pllzoo import hparams
 from pllzoo.hparams import NoHParams
 
 SLOTS: tuple[str, ...] = ("label_update", "selection", "loss", "estimator", "predict")
@@ -349,6 +350,9 @@ def check_component(cls: Any, slot: str) -> None:
     hp_cls = getattr(cls, "HParams", None)
     if not (isinstance(hp_cls, type) and dataclasses.is_dataclass(hp_cls)):
         raise PLLZooError(f"{label}.HParams must be a dataclass (see pllzoo.hp), got {hp_cls!r}")
+    wrong = hparams.declaration_error(hp_cls)
+    if wrong is not None:
+        raise PLLZooError(f"{label}.HParams {wrong}")
     try:
         hp_cls()
     except Exception as exc:

@@ -11,6 +11,7 @@ from typing import Any
 import pluggy
 
 from pllzoo import hookspecs
+from pllzoo.checkpoint import from_signal
 from pllzoo.checks import ComponentError, describe, hook_failed
 from pllzoo.components import Component
 from pllzoo.errors import PLLZooError
@@ -54,6 +55,10 @@ class RunHooks:
 
     def __init__(self, pm: pluggy.PluginManager, components: dict[str, Component], singles: dict[str, str]) -> None:
         self.components = components
+        #: what no hook may change in place, by the name a component sees it under ("run.data.y_test",
+        #: "step.probs", ...): the trainer sets it for the run, then for each step and each prediction.
+        #: Each call checks the tensors' version counters after it (a few attribute reads, no device sync)
+        self.inputs: dict[str, Any] = {}
         self.impls = {spec: list(reversed(getattr(pm.hook, spec).get_hookimpls()))
                       for spec in vars(hookspecs.RunSpec) if spec.startswith("pllzoo_")}
         self.roles = {slot: self._own(slot, hook) for slot, hook in ROLE_HOOKS.items() if slot in components}
@@ -76,16 +81,31 @@ class RunHooks:
         state = kwargs.get("state")
         try:
             watched = state.watch(slot) if state is not None else ()
+            before = self._versions()
             answer = impl.function(*[kwargs[a] for a in impl.argnames])
             if watched:
                 state.check_watched(watched)
+            self._check_inputs(before, slot, hook)
             return answer
         except ComponentError:
             raise
-        except (Exception, SystemExit) as exc:  # sys.exit() in a plugin's hook fails the run, not the bench
+        except (Exception, SystemExit, KeyboardInterrupt) as exc:  # sys.exit() or a KeyboardInterrupt that a
+            if isinstance(exc, KeyboardInterrupt) and from_signal(exc):  # plugin raised fails the run, not the
+                raise  # bench; a stop signal's goes on (pllzoo.checkpoint)
             raise hook_failed(slot, impl.plugin, hook, exc) from exc
         finally:
             WRITER.reset(token)
+
+    def _versions(self) -> list[tuple[str, Any, int]]:
+        return [(name, t, t._version) for name, t in self.inputs.items() if t is not None]
+
+    def _check_inputs(self, before: list[tuple[str, Any, int]], slot: str, hook: str) -> None:
+        """:raises ComponentError: one line, when the hook changed one of :attr:`inputs` in place."""
+        changed = [name for name, t, version in before if t._version != version]
+        if changed:
+            raise ComponentError(f"{describe(slot, self.components[slot])}: {hook} changed {', '.join(changed)} in "
+                                 "place (or a tensor sharing its memory), which other components and the "
+                                 "evaluation read; work on a copy (.clone())")
 
     def stages(self, run: Any) -> list[Any] | None:
         """The stage planner's answer, checked: a list of :class:`~pllzoo.run.Stage` (None: no planner, or it
@@ -121,12 +141,16 @@ class RunHooks:
             token = WRITER.set(impl.plugin_name)  # the slot (make_run_manager registers each component so)
             try:
                 watched = state.watch(impl.plugin_name) if state is not None else ()
+                before = self._versions()
                 answer = impl.function(*[kwargs[a] for a in impl.argnames])
                 if watched:
                     state.check_watched(watched)
+                self._check_inputs(before, impl.plugin_name, hook)
             except ComponentError:
                 raise
-            except (Exception, SystemExit) as exc:  # sys.exit() in a plugin's hook fails the run, not the bench
+            except (Exception, SystemExit, KeyboardInterrupt) as exc:  # as in role()
+                if isinstance(exc, KeyboardInterrupt) and from_signal(exc):
+                    raise
                 raise hook_failed(impl.plugin_name, impl.plugin, hook, exc) from exc
             finally:
                 WRITER.reset(token)

@@ -14,6 +14,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import re
+import types
 import typing
 from dataclasses import dataclass, field, fields
 from typing import Any
@@ -92,11 +93,56 @@ def describe(cls: type) -> list[tuple[str, Any, str]]:
     return out
 
 
+_BASIC = {"int": int, "float": float, "bool": bool, "str": str}
+
+
+def basic_type(annotation: Any) -> type | None:
+    """``int``, ``float``, ``bool`` or ``str`` when ``annotation`` is one of them, optionally ``| None`` (also as
+    a postponed annotation's text), else None."""
+    if isinstance(annotation, str):
+        parts = [t.strip() for t in annotation.split("|")]
+        kinds = [_BASIC.get(t) for t in parts if t != "None"]
+        return kinds[0] if len(kinds) == 1 else None
+    if annotation in _BASIC.values():
+        return annotation
+    args = [a for a in typing.get_args(annotation) if a is not type(None)]
+    if typing.get_origin(annotation) in (typing.Union, types.UnionType) and len(args) == 1 \
+            and args[0] in _BASIC.values():
+        return args[0]
+    return None
+
+
+def declaration_error(cls: type) -> str | None:
+    """What is wrong with a hyper-parameter dataclass's declaration, or None: it must be frozen (a run's
+    settings cannot change under it), and a field annotated ``int``, ``float``, ``bool`` or ``str`` needs a
+    default of that type (``float`` takes an int; ``X | None`` takes None), as ``--hp`` parses by the
+    annotation."""
+    if not cls.__dataclass_params__.frozen:
+        return "is not frozen; declare it @dataclass(frozen=True)"
+    for f in fields(cls):
+        kind, default = basic_type(f.type), f.default
+        if kind is None or default is dataclasses.MISSING:
+            continue
+        if default is None:
+            if "None" not in str(f.type) and "Optional" not in str(f.type):
+                return f"field {f.name!r}: default None, but its annotation {f.type} does not take None"
+            continue
+        ok = (isinstance(default, bool) if kind is bool else
+              isinstance(default, int) and not isinstance(default, bool) if kind is int else
+              isinstance(default, (int, float)) and not isinstance(default, bool) if kind is float else
+              isinstance(default, str))
+        if not ok:
+            return (f"field {f.name!r}: annotated {kind.__name__}, but its default is {default!r} "
+                    f"({type(default).__name__})")
+    return None
+
+
 def parse_value(text: str, annotation: Any, default: Any) -> Any:
-    """Parse a command-line string to the type of a field."""
-    kind = type(default) if default is not None else annotation
+    """Parse a command-line string to the type of a field: its annotation's when that is ``int``, ``float``,
+    ``bool`` or ``str`` (:func:`basic_type`), else its default's."""
+    kind = basic_type(annotation) or (type(default) if default is not None else annotation)
     if isinstance(kind, str):  # postponed annotations
-        kind = {"int": int, "float": float, "bool": bool, "str": str}.get(kind.split("|")[0].strip(), str)
+        kind = _BASIC.get(kind.split("|")[0].strip(), str)
     origin = typing.get_origin(kind)
     if kind is bool:
         low = text.strip().lower()

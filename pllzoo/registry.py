@@ -239,7 +239,10 @@ class Registry:
             return self.components[slot][name][0]
         except KeyError:
             valid = self._valid(self.components[slot])
-            raise UnknownNameError(f"unknown {slot} component {name!r}; valid: {valid}{self._failed_note()}") from None
+            elsewhere = [s for s, names in self.components.items() if name in names]
+            hint = f" (it is a {' and '.join(elsewhere)} component)" if elsewhere else ""
+            raise UnknownNameError(f"unknown {slot} component {name!r}{hint}; valid: {valid}"
+                                   f"{self._failed_note()}") from None
 
     def component_plugin(self, slot: str, name: str) -> PluginInfo:
         """The plugin that registered component ``name`` in ``slot`` (its distribution and version: env.json)."""
@@ -287,9 +290,12 @@ class Registry:
         hparams = {k: v for k, v in method.hparams.items() if k.partition(".")[0] not in swapped}  # component it had
         method = dataclasses.replace(method, name=name, hparams=hparams, **swaps)
         for slot, comp in method.slots().items():
-            if comp is not None:
-                self.component_class(slot, comp)
-            elif slot not in OPTIONAL_SLOTS:
+            if comp is not None and slot not in swaps:  # the recipe's own: name the recipe and its plugin
+                try:
+                    self.component_class(slot, comp)
+                except UnknownNameError as exc:
+                    raise UnknownNameError(f"method {base!r}{self._method_origin(base)} names an {exc}") from None
+            elif comp is None and slot not in OPTIONAL_SLOTS:
                 raise PLLZooError(f"method {name!r} leaves slot {slot!r} empty")
         return method
 

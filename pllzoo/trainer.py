@@ -43,7 +43,7 @@ from typing import TYPE_CHECKING, Any, Callable
 import torch
 
 from pllzoo import augment, ddp, distributed, masked_bn, prefetch
-from pllzoo.checks import (ComponentError, check_logits, check_loss, check_offset, check_selection, check_targets,
+from pllzoo.checks import (check_logits, check_loss, check_offset, check_selection, check_targets,
                            describe, epoch_logs, reserved_clash, step_logs)
 from pllzoo.checkpoint import NAME as CHECKPOINT
 from pllzoo.checkpoint import (Bookkeeper, CheckpointError, check_owner, lacks_momentum, load_checkpoint, restore_rng,
@@ -132,6 +132,18 @@ class Trainer:
                          torch.tensor(data.std, dtype=torch.float32).view(-1, 1, 1).to(device))
         self.run = Run(data=data, candidates=self.candidates, config=config, device=device, seed=seed, dist=self.dist)
         self.run.predict_train, self.run.embed_train = self.predict_train, self.embed_train
+        # what no hook may change in place (pllzoo.hookcalls.RunHooks.inputs): the data the run and the
+        # evaluation read (on CPU the trainer's tensors are these very ones); each step adds its own
+        named = [("run.candidates", self.candidates)] + [(f"run.data.{k}", getattr(data, k)) for k in (
+            "x_train", "y_train", "candidates", "x_test", "y_test", "x_val", "candidates_val")] + [
+            ("the trainer's x_train", self.x_train), ("the trainer's y_test", self.y_test),
+            ("the trainer's x_test", self.x_test)]  # (its device copies; on CPU the same tensors: named once)
+        firsts: dict[int, tuple[str, torch.Tensor]] = {}
+        for name, t in named:
+            if t is not None:
+                firsts.setdefault(id(t), (name, t))
+        self.run_inputs = dict(firsts.values())
+        self.calls.inputs = self.run_inputs
         self.state = PLLState()
         self.state.set_owners({k: (slot, describe(slot, c)) for slot, c in components.items() for k in c.provides},
                               {slot: c.needs for slot, c in components.items()})
@@ -209,7 +221,11 @@ class Trainer:
             logits, feats = self._eval_logits(x, features=True)
         else:
             logits, feats = self._eval_logits(x), None
-        adjusted = self.calls.role("predict", logits=logits, state=self.state, features=feats)
+        self.calls.inputs = {**self.run_inputs, "logits": logits, "features": feats}  # None: argmax of these
+        try:
+            adjusted = self.calls.role("predict", logits=logits, state=self.state, features=feats)
+        finally:
+            self.calls.inputs = self.run_inputs
         if adjusted is None:  # no predict component (or it makes no adjustment)
             return logits
         check_logits("predict", self.components["predict"], adjusted, logits)
@@ -598,27 +614,34 @@ class Trainer:
             forward_padded=self.forward_padded if self.row_masks is not None else None,
         )
         comps = self.components
-        with torch.no_grad():
-            step.logit_offset = self.calls.role("logit_offset", step=step, state=self.state)
-            if step.logit_offset is not None:
-                slot = self.calls.roles["logit_offset"][0]
-                check_offset(slot, comps[slot], step.logit_offset, logits, values)
-            step.targets = self.calls.role("label_update", step=step, state=self.state)
-            check_targets("label_update", comps["label_update"], step.targets, batch.candidates, values)
-            targets_version = step.targets._version
-            step.mask = self.calls.role("selection", step=step, state=self.state)
-            check_selection("selection", comps["selection"], step.mask, batch.size, values, logits.device)
-            if step.targets._version != targets_version:  # the loss would train on targets nobody answered
-                raise ComponentError(f"{describe('selection', comps['selection'])}: pllzoo_select changed "
-                                     "step.targets in place (the label update's answer); select rows only")
-        loss = self.calls.role("loss", step=step, state=self.state)
-        check_loss("loss", comps["loss"], loss, values, logits.device)
-        self.optimizer.zero_grad(set_to_none=True)
-        loss.backward()
-        ddp.average_grads(self.module_params, self.dist)  # the extra modules' DDP (no-op in one process)
-        self.optimizer.step()
-        with torch.no_grad():
-            self.calls.all("pllzoo_post_step", step=step, state=self.state)
+        inputs = self.calls.inputs = {  # what no hook may change in place (an answer, once given, included)
+            **self.run_inputs, "step.batch.x": batch.x, "step.batch.x_strong": batch.x_strong,
+            "step.batch.candidates": batch.candidates, "step.batch.y_true": batch.y_true, "step.batch.index": batch.index,
+            "step.logits": logits, "step.logits_strong": logits_strong, "step.features": feats,
+            "step.features_strong": feats_strong, "step.probs": step.probs}
+        try:
+            with torch.no_grad():
+                step.logit_offset = inputs["step.logit_offset"] = self.calls.role("logit_offset", step=step,
+                                                                                   state=self.state)
+                if step.logit_offset is not None:
+                    slot = self.calls.roles["logit_offset"][0]
+                    check_offset(slot, comps[slot], step.logit_offset, logits, values)
+                step.targets = self.calls.role("label_update", step=step, state=self.state)
+                check_targets("label_update", comps["label_update"], step.targets, batch.candidates, values)
+                inputs["step.targets"] = step.targets  # the loss must train on the answer the checks saw
+                step.mask = self.calls.role("selection", step=step, state=self.state)
+                check_selection("selection", comps["selection"], step.mask, batch.size, values, logits.device)
+                inputs["step.mask"] = step.mask
+            loss = self.calls.role("loss", step=step, state=self.state)
+            check_loss("loss", comps["loss"], loss, values, logits.device)
+            self.optimizer.zero_grad(set_to_none=True)
+            loss.backward()
+            ddp.average_grads(self.module_params, self.dist)  # the extra modules' DDP (no-op in one process)
+            self.optimizer.step()
+            with torch.no_grad():
+                self.calls.all("pllzoo_post_step", step=step, state=self.state)
+        finally:
+            self.calls.inputs = self.run_inputs
         if values:  # the first step of each epoch: what the epoch will average must be scalars
             step_logs(step.logs, str(self.record_base.get("method", "(unnamed)")))
         ddp.sync_rows(self.state, self.row_keys, idx, self.dist)  # no-op in one process

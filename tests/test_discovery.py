@@ -199,6 +199,36 @@ class Unmarked(Component):
         return None
 
 
+class NotFrozen(SelectAll):
+    @dataclass
+    class HParams:
+        keep: float = 0.5
+
+
+class IntOfAFloat(SelectAll):  # --hp selection.n=2 would deliver 2.0
+    @dataclass(frozen=True)
+    class HParams:
+        n: int = 0.5
+
+
+class BoolOfAStr(SelectAll):  # --hp selection.flag=false would deliver the truthy string 'false'
+    @dataclass(frozen=True)
+    class HParams:
+        flag: bool = "yes"
+
+
+class StrOfAnInt(SelectAll):
+    @dataclass(frozen=True)
+    class HParams:
+        name: str = 5
+
+
+class NoneOfAFloat(SelectAll):
+    @dataclass(frozen=True)
+    class HParams:
+        tau: float = None
+
+
 def _registering(bad_slot: str, bad_name: str, bad) -> object:
     class P:
         @hookimpl
@@ -229,6 +259,12 @@ def _registering(bad_slot: str, bad_name: str, bad) -> object:
     ("selection", "t.bad", NotADataclass, "NotADataclass.HParams must be a dataclass"),
     ("selection", "t.bad", NoDefault, "NoDefault.HParams() fails with its defaults: TypeError"),
     ("selection", "t.bad", Unmarked, "Unmarked.pllzoo_select lacks @pllzoo.hookimpl"),
+    ("selection", "t.bad", NotFrozen, "NotFrozen.HParams is not frozen; declare it @dataclass(frozen=True)"),
+    ("selection", "t.bad", IntOfAFloat, "IntOfAFloat.HParams field 'n': annotated int, but its default is 0.5 (float)"),
+    ("selection", "t.bad", BoolOfAStr, "BoolOfAStr.HParams field 'flag': annotated bool, but its default is 'yes'"),
+    ("selection", "t.bad", StrOfAnInt, "StrOfAnInt.HParams field 'name': annotated str, but its default is 5 (int)"),
+    ("selection", "t.bad", NoneOfAFloat, "NoneOfAFloat.HParams field 'tau': default None, but its annotation float "
+                                         "does not take None"),
     ("loss", "t.bad", SelectAll, "SelectAll does not implement pllzoo_loss, the role hook of slot 'loss'"),
     ("selection", "t+bad", Good, "bad selection name 't+bad'"),
     ("selection", "t.good", Good, "selection 't.good' is registered twice by plugin 'p0' (in-process)"),

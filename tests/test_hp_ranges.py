@@ -180,3 +180,31 @@ def test_methods_hparams_shows_each_range(monkeypatch):
     assert "(range: [0, 1])" in line
     assert "(range: > 0)" in next(line for line in out.splitlines() if "temperature" in line)
     assert ("lr", 0.01, "SGD learning rate (range: > 0)") in describe(TrainConfig)
+
+
+@dataclass(frozen=True)
+class Typed:
+    ratio: float = 1  # an int default of a float field
+    flag: bool = False
+    n: int | None = None
+    name: str = "a"
+
+
+@pytest.mark.parametrize("key, text, value", [
+    ("ratio", "0.5", 0.5),  # parsed as its default's type, int, this used to be refused
+    ("ratio", "2", 2.0),
+    ("flag", "false", False),
+    ("flag", "on", True),
+    ("n", "3", 3),
+    ("name", "7", "7"),
+])
+def test_a_value_is_parsed_by_the_fields_annotation(key, text, value):
+    got = getattr(override(Typed(), {key: text}, "t"), key)
+    assert got == value and type(got) is type(value)
+
+
+@pytest.mark.parametrize("key, text, why", [("flag", "maybe", "expected a boolean, got 'maybe'"),
+                                            ("n", "2.5", "expected a whole number, got '2.5'")])
+def test_a_value_its_annotation_does_not_take_is_one_line(key, text, why):
+    with pytest.raises(PLLZooError, match=f"^bad value for t.{key}: {why}$"):
+        override(Typed(), {key: text}, "t")

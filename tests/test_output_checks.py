@@ -311,3 +311,92 @@ class ZeroesTheTargets(Component):
 def test_a_selection_that_changes_the_targets_in_place_is_named(tiny_data):
     """It used to train on zero targets and finish ok."""
     fails(tiny_data, "selection", ZeroesTheTargets(), "pllzoo_select changed step.targets in place")
+
+
+# ---------------------------------------------------------------------------- inputs changed in place, answers with grad
+class ChangesProbs(Component):  # PRODEN's post-step reads step.probs
+    @hookimpl
+    def pllzoo_select(self, step):
+        step.probs.mul_(2)
+        return torch.ones(step.batch.size, dtype=torch.bool)
+
+
+class FillsTheCandidates(Component):
+    @hookimpl
+    def pllzoo_select(self, step):
+        step.batch.candidates.fill_(1)
+        return torch.ones(step.batch.size, dtype=torch.bool)
+
+
+class ZeroesTheTestLabels(SelectAll):
+    @hookimpl
+    def pllzoo_on_epoch_end(self, run):
+        run.data.y_test.zero_()
+
+
+class PrunesRunCandidates(SelectAll):
+    @hookimpl
+    def pllzoo_on_epoch_start(self, run):
+        run.candidates.fill_(True)
+
+
+class NegatesLogitsAndAnswersNone(Component):  # None means "the argmax of logits": of the negated ones
+    @hookimpl
+    def pllzoo_predict(self, logits):
+        logits.neg_()
+
+
+class ScalesTheLogitsInTheLoss(Component):  # through a detached alias, which shares the logits' memory
+    @hookimpl
+    def pllzoo_loss(self, step):
+        step.logits.detach().mul_(0)
+        return torch.nn.functional.cross_entropy(step.logits, step.targets)
+
+
+class ChangesTheMaskInPostStep(SelectAll):
+    @hookimpl
+    def pllzoo_post_step(self, step):
+        step.mask.fill_(False)
+
+
+INPUTS_CHANGED = [  # (case, slot, component class, the field named)
+    ("probs_in_selection", "selection", ChangesProbs, "pllzoo_select changed step.probs in place"),
+    ("batch_candidates_in_selection", "selection", FillsTheCandidates,
+     "pllzoo_select changed step.batch.candidates in place"),
+    ("test_labels_at_epoch_end", "selection", ZeroesTheTestLabels, "pllzoo_on_epoch_end changed run.data.y_test"),
+    ("run_candidates_at_epoch_start", "selection", PrunesRunCandidates,
+     "pllzoo_on_epoch_start changed run.candidates in place"),
+    ("logits_in_predict", "predict", NegatesLogitsAndAnswersNone, "pllzoo_predict changed logits in place"),
+    ("logits_in_the_loss", "loss", ScalesTheLogitsInTheLoss, "pllzoo_loss changed step.logits in place"),
+    ("mask_in_post_step", "selection", ChangesTheMaskInPostStep, "pllzoo_post_step changed step.mask in place"),
+]
+
+
+@pytest.mark.parametrize("slot,component,expected", [c[1:] for c in INPUTS_CHANGED], ids=[c[0] for c in INPUTS_CHANGED])
+def test_a_hook_that_changes_what_others_read_in_place_is_named(tiny_data, slot, component, expected):
+    """Each of these used to finish ok with changed numbers (a reviewer's cases: PRODEN's post-step on doubled
+    probabilities, filled candidates, zeroed test labels, negated test logits)."""
+    fails(tiny_data, slot, component(), expected, "work on a copy (.clone())")
+
+
+class GradTargets(Component):
+    @hookimpl
+    def pllzoo_label_update(self, step):
+        with torch.enable_grad():
+            return torch.softmax(step.logits, 1) * step.batch.candidates / (
+                torch.softmax(step.logits, 1) * step.batch.candidates).sum(1, keepdim=True)
+
+
+class GradWeights(Component):
+    @hookimpl
+    def pllzoo_select(self, step):
+        with torch.enable_grad():
+            return torch.sigmoid(step.logits[:, 0])
+
+
+@pytest.mark.parametrize("slot,component,hook", [("label_update", GradTargets, "pllzoo_label_update"),
+                                                 ("selection", GradWeights, "pllzoo_select")])
+def test_an_answer_that_requires_grad_is_refused(tiny_data, slot, component, hook):
+    """Gradients used to flow through targets or weights built under enable_grad (hooks documented no_grad)."""
+    fails(tiny_data, slot, component(), hook, "returned a tensor that requires grad", ".detach() it")
+

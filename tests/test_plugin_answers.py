@@ -13,7 +13,7 @@ from pllzoo import Component, Method, hookimpl
 from pllzoo.builtin import SoftCrossEntropy
 from pllzoo.checks import ComponentError
 from pllzoo.data.base import DataOptions, DatasetSpec
-from pllzoo.errors import PLLZooError
+from pllzoo.errors import PLLZooError, UnknownNameError
 from pllzoo.models import build_model
 from pllzoo.pllnet import PLLNet
 from pllzoo.planning import load
@@ -203,6 +203,25 @@ def _raise(data):
      "candidate entries other than 0/1"),
     (lambda d: dataclasses.replace(d, y_test=torch.full_like(d.y_test, -1)), "test split: negative label indices"),
     (lambda d: dataclasses.replace(d, x_test=d.x_test * float("nan")), "test split: NaN/inf features"),
+    # the layout of PLLData (a reviewer's plugin datasets: each used to be a traceback or a cryptic run failure)
+    (lambda d: dataclasses.replace(d, y_train=d.y_train.float()),
+     r"y_train is torch.float32 of shape \[96\]; expected long \[rows\] \(0-based class indices\)"),
+    (lambda d: dataclasses.replace(d, y_train=d.y_train[:, None]), r"y_train is torch.int64 of shape \[96, 1\]"),
+    (lambda d: dataclasses.replace(d, y_train=d.y_train.tolist()), "y_train is a builtins.list; expected a torch.Tensor"),
+    (lambda d: dataclasses.replace(d, candidates=d.candidates.numpy()),
+     "candidates is a numpy.ndarray; expected a torch.Tensor"),
+    (lambda d: dataclasses.replace(d, x_train=d.x_train.double(), x_test=d.x_test.double()),
+     r"x_train is torch.float64 of shape \[96, 6\]; tabular features are float32 \[N, d\]"),
+    (lambda d: dataclasses.replace(d, x_test=d.x_test[:, :5]), r"x_test is torch.float32 of shape \[16, 5\], x_train"),
+    (lambda d: dataclasses.replace(d, num_classes="4"), "num_classes is '4' \(str\); expected an int"),
+    (lambda d: dataclasses.replace(d, class_names=["a"]), "class_names has 1 entries for 4 classes"),
+    (lambda d: dataclasses.replace(d, kind="audio"), "kind 'audio'; expected 'image' or 'tabular'"),
+    (lambda d: dataclasses.replace(d, kind="image", x_train=torch.zeros(96, 3, 4, 4, dtype=torch.uint8),
+                                   x_test=torch.zeros(16, 3, 4, 4, dtype=torch.uint8)),
+     r"mean is None; images need 3 finite per-channel values"),
+    (lambda d: dataclasses.replace(d, kind="image", x_train=torch.zeros(96, 4, 4, 3, dtype=torch.uint8)),
+     r"images are uint8 \[N, C, H, W\] \(channels first, C = 1 or 3\)"),
+    (lambda d: dataclasses.replace(d, x_val=d.x_train[:4]), "x_val and candidates_val go together"),
 ])
 def test_an_outside_dataset_is_checked_like_a_shipped_one(tiny_data, change, why):
     with pytest.raises(PLLZooError, match=why) as err:
@@ -348,3 +367,15 @@ def test_a_component_whose_constructor_raises_is_named_as_such():
         reg.build_components(reg.method("t-builds"), {})
     assert str(err.value) == ("loss component 't.builds' (plugin 'p0' (in-process)) could not be built: "
                               "RuntimeError: constructor boom")
+
+
+@pytest.mark.parametrize("loss, why", [
+    ("nosuch.loss", r"unknown loss component 'nosuch.loss'; valid: "),
+    ("pllzoo.all", r"unknown loss component 'pllzoo.all' \(it is a selection component\); valid: "),
+])
+def test_a_recipe_naming_an_unknown_component_names_the_recipe_and_its_plugin(loss, why):
+    reg = _registry(pllzoo_register_methods=lambda register: register(Method(name="t-lazy", loss=loss)))
+    with pytest.raises(UnknownNameError, match=r"^method 't-lazy' \(plugin 'p0' \(in-process\)\) names an " + why):
+        reg.method("t-lazy")
+    with pytest.raises(UnknownNameError, match=r"^unknown selection component 'x.y'; valid: "):  # the user's own
+        reg.method("t-lazy+selection=x.y")

@@ -1,6 +1,7 @@
 """Runs of one bench do not reach each other: a component that changes the dataset in place (through
 ``run.candidates`` or ``run.data``) or torch's process-wide settings changes its own run only; the run after
-it trains as it would alone (same records, bit for bit, on the CPU)."""
+it trains as it would alone (same records, bit for bit, on the CPU).  A change to the data inside a hook also
+fails the run that made it (``pllzoo.hookcalls.RunHooks.inputs``); the copy guards the rest."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ import torch
 from pllzoo import Method, bench, hookimpl
 from pllzoo.builtin import SoftCrossEntropy
 from pllzoo.data.base import DataOptions
+from pllzoo.jobs import RunsFailed
 from pllzoo.plugins import make_plugin_manager
 from pllzoo.registry import Registry
 from pllzoo.results import read_jsonl
@@ -57,8 +59,11 @@ def _plans(reg, methods):
 
 def test_a_run_after_one_that_damages_data_and_torch_settings_trains_as_alone(registry, tmp_path):
     alone = bench.execute(registry, _plans(registry, ["proden"]), tmp_path / "alone", threads=1)
-    after = bench.execute(registry, _plans(registry, ["isolation-vandal", "proden"]), tmp_path / "after", threads=1)
-    assert list(after["status"]) == ["ok", "ok"]
+    with pytest.raises(RunsFailed, match=r"pllzoo_on_epoch_end changed run.candidates, "
+                       r"run.data.x_train in place") as failed:
+        bench.execute(registry, _plans(registry, ["isolation-vandal", "proden"]), tmp_path / "after", threads=1)
+    after = failed.value.rows
+    assert list(after["status"]) == ["failed", "ok"]
     run = alone["run"][0]
     logs = [read_jsonl(out / "runs" / run / "log.jsonl") for out in (tmp_path / "alone", tmp_path / "after")]
     untimed = [[{k: v for k, v in r.items() if "time" not in k and not k.endswith("_s")} for r in log] for log in logs]
@@ -69,5 +74,6 @@ def test_a_run_after_one_that_damages_data_and_torch_settings_trains_as_alone(re
 def test_the_planned_data_is_untouched_by_a_run(registry, tmp_path):
     plans = _plans(registry, ["isolation-vandal"])
     before = (plans[0].data.candidates.clone(), plans[0].data.x_train.clone())
-    bench.execute(registry, plans, tmp_path, threads=1)
+    with pytest.raises(RunsFailed):
+        bench.execute(registry, plans, tmp_path, threads=1)
     assert torch.equal(plans[0].data.candidates, before[0]) and torch.equal(plans[0].data.x_train, before[1])

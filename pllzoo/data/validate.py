@@ -168,6 +168,9 @@ def check_loaded(data: Any, where: str) -> None:
     :raises PLLZooError: one line naming ``where`` (the dataset and its plugin)."""
     if not isinstance(data, PLLData):
         raise PLLZooError(f"{where}: the loader returned {type(data).__name__}, not a pllzoo PLLData")
+    wrong = _layout_error(data)
+    if wrong is not None:
+        raise PLLZooError(f"{where}: {wrong}")
     k = data.num_classes
     check_pll(data.x_train, data.y_train, data.candidates, k, f"{where}, training split", one_based=False)
     xt = as_numpy(data.x_test)
@@ -178,6 +181,60 @@ def check_loaded(data: Any, where: str) -> None:
     if np.issubdtype(xt.dtype, np.floating):
         _bad_rows(~np.isfinite(xt.reshape(m, -1)).all(axis=1), f"{where}, test split", "NaN/inf features",
                   "clean or drop those rows")
+
+
+def _layout_error(data: PLLData) -> str | None:
+    """What in ``data``'s types and shapes differs from :class:`PLLData`'s layout, or None: the kind, an int
+    ``num_classes`` and its ``class_names``; tensors everywhere; long ``[N]`` labels; ``[N, K]`` candidates (bool,
+    or 0/1 numbers);
+    ``uint8 [N, C, H, W]`` images with ``mean`` and ``std`` of C values, or ``float32 [N, d]`` features; the test
+    (and held-out) rows shaped as the training rows."""
+    k = data.num_classes
+    if data.kind not in ("image", "tabular"):
+        return f"kind {data.kind!r}; expected 'image' or 'tabular'"
+    if isinstance(k, bool) or not isinstance(k, int):
+        return f"num_classes is {k!r} ({type(k).__name__}); expected an int"
+    if not isinstance(data.class_names, (list, tuple)) or len(data.class_names) != k:
+        return f"class_names has {len(data.class_names) if hasattr(data.class_names, '__len__') else '?'} " \
+               f"entries for {k} classes; give one name per class"
+    tensors = ["x_train", "y_train", "candidates", "x_test", "y_test"]
+    if (data.x_val is None) != (data.candidates_val is None):
+        return "x_val and candidates_val go together (held-out rows and their candidate sets); give both or neither"
+    tensors += ["x_val", "candidates_val"] if data.x_val is not None else []
+    for name in tensors:
+        value = getattr(data, name)
+        if not isinstance(value, torch.Tensor):
+            return f"{name} is a {type(value).__module__}.{type(value).__name__}; expected a torch.Tensor " \
+                   "(torch.as_tensor(...))"
+    shape = lambda t: "[" + ", ".join(map(str, t.shape)) + "]"  # noqa: E731
+    for name in ("y_train", "y_test"):
+        t = getattr(data, name)
+        if t.ndim != 1 or t.dtype != torch.long:
+            return f"{name} is {t.dtype} of shape {shape(t)}; expected long [rows] (0-based class indices)"
+    for name in ["candidates"] + (["candidates_val"] if data.candidates_val is not None else []):
+        t = getattr(data, name)
+        if t.ndim != 2 or t.is_complex():  # bool, or 0/1 numbers (their values: check_pll)
+            return f"{name} is {t.dtype} of shape {shape(t)}; expected bool [rows, {k}]"
+    x = data.x_train
+    if data.kind == "image":
+        if x.dtype != torch.uint8 or x.ndim != 4 or x.shape[1] not in (1, 3):
+            return (f"x_train is {x.dtype} of shape {shape(x)}; images are uint8 [N, C, H, W] (channels first, "
+                    "C = 1 or 3)")
+        for name in ("mean", "std"):
+            v = getattr(data, name)
+            if not isinstance(v, (tuple, list)) or len(v) != x.shape[1] or not all(
+                    isinstance(c, (int, float)) and not isinstance(c, bool) and np.isfinite(c) for c in v) \
+                    or name == "std" and min(v) <= 0:
+                return f"{name} is {v!r}; images need {x.shape[1]} finite per-channel values" + \
+                    (", each > 0" if name == "std" else "") + " (on the 0..1 scale) to normalise them"
+    elif x.dtype != torch.float32 or x.ndim != 2:
+        return f"x_train is {x.dtype} of shape {shape(x)}; tabular features are float32 [N, d] (.float())"
+    for name in ("x_test", "x_val"):
+        t = getattr(data, name)
+        if t is not None and (t.dtype != x.dtype or t.shape[1:] != x.shape[1:]):
+            return f"{name} is {t.dtype} of shape {shape(t)}, x_train {x.dtype} of shape {shape(x)}; each row " \
+                   "must have the training rows' type and shape"
+    return None
 
 
 def check_training_set(data: PLLData) -> None:
