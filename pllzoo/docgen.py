@@ -125,6 +125,15 @@ wrong, e.g. `predict component 'my.adjust' (plugin 'my_plugin'): pllzoo_predict 
 (a `PLLZooError`) naming the component and the hook, e.g. `label_update component 'my.targets' (plugin
 my_plugin) failed in pllzoo_label_update: ValueError: ...`; it is chained to the original exception, so a
 traceback still shows where it was raised. Hook wrappers (`wrapper=True`) are refused for run hooks.
+
+**Read-only inputs.** What a hook is given is not its to change: the run's data (`run.data.*`,
+`run.candidates`), the step's batch, logits, features and probabilities, the answers already given
+(`step.targets`, `step.mask`, `step.logit_offset`) and `pllzoo_predict`'s logits. A hook that changes one of them
+in place fails its run with one line naming the component and what it changed, e.g. `selection component
+'my.sel' (plugin my_plugin): pllzoo_select changed step.probs in place (or a tensor sharing its memory), ...;
+work on a copy (.clone())` (the check compares version counters: no device value is read). State keys are
+guarded the same way (`state` below). Answers of the hooks called under `no_grad` (targets, selections,
+offsets, predict logits) must not require grad: one built under `torch.enable_grad()` is refused.
 """
 
 VIEWS = """\

@@ -318,7 +318,15 @@ class DiscoverySpec:
 
 
 class RunSpec:
-    """Hooks implemented by component instances; called by the trainer during a run."""
+    """Hooks implemented by component instances; called by the trainer during a run.
+
+    What a hook is given is read-only: the run's data (``run.data.*``, ``run.candidates``), the step's
+    batch, logits, features, probabilities and the answers already given (``step.targets``,
+    ``step.mask``), and ``pllzoo_predict``'s logits.  A hook that changes one of them in place fails its
+    run with one line naming the component and what it changed (work on a ``.clone()``); the check reads
+    version counters, no device value.  A component changes only its own state keys (and those it lists in
+    ``needs``).  The answers of the hooks called under ``no_grad`` must not require grad.
+    """
 
     # ------------------------------------------------------------------ stages
     @hookspec(firstresult=True)
