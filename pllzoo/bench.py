@@ -52,7 +52,8 @@ from pllzoo.registry import Registry
 from pllzoo.results import (RESULT_COLUMNS, env_info, final_rows, load, order_methods, plugins_env, write_json,
                             write_jsonl)
 from pllzoo.run import BOOKKEEPING_FIELDS
-from pllzoo.runfolders import finished_records, results_lock, reusable, settle, settle_all, take_lock
+from pllzoo.runfolders import (finished_records, results_lock, reusable, settle, settle_all, supplier_change,
+                               take_lock)
 from pllzoo.threads import default_threads, set_threads
 from pllzoo.trainer import Trainer
 
@@ -141,9 +142,14 @@ def execute(
                         on_run(p, "reused")
                     finals.append(archived[p.run_id][-1])
                     continue
-                if run_dir.exists() and not resume:
-                    records = finished_records(run_dir)
-                    if records is not None and not overwrite:
+                records = (reusable(run_dir) if resume else finished_records(run_dir)) if run_dir.exists() else None
+                changed = supplier_change(run_dir, p.plugins or plugins_env(registry, p.method)) \
+                    if records is not None and not overwrite else None
+                if changed is not None:  # another plugin's component of the same name: not this run's result
+                    warnings.warn(f"{_name(p)}: finished run {p.run_id} was trained with {changed}; it is retrained "
+                                  "(the finished run stays until the new one finishes)")
+                if run_dir.exists() and (not resume or changed is not None):
+                    if records is not None and not overwrite and changed is None:
                         warnings.warn(f"reusing finished run {p.run_id}; --overwrite retrains it")
                         if on_run:
                             on_run(p, "reused")
@@ -152,7 +158,7 @@ def execute(
                     target = runs_dir / f".{p.run_id}.tmp-{os.getpid()}"
                     shutil.rmtree(target, ignore_errors=True)
                     swaps[len(finals)] = (target, run_dir, records is not None)
-                records = reusable(run_dir) if resume and run_dir.exists() else None
+                    records = None
                 if records is not None:
                     if on_run:
                         on_run(p, "reused")
@@ -397,10 +403,10 @@ def _train(registry, p: RunPlan, run_dir: Path, resume: bool, on_epoch, on_run, 
     if threads is not None:
         set_threads(threads)
     data_sha = fingerprint(p.data)
-    _warn_on_resume_changes(run_dir, resume, device, data_sha)
+    plugins = p.plugins or plugins_env(registry, p.method)  # from plan(): a --jobs worker's registry lacks the infos
+    _warn_on_resume_changes(run_dir, resume, device, data_sha, plugins)
     write_json(run_dir / "config.json", p.config)
     bookkeeping = {f: getattr(p.train, f) for f in sorted(BOOKKEEPING_FIELDS)}
-    plugins = p.plugins or plugins_env(registry, p.method)  # from plan(): a --jobs worker's registry lacks the infos
     processes = {"processes": distributed.current().world} if distributed.current().active else {}  # torchrun
     env = {**env_info(device), **plugins, "view_workers": p.view_workers, "bookkeeping": bookkeeping, **processes,
            "data_sha256": data_sha}
@@ -437,10 +443,12 @@ def _train(registry, p: RunPlan, run_dir: Path, resume: bool, on_epoch, on_run, 
     return records
 
 
-def _warn_on_resume_changes(run_dir: Path, resume: bool, device: str, data_sha: str) -> None:
+def _warn_on_resume_changes(run_dir: Path, resume: bool, device: str, data_sha: str, plugins: dict[str, Any]
+                            ) -> None:
     """A run resumed on other data (``data_sha256`` of :func:`pllzoo.data.base.fingerprint`: another
-    ``--data-dir`` copy) continues on them, with a warning; a CPU run resumed with another torch thread count
-    may differ in the last bits (pllzoo.threads)."""
+    ``--data-dir`` copy) or with components of other plugins (:func:`pllzoo.runfolders.supplier_change`)
+    continues on them, with a warning; a CPU run resumed with another torch thread count may differ in the
+    last bits (pllzoo.threads)."""
     import torch
 
     env = run_dir / "env.json"
@@ -451,6 +459,9 @@ def _warn_on_resume_changes(run_dir: Path, resume: bool, device: str, data_sha: 
         before, was = recorded.get("torch_threads"), recorded.get("data_sha256")
     except (OSError, ValueError, AttributeError):
         return
+    changed = supplier_change(run_dir, plugins)
+    if changed is not None:
+        warnings.warn(f"{run_dir.name} trained with {changed}; it continues with these")
     if was is not None and was != data_sha:
         warnings.warn(f"{run_dir.name} trained on other data (fingerprint {was}, now {data_sha}: another --data-dir "
                       "copy, or another decoder?); it continues on these")

@@ -17,6 +17,34 @@ from pllzoo.errors import PLLZooError
 from pllzoo.results import DamagedRun, read_log, run_config
 
 
+def supplier_change(run_dir: Path, plugins: dict[str, Any]) -> str | None:
+    """How the plugins that supply a run's components, backbone and views (``plugins``: env.json's
+    ``components`` and ``trainer`` parts, :func:`pllzoo.results.plugins_env`) differ from those recorded in
+    ``run_dir/env.json``, or None.  The run id names components by name only, so another plugin's component
+    of the same name (another distribution installed, one plugin refused in its place) would otherwise be
+    taken for the finished run's.  A version change of the same plugin is not a change here."""
+    try:
+        import json
+
+        env = json.loads((run_dir / "env.json").read_text())
+    except (OSError, ValueError):
+        return None
+    changes = []
+    for part in ("components", "trainer"):
+        was, now = env.get(part) if isinstance(env, dict) else None, plugins.get(part) or {}
+        if not isinstance(was, dict):
+            continue
+        for key, current in now.items():
+            old = was.get(key)
+            if not isinstance(old, dict) or (old.get("plugin"), old.get("dist")) == (current["plugin"],
+                                                                                   current["dist"]):
+                continue
+            name = current.get("component", current.get("name"))
+            changes.append(f"{key} {name!r} of plugin {old.get('plugin')!r} ({old.get('dist')}), now of plugin "
+                           f"{current['plugin']!r} ({current['dist']})")
+    return "; ".join(changes) or None
+
+
 def settle_all(swaps: dict[int, tuple[Path, Path, bool]], finals: list, failed: dict[int, str]) -> None:
     """Swap in the temporary folders of the --jobs runs that finished; settle the others (:func:`settle`)."""
     for i in list(swaps):

@@ -173,3 +173,62 @@ def test_overwrite_with_jobs_swaps_in_the_worker_runs(out):
     assert list(new["seed"]) == [1, 2]  # seed 1 retrained the same way (one thread): the same numbers
     acc = ["acc_all", "acc_many", "acc_medium", "acc_few", "run"]
     pd.testing.assert_frame_equal(new.iloc[:1][acc], rows[acc], check_dtype=False)
+
+
+def _selection_of(plugin: str, keep_every: int):
+    """A registry whose in-process plugin ``plugin`` registers selection ``t.sel`` (every ``keep_every``-th row) and
+    method ``t-sel``: two of them supply a component of the same name, as two installed distributions might."""
+    import torch
+
+    from pllzoo import Method, hookimpl
+    from pllzoo.builtin import SelectAll
+    from pllzoo.plugins import make_plugin_manager
+    from pllzoo.registry import Registry
+
+    class Sel(SelectAll):
+        @hookimpl
+        def pllzoo_select(self, step):
+            return torch.arange(step.batch.size) % keep_every == 0
+
+    class P:
+        @hookimpl
+        def pllzoo_register_selections(self, register):
+            register("t.sel", Sel)
+
+        @hookimpl
+        def pllzoo_register_methods(self, register):
+            register(Method("t-sel", loss="proden.loss", label_update="proden.confidence", selection="t.sel"))
+
+    pm, infos = make_plugin_manager()
+    pm.register(P(), name=plugin)
+    return Registry.build(pm, infos)
+
+
+@pytest.mark.parametrize("resume", [False, True])
+def test_a_finished_run_of_another_plugins_component_is_retrained_not_reused(tmp_path, resume):
+    """The run id names components, not who supplies them: a finished run made with plugin pa's ``t.sel`` used
+    to be reused, as "finished", for plugin pb's ``t.sel``."""
+    import warnings
+
+    from pllzoo import bench
+    from pllzoo.data.base import DataOptions
+    from pllzoo.results import read_jsonl
+
+    def run(reg, **kw):
+        plans = bench.plan(reg, ["t-sel"], "synthetic-lt", [1], DataOptions(subset=128), epochs=1, batch_size=32,
+                           device="cpu")
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            bench.execute(reg, plans, tmp_path, threads=1, **kw)
+        return plans[0], [str(w.message) for w in caught]
+
+    first, _ = run(_selection_of("pa", 1))
+    log = read_jsonl(tmp_path / "runs" / first.run_id / "log.jsonl")
+    again, said = run(_selection_of("pa", 1), resume=resume)  # the same plugin: reused
+    assert again.run_id == first.run_id and read_jsonl(tmp_path / "runs" / first.run_id / "log.jsonl") == log
+    second, said = run(_selection_of("pb", 2), resume=resume)
+    assert second.run_id == first.run_id
+    assert any(f"finished run {first.run_id} was trained with selection 't.sel' of plugin 'pa' (in-process), now "
+               "of plugin 'pb' (in-process); it is retrained" in m for m in said), said
+    env = (tmp_path / "runs" / first.run_id / "env.json").read_text()
+    assert '"plugin": "pb"' in env and read_jsonl(tmp_path / "runs" / first.run_id / "log.jsonl") != log
