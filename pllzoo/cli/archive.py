@@ -10,18 +10,24 @@ import click
 from pllzoo.cli import cli
 
 
-def prune(out: Path) -> tuple[int, list[Path]]:
+def prune(out: Path) -> tuple[int, dict[str, list[Path]]]:
     """Remove the run folders of ``out`` whose every file is in its archive, as archived; return how many
-    went and the folders kept (a checkpoint or another file beside the archived ones, or a copy that differs)."""
+    went and the folders kept, by why (a checkpoint or another file beside the archived ones, nothing to
+    archive, or a copy that differs from the archived one)."""
     from pllzoo import archive as arc
 
     archived = arc.read(out)
-    removed, kept = 0, []
+    removed, kept = 0, {}
     for run_dir in sorted(p for p in (out / "runs").glob("*") if p.is_dir() and not p.name.startswith(".")):
         entry = arc.from_folder(run_dir)
-        extra = {f.name for f in run_dir.iterdir()} - arc.ARCHIVED_FILES
-        if entry is None or extra or archived.get(run_dir.name) != entry:
-            kept.append(run_dir)
+        extra = sorted({f.name for f in run_dir.iterdir()} - arc.ARCHIVED_FILES)
+        why = ("no log.jsonl or config.json to archive" if entry is None else
+               "a checkpoint.pt, which the archive does not hold (delete it to prune the folder)"
+               if extra == ["checkpoint.pt"] else
+               f"files the archive does not hold ({', '.join(extra)})" if extra else
+               "a run that differs from its archived copy" if archived.get(run_dir.name) != entry else None)
+        if why is not None:
+            kept.setdefault(why, []).append(run_dir)
             continue
         shutil.rmtree(run_dir)
         removed += 1
@@ -56,4 +62,5 @@ def archive(results: tuple[Path, ...], do_prune: bool, rebuild: bool) -> None:
         if do_prune:
             removed, kept = prune(out)
             click.echo(f"{out / 'runs'}: removed {removed} archived run folder(s)"
-                       + (f", kept {len(kept)}, e.g. {kept[0].name}" if kept else ""))
+                       + (f", kept {sum(map(len, kept.values()))}: " if kept else "")
+                       + "; ".join(f"{len(dirs)} with {why}, e.g. {dirs[0].name}" for why, dirs in kept.items()))
