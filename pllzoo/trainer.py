@@ -619,6 +619,10 @@ class Trainer:
             "step.batch.candidates": batch.candidates, "step.batch.y_true": batch.y_true, "step.batch.index": batch.index,
             "step.logits": logits, "step.logits_strong": logits_strong, "step.features": feats,
             "step.features_strong": feats_strong, "step.probs": step.probs}
+        if values and not bool(torch.isfinite(logits.detach()).all()):  # before a component is blamed for them
+            raise PLLZooError(f"the network (train.model={self.config.model}) gave non-finite logits (NaN or inf) "
+                              f"in {stage.name} epoch {epoch + 1}: the backbone itself, or a run that diverged (a lower "
+                              "train.lr?)")
         try:
             with torch.no_grad():
                 step.logit_offset = inputs["step.logit_offset"] = self.calls.role("logit_offset", step=step,

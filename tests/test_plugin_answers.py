@@ -379,3 +379,21 @@ def test_a_recipe_naming_an_unknown_component_names_the_recipe_and_its_plugin(lo
         reg.method("t-lazy")
     with pytest.raises(UnknownNameError, match=r"^unknown selection component 'x.y'; valid: "):  # the user's own
         reg.method("t-lazy+selection=x.y")
+
+
+def test_a_backbone_giving_nan_is_named_not_the_loss(tiny_data):
+    """It used to be reported as the shipped loss's non-finite loss."""
+    from pllzoo.builtin import SelectAll, SoftCrossEntropy, UniformTargets
+    from pllzoo.run import TrainConfig
+    from pllzoo.trainer import Trainer
+
+    class NaNHead(torch.nn.Linear):
+        def forward(self, x):
+            return super().forward(x) * float("nan")
+
+    reg = _models(lambda num_classes, input_shape: PLLNet(torch.nn.Flatten(1), NaNHead(input_shape[0], num_classes)))
+    comps = {"label_update": UniformTargets(), "selection": SelectAll(), "loss": SoftCrossEntropy()}
+    cfg = TrainConfig(model="m", epochs=1, lr=0.1, weight_decay=0.0, batch_size=16)
+    with pytest.raises(PLLZooError, match=r"^the network \(train.model=m\) gave non-finite logits \(NaN or inf\) in "
+                                          r"train epoch 1:"):
+        Trainer(tiny_data, comps, cfg, seed=1, device=torch.device("cpu"), registry=reg).fit()
