@@ -6,6 +6,7 @@ exception inside a component becomes one line naming it (:class:`~pllzoo.checks.
 
 from __future__ import annotations
 
+import operator
 from typing import Any
 
 import pluggy
@@ -17,6 +18,8 @@ from pllzoo.components import Component
 from pllzoo.errors import PLLZooError
 from pllzoo.state import WRITER
 
+
+_VERSION = operator.attrgetter("_version")  # a tensor's version counter (bumped by each in-place change)
 
 #: the role hooks: each is answered by the component in its slot, and by no other
 ROLE_HOOKS: dict[str, str] = {slot: hook for slot, hook in hookspecs.SLOT_HOOKS.items() if slot != "estimator"}
@@ -56,8 +59,8 @@ class RunHooks:
     def __init__(self, pm: pluggy.PluginManager, components: dict[str, Component], singles: dict[str, str]) -> None:
         self.components = components
         #: what no hook may change in place, by the name a component sees it under ("run.data.y_test",
-        #: "step.probs", ...): the trainer sets it for the run, then for each step and each prediction.
-        #: Each call checks the tensors' version counters after it (a few attribute reads, no device sync)
+        #: "step.probs", ...), tensors only (no None): the trainer sets it for the run, then for each step and
+        #: each prediction.  Each call compares the tensors' version counters (host integers, no device sync)
         self.inputs: dict[str, Any] = {}
         self.impls = {spec: list(reversed(getattr(pm.hook, spec).get_hookimpls()))
                       for spec in vars(hookspecs.RunSpec) if spec.startswith("pllzoo_")}
@@ -81,11 +84,12 @@ class RunHooks:
         state = kwargs.get("state")
         try:
             watched = state.watch(slot) if state is not None else ()
-            before = self._versions()
+            before = list(map(_VERSION, self.inputs.values()))  # C-level: no Python frame on the hot path
             answer = impl.function(*[kwargs[a] for a in impl.argnames])
             if watched:
                 state.check_watched(watched)
-            self._check_inputs(before, slot, hook)
+            if list(map(_VERSION, self.inputs.values())) != before:
+                self._changed(before, slot, hook)
             return answer
         except ComponentError:
             raise
@@ -96,12 +100,10 @@ class RunHooks:
         finally:
             WRITER.reset(token)
 
-    def _versions(self) -> list[tuple[str, Any, int]]:
-        return [(name, t, t._version) for name, t in self.inputs.items() if t is not None]
-
-    def _check_inputs(self, before: list[tuple[str, Any, int]], slot: str, hook: str) -> None:
-        """:raises ComponentError: one line, when the hook changed one of :attr:`inputs` in place."""
-        changed = [name for name, t, version in before if t._version != version]
+    def _changed(self, before: list[int], slot: str, hook: str) -> None:
+        """:raises ComponentError: one line naming what of :attr:`inputs` the hook changed in place (``before``:
+        their versions before it)."""
+        changed = [name for (name, t), version in zip(self.inputs.items(), before) if t._version != version]
         if changed:
             raise ComponentError(f"{describe(slot, self.components[slot])}: {hook} changed {', '.join(changed)} in "
                                  "place (or a tensor sharing its memory), which other components and the "
@@ -141,11 +143,12 @@ class RunHooks:
             token = WRITER.set(impl.plugin_name)  # the slot (make_run_manager registers each component so)
             try:
                 watched = state.watch(impl.plugin_name) if state is not None else ()
-                before = self._versions()
+                before = list(map(_VERSION, self.inputs.values()))
                 answer = impl.function(*[kwargs[a] for a in impl.argnames])
                 if watched:
                     state.check_watched(watched)
-                self._check_inputs(before, impl.plugin_name, hook)
+                if list(map(_VERSION, self.inputs.values())) != before:
+                    self._changed(before, impl.plugin_name, hook)
             except ComponentError:
                 raise
             except (Exception, SystemExit, KeyboardInterrupt) as exc:  # as in role()

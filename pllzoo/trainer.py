@@ -213,6 +213,7 @@ class Trainer:
             return torch.cat([o[0] for o in out]), torch.cat([o[1] for o in out])
         return torch.cat(out)
 
+    @torch.no_grad()
     def _predict_logits(self, x: torch.Tensor) -> torch.Tensor:
         """The deployed logits ``[M, K]``: the network's, or the method's adjusted ones (``pllzoo_predict``;
         with the features of ``x`` when the predict component declares ``views = {"features"}``)."""
@@ -221,7 +222,8 @@ class Trainer:
             logits, feats = self._eval_logits(x, features=True)
         else:
             logits, feats = self._eval_logits(x), None
-        self.calls.inputs = {**self.run_inputs, "logits": logits, "features": feats}  # None: argmax of these
+        self.calls.inputs = {**self.run_inputs, "logits": logits,  # an answer None means: the argmax of these
+                             **({"features": feats} if feats is not None else {})}
         try:
             adjusted = self.calls.role("predict", logits=logits, state=self.state, features=feats)
         finally:
@@ -614,22 +616,24 @@ class Trainer:
             forward_padded=self.forward_padded if self.row_masks is not None else None,
         )
         comps = self.components
-        inputs = self.calls.inputs = {  # what no hook may change in place (an answer, once given, included)
-            **self.run_inputs, "step.batch.x": batch.x, "step.batch.x_strong": batch.x_strong,
-            "step.batch.candidates": batch.candidates, "step.batch.y_true": batch.y_true, "step.batch.index": batch.index,
-            "step.logits": logits, "step.logits_strong": logits_strong, "step.features": feats,
-            "step.features_strong": feats_strong, "step.probs": step.probs}
         if values and not bool(torch.isfinite(logits.detach()).all()):  # before a component is blamed for them
             raise PLLZooError(f"the network (train.model={self.config.model}) gave non-finite logits (NaN or inf) "
-                              f"in {stage.name} epoch {epoch + 1}: the backbone itself, or a run that diverged (a lower "
-                              "train.lr?)")
+                              f"in {stage.name} epoch {epoch + 1}: the backbone itself, or a run that diverged "
+                              "(a lower train.lr?)")
+        inputs = self.calls.inputs = {**self.run_inputs, **{  # what no hook may change in place (the answers
+            name: t for name, t in (  # given, once checked, included below)
+                ("step.batch.x", batch.x), ("step.batch.x_strong", batch.x_strong),
+                ("step.batch.candidates", batch.candidates), ("step.batch.y_true", batch.y_true),
+                ("step.batch.index", batch.index), ("step.logits", logits), ("step.logits_strong", logits_strong),
+                ("step.features", feats), ("step.features_strong", feats_strong), ("step.probs", step.probs))
+            if t is not None}}
         try:
             with torch.no_grad():
-                step.logit_offset = inputs["step.logit_offset"] = self.calls.role("logit_offset", step=step,
-                                                                                   state=self.state)
+                step.logit_offset = self.calls.role("logit_offset", step=step, state=self.state)
                 if step.logit_offset is not None:
                     slot = self.calls.roles["logit_offset"][0]
                     check_offset(slot, comps[slot], step.logit_offset, logits, values)
+                    inputs["step.logit_offset"] = step.logit_offset
                 step.targets = self.calls.role("label_update", step=step, state=self.state)
                 check_targets("label_update", comps["label_update"], step.targets, batch.candidates, values)
                 inputs["step.targets"] = step.targets  # the loss must train on the answer the checks saw
