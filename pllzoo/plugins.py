@@ -24,6 +24,7 @@ import importlib
 import importlib.metadata as md
 import os
 import sys
+import time
 import traceback
 from dataclasses import dataclass
 from types import ModuleType
@@ -38,6 +39,8 @@ BUILTIN_PLUGINS: tuple[str, ...] = ("pllzoo.builtin",)
 SHIPPED: frozenset[tuple[str, str]] = frozenset({("solar", "pllzoo-solar"), ("baselines", "pllzoo-baselines"),
                                                  ("ltpll", "pllzoo-ltpll")})
 DEBUG_ENV = "PLLZOO_DEBUG"
+SLOW_IMPORT_S = 1.0  # `pllzoo plugins` names a plugin whose import takes longer: every command pays it
+_clock = time.perf_counter
 
 
 @dataclass(frozen=True)
@@ -51,6 +54,7 @@ class PluginInfo:
     error: str | None = None  # one line, set when the plugin failed to load
     dist: str = "in-process"  # the distribution that supplies it ("in-process": registered by code, e.g. a test)
     traceback: str | None = None  # the full traceback of the failure (shown with --debug / PLLZOO_DEBUG=1)
+    import_s: float | None = None  # seconds its entry point took to import and register (outside plugins)
 
     @property
     def shipped(self) -> bool:
@@ -147,6 +151,7 @@ def _load_entrypoints(pm: pluggy.PluginManager) -> list[PluginInfo]:
             taken[ep.name] = info
             infos.append(info)
             continue
+        started = _clock()
         try:
             plugin = ep.load()
             if not isinstance(plugin, ModuleType) and not hasattr(plugin, "__dict__"):
@@ -162,10 +167,10 @@ def _load_entrypoints(pm: pluggy.PluginManager) -> list[PluginInfo]:
             except pluggy.PluginValidationError:
                 pm.unregister(name=ep.name)
                 raise
-            info = PluginInfo(ep.name, version, ep.value, builtin=False, dist=dist)
+            info = PluginInfo(ep.name, version, ep.value, builtin=False, dist=dist, import_s=_clock() - started)
         except (Exception, SystemExit) as exc:  # a broken plugin (sys.exit at import too) must not stop the others
             info = PluginInfo(ep.name, version, ep.value, builtin=False, dist=dist, error=one_line(exc),
-                              traceback=traceback.format_exc())
+                              traceback=traceback.format_exc(), import_s=_clock() - started)
         taken[ep.name] = info
         infos.append(info)
     return infos

@@ -451,3 +451,24 @@ def test_an_outside_component_taking_a_shipped_name_in_another_slot_is_refused(i
         "selection 'proden.confidence': the name of label_update component 'proden.confidence' of plugin "
         f"'baselines' (pllzoo-baselines {base}); plugin 'squat' (pllzoo-squat 1.0) is refused as a whole")
     assert "proden.confidence" not in reg.components["selection"]
+
+
+def test_a_slow_plugin_import_is_named_by_pllzoo_plugins(install, monkeypatch):
+    """A plugin that takes seconds to import slows every command; `pllzoo plugins` says which (the clock is
+    faked: each entry point here "takes" 2.5 s, above SLOW_IMPORT_S)."""
+    import itertools
+    import json
+
+    import pllzoo.plugins as plugins_module
+
+    install("pllzoo-slowpoke", "1.0", "slowpoke", "")
+    monkeypatch.setenv("PLLZOO_LOAD_PLUGINS", "slowpoke")
+    ticks = itertools.count(0.0, 2.5)
+    monkeypatch.setattr(plugins_module, "_clock", lambda: next(ticks))
+    reset_registry()
+    res = CliRunner().invoke(cli, ["plugins"])
+    assert res.exit_code == 0, res.output
+    assert "plugin 'slowpoke' (pllzoo-slowpoke 1.0) takes 2.5 s to import; every pllzoo command" in res.output
+    res = CliRunner().invoke(cli, ["plugins", "--json"])
+    rows = {r["name"]: r for r in json.loads(res.output)}
+    assert rows["slowpoke"]["import_s"] == 2.5 and rows["pllzoo.builtin"]["import_s"] is None

@@ -31,6 +31,7 @@ def _plugin_rows(reg, debug: bool = False) -> list[dict]:
         rows.append({
             "name": info.name, "version": info.version, "dist": info.dist, "module": info.module,
             "builtin": info.builtin, "error": info.error, **({"traceback": info.traceback} if debug else {}),
+            "import_s": None if info.import_s is None else round(info.import_s, 3),
             "components": {s: c for s, c in comps.items() if c},
             # per component: the state keys it reads (needs) and writes (provides), views, run hooks
             "component_info": {n: {"slot": s, **describe_component(reg.components[s][n][0])}
@@ -67,6 +68,12 @@ def plugins(as_json: bool, debug: bool) -> None:
     ], styles=("bold",))
     for line in failure_lines(reg, debug):  # plain lines: rich would wrap a long reason over several
         click.echo(line)
+    from pllzoo.plugins import SLOW_IMPORT_S
+
+    for info in reg.plugins:
+        if (info.import_s or 0) > SLOW_IMPORT_S:
+            click.echo(f"plugin {info.origin} takes {info.import_s:.1f} s to import; every pllzoo command that "
+                       "loads the plugins pays it (PLLZOO_LOAD_PLUGINS leaves it out)")
 
 
 def _field_rows(cls: type) -> list[dict[str, Any]]:
