@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pandas as pd
 import pytest
@@ -222,3 +223,32 @@ def test_interrupt_exits_130_with_one_line(runner, tmp_path, monkeypatch):
     assert lines[-1].startswith("interrupted; each unfinished run continues from its last checkpoint; continue with: "
                                 "pllzoo bench --methods proden --out ")
     assert lines[-1].endswith(" --resume") and "Traceback" not in res.output
+
+
+@pytest.mark.skipif(not Path("/dev/full").exists(), reason="no /dev/full on this system")
+@pytest.mark.parametrize("args", [["methods"], ["datasets"], ["plugins", "--json"]])
+def test_a_full_disk_under_stdout_is_one_line_not_a_traceback(args):
+    """`pllzoo methods > /dev/full` used to end in an OSError traceback."""
+    import subprocess
+    import sys
+
+    with open("/dev/full", "w") as full:
+        res = subprocess.run([sys.executable, "-m", "pllzoo", *args], stdout=full, stderr=subprocess.PIPE, text=True,
+                             timeout=120)
+    assert res.returncode == 1 and "Traceback" not in res.stderr, res.stderr
+    assert res.stderr.strip().splitlines() == ["Error: cannot write: No space left on device (standard output?)"]
+
+
+def test_an_os_error_no_command_expected_is_one_line(runner, tmp_path, monkeypatch):
+    """e.g. `pllzoo archive` on a read-only results folder (it used to be a traceback)."""
+    import errno
+
+    from pllzoo import archive as arc
+
+    def read_only(*args, **kwargs):
+        raise OSError(errno.EROFS, "Read-only file system", str(tmp_path / "runs.jsonl.xz.tmp"))
+
+    monkeypatch.setattr(arc, "write", read_only)
+    res = runner.invoke(cli, ["archive", str(tmp_path)])
+    assert res.exit_code == 1 and "Traceback" not in res.output
+    assert res.output.strip() == f"Error: cannot write: Read-only file system ({tmp_path / 'runs.jsonl.xz.tmp'})"

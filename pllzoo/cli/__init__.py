@@ -7,6 +7,8 @@ and a non-zero exit (2 for unknown names, 1 otherwise), never a traceback — un
 
 from __future__ import annotations
 
+import errno
+import os
 import sys
 import traceback
 import warnings
@@ -30,6 +32,18 @@ class _Group(click.Group):
         except KeyboardInterrupt:  # Ctrl-C outside a bench's clean-stop window (loading, planning): 130
             click.echo("interrupted (Ctrl-C)", err=True)
             ctx.exit(130)
+        except OSError as exc:  # what no command turned into its own line: a full disk under stdout, a
+            if exc.errno == errno.EPIPE:  # read-only folder; a closed pipe (`| head`) is click's to end quietly
+                raise
+            _debug_traceback(exc)
+            try:
+                sys.stdout.flush()
+            except OSError:  # stdout itself failed: nothing more goes there (nor at the interpreter's exit)
+                sys.stdout = open(os.devnull, "w")
+            where = f" ({exc.filename})" if exc.filename else " (standard output?)" if exc.errno == errno.ENOSPC \
+                else ""
+            verb = "write" if exc.errno in (errno.ENOSPC, errno.EROFS, errno.EDQUOT, errno.EFBIG) else "read or write"
+            raise click.ClickException(f"cannot {verb}: {exc.strerror or exc}{where}") from None
 
 
 def _debug_traceback(exc: BaseException) -> None:
