@@ -101,11 +101,15 @@ def read(out: Path) -> dict[str, ArchivedRun]:
         if not isinstance(header, dict) or header.get("pllzoo_archive") != FORMAT:
             raise ValueError(f"not a format-{FORMAT} pllzoo run archive")
         runs = {}
-        for text in lines[1:]:
+        for i, text in enumerate(lines[1:], 2):
             obj = json.loads(text)
+            if not (isinstance(obj, dict) and isinstance(obj.get("run"), str) and
+                    all(isinstance(obj.get(k), dict) for k in ("config", "env", "log"))):
+                raise ValueError(f"line {i} is not a run (its run, config, env and log of the wrong types)")
             runs[obj["run"]] = ArchivedRun(obj["run"], bool(obj["done"]), obj["config"], obj["env"],
                                            unpack(obj["log"]), obj.get("error"))
-    except (OSError, ValueError, KeyError, TypeError, IndexError, lzma.LZMAError, UnicodeDecodeError) as exc:
+    except (OSError, ValueError, KeyError, TypeError, IndexError, AttributeError, lzma.LZMAError,
+            UnicodeDecodeError) as exc:
         raise PLLZooError(f"{path}: unreadable run archive ({type(exc).__name__}: {exc}); restore it from git, or "
                           f"rebuild it from {Path(out) / 'runs'}/ alone with pllzoo archive --rebuild {out}") from None
     return runs

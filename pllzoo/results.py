@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import os
 import platform
 import subprocess
@@ -110,6 +111,7 @@ def check_log(records: list[dict[str, Any]], where: Path | str) -> list[dict[str
     """
     if not records:
         raise DamagedRun(f"{where}: damaged run (log.jsonl is empty)")
+    _check_record_types(records, where)
     prev = None
     for rec in records:
         here = (rec.get("stage_index", 0), rec["epoch"])
@@ -221,6 +223,30 @@ def setting_label(config: dict[str, Any]) -> str:
     return " ".join(parts)
 
 
+def _finite_number(v: Any) -> bool:
+    """A number as pllzoo writes one: an int or a finite float (NaN and inf are written as null)."""
+    return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+
+
+def _check_record_types(records: list[dict[str, Any]], where: Path | str) -> None:
+    """The fields the tables read of each record have the types pllzoo writes: ``method``, ``dataset`` and
+    ``stage`` strings, ``seed``, ``epoch`` and ``epochs`` integers, the accuracies finite numbers or null,
+    ``class_acc`` a list of them (an edited or corrupted log does not, and would sort, average or plot wrongly).
+
+    :raises DamagedRun: one line naming the run, the field, the epoch and the value."""
+    text = (lambda v: isinstance(v, str), "a string")
+    whole = (lambda v: isinstance(v, int) and not isinstance(v, bool), "a whole number")
+    checks = {"method": text, "dataset": text, "stage": text, "seed": whole, "epoch": whole, "epochs": whole,
+              **{c: (lambda v: v is None or _finite_number(v), "a finite number or null") for c in ACC_COLUMNS},
+              "class_acc": (lambda v: v is None or isinstance(v, list) and all(
+                  x is None or _finite_number(x) for x in v), "a list of finite numbers")}
+    for rec in records:
+        for key, (ok, what) in checks.items():
+            if key in rec and not ok(rec[key]):
+                raise DamagedRun(f"{where}: damaged run (log.jsonl's {key} at epoch {rec.get('epoch')!r} is "
+                                 f"{rec[key]!r:.60}, not {what})")
+
+
 def _check_types(records: list[dict[str, Any]], config: dict[str, Any], where: Path) -> None:
     """What the tables read of a run has the types pllzoo writes (an edited or corrupted file does not).
 
@@ -234,11 +260,7 @@ def _check_types(records: list[dict[str, Any]], config: dict[str, Any], where: P
     for key in ("phi", "imb", "holdout", "subset"):
         if not number(data.get(key)):
             raise DamagedRun(f"{where}: damaged run (config.json's data.{key} is {data[key]!r}, not a number)")
-    for rec in records:
-        bad = next((c for c in ("epoch", "epochs", *ACC_COLUMNS) if c in rec and not number(rec[c])), None)
-        if bad is not None:
-            raise DamagedRun(f"{where}: damaged run (log.jsonl's {bad} at epoch {rec.get('epoch')!r} is "
-                             f"{rec[bad]!r}, not a number)")
+    _check_record_types(records, where)
 
 
 #: config keys that vary from seed to seed, or that the setting label and the method name already say

@@ -47,6 +47,17 @@ def _cut_checkpoint(run: Path) -> None:
     (run / "checkpoint.pt").write_bytes(data[: len(data) // 2])
 
 
+def _edit(key: str, value: str):
+    """Set ``key`` of the last record to the JSON text ``value`` (NaN and Infinity too, as Python reads them)."""
+    def damage(run: Path) -> None:
+        lines = _lines(run)
+        rec = json.loads(lines[-1])
+        rec[key] = "\0"
+        lines[-1] = json.dumps(rec).replace('"\\u0000"', value)
+        (run / "log.jsonl").write_text("\n".join(lines) + "\n")
+    return damage
+
+
 # name → (damage, what the one line says, what bench --resume then does)
 DAMAGE = {
     "truncated log": (_cut_log, "log.jsonl line 2 is not a JSON record", "resuming it from its checkpoint"),
@@ -62,6 +73,17 @@ DAMAGE = {
                        "resuming it from its checkpoint"),
     "no config": (lambda r: (r / "config.json").unlink(), "config.json is missing",  # it was reused silently
                   "resuming it from its checkpoint"),
+    # hand-edited values of the wrong type (each used to be a traceback, a NaN averaged away or a seed "x")
+    "method a number": (_edit("method", "5"), "log.jsonl's method at epoch 2 is 5, not a string",
+                        "resuming it from its checkpoint"),
+    "seed a string": (_edit("seed", '"x"'), "log.jsonl's seed at epoch 2 is 'x', not a whole number",
+                      "resuming it from its checkpoint"),
+    "accuracy NaN": (_edit("acc_all", "NaN"), "log.jsonl's acc_all at epoch 2 is nan, not a finite number or null",
+                     "resuming it from its checkpoint"),
+    "accuracy infinite": (_edit("acc_few", "1e999"), "log.jsonl's acc_few at epoch 2 is inf, not a finite number",
+                          "resuming it from its checkpoint"),
+    "class accuracies not a list": (_edit("class_acc", '"x"'), "log.jsonl's class_acc at epoch 2 is 'x', not a list",
+                                    "resuming it from its checkpoint"),
     "truncated checkpoint": (_cut_checkpoint, "truncated or corrupt", "retraining the run from the start"),
     "empty checkpoint": (lambda r: (r / "checkpoint.pt").write_bytes(b""), "empty, 0 bytes",
                          "retraining the run from the start"),

@@ -109,6 +109,26 @@ def test_unreadable_archive_is_one_line(out):
     assert res.output.strip().splitlines() == [res.output.strip()] and "unreadable run archive" in res.output
 
 
+@pytest.mark.parametrize("field, value", [("log", "a string"), ("log", [1]), ("log", None), ("config", None),
+                                          ("run", 5)])
+@pytest.mark.parametrize("command", ["report", "archive", "plot"])
+def test_an_archive_entry_of_the_wrong_types_is_one_line(out, tmp_path, field, value, command):
+    """A valid xz file whose entries hold other JSON types used to be an AttributeError traceback."""
+    import json
+    import lzma
+
+    _archive(out)
+    lines = lzma.decompress((out / archive.NAME).read_bytes()).decode().splitlines()
+    entry = json.loads(lines[1])
+    entry[field] = value
+    lines[1] = json.dumps(entry)
+    (out / archive.NAME).write_bytes(lzma.compress(("\n".join(lines) + "\n").encode(), format=lzma.FORMAT_XZ))
+    args = [command, str(out)] + (["--out", str(tmp_path / "p.png")] if command == "plot" else [])
+    res = CliRunner().invoke(cli, args)
+    assert res.exit_code == 1 and "Traceback" not in res.output, res.output
+    assert "unreadable run archive (ValueError: line 2 is not a run" in res.output
+
+
 def test_an_unreadable_archive_is_rebuilt_from_runs_as_its_message_says(out):
     """The message names a command that works: ``pllzoo archive --rebuild`` (the damaged file kept aside)."""
     res = CliRunner().invoke(cli, ["archive", str(out)])
