@@ -29,15 +29,16 @@ N, K = 60, 3
 TINY = ["--epochs", "1", "--batch-size", "16", "--threads", "1"]
 
 
-def _write_mat(path: Path, n: int = N, k: int = K, labels=None, cand=None, target=None) -> Path:
-    """A tiny PALM-layout set: ``data`` n x 4, one-hot ``target`` and ``partial_target`` labels x examples."""
+def _write_mat(path: Path, n: int = N, k: int = K, labels=None, cand=None, target=None, d: int = 4) -> Path:
+    """A tiny PALM-layout set: ``data`` n x d, one-hot ``target`` and ``partial_target`` labels x examples."""
     rng = np.random.RandomState(0)
     y = np.arange(n) % k if labels is None else labels
     if cand is None:
         cand = (rng.rand(k, n) < 0.3).astype(float)
         cand[y, np.arange(n)] = 1
     target = np.eye(k)[y].T if target is None else target
-    scipy.io.savemat(path, {"data": rng.randn(n, 4) + y[:, None], "target": target, "partial_target": cand})
+    scipy.io.savemat(path, {"data": rng.randn(n, d) + y[:, None] if d else np.zeros((n, 0)), "target": target,
+                            "partial_target": cand})
     return path
 
 
@@ -238,6 +239,10 @@ CASES = [
          "--methods lists method cc more than once", "Warning", keep="runs"),
     # issue 13.4: data
     Case("one class", _one_class, 1, "1 class; partial-label learning needs at least 2 classes"),
+    Case("no rows", lambda c: ["--methods", "proden", "--dataset", c.mat("norows", n=0), *TINY], 1,
+         "no examples (0 feature rows)"),  # a reshape traceback
+    Case("no features", lambda c: ["--methods", "proden", "--dataset", c.mat("nofeatures", d=0), *TINY], 1,
+         "the examples have no features (shape (60, 0))"),  # trained and was recorded ok
     Case("more classes than rows", _more_classes_than_rows, 1, "16 training rows for 30 classes"),
     Case("class without training rows", _class_without_rows, 0, "1 of 4 classes have no training rows", "Warning",
          keep="runs"),

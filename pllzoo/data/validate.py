@@ -129,6 +129,10 @@ def check_pll(
     """
     xa, ca = as_numpy(x), as_numpy(candidates)
     n = xa.shape[0] if xa.ndim else 0
+    if n == 0:
+        raise PLLZooError(f"{where}: no examples (0 feature rows)")
+    if xa.ndim > 1 and xa[0].size == 0:
+        raise PLLZooError(f"{where}: the examples have no features (shape {tuple(xa.shape)})")
     if ca.ndim != 2 or ca.shape != (n, num_classes):
         raise PLLZooError(
             f"{where}: candidate matrix has shape {tuple(ca.shape)} but features have {n} rows "
