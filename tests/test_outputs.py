@@ -101,7 +101,19 @@ def test_compact_png_keeps_an_image_of_few_colours_exactly():
         assert np.array_equal(np.asarray(im.convert("RGB")), pixels)
 
 
-@pytest.mark.parametrize("name", ["results.csv", "summary.csv", "summary.md"])
+@pytest.mark.parametrize("name", ["log.jsonl", "config.json", "notes.md"])
+@pytest.mark.parametrize("command", ["report", "evaluate"])
+def test_nothing_is_written_into_a_run_folder(out, name, command):
+    """``report OUT --csv OUT/runs/<id>/log.jsonl`` used to replace the run's records (then a damaged run)."""
+    run = sorted((out / "runs").iterdir())[0]
+    before = {f.name: f.read_bytes() for f in run.iterdir() if f.is_file()}
+    source = [str(out)] if command == "report" else [str(run), "--device", "cpu"]
+    res = CliRunner().invoke(cli, [command, *source, "--md" if name.endswith(".md") else "--csv", str(run / name)])
+    assert res.exit_code == 2 and "is inside the run folder" in res.output and "Traceback" not in res.output
+    assert {f.name: f.read_bytes() for f in run.iterdir() if f.is_file()} == before
+
+
+@pytest.mark.parametrize("name", ["results.csv", "summary.csv", "summary.md", "runs.jsonl.xz"])
 def test_the_bench_files_of_a_results_folder_are_not_overwritten(out, name):
     """``report OUT --md OUT/results.csv`` used to replace the bench's record with Markdown."""
     before = (out / "results.csv").read_bytes()

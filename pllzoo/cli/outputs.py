@@ -20,8 +20,12 @@ FIGURE_SUFFIXES = (".png", ".pdf", ".svg", ".svgz", ".jpg", ".jpeg", ".eps", ".p
 """What ``matplotlib``'s ``savefig`` writes (by the file's suffix)."""
 
 
-#: what pllzoo bench writes into a results folder: never overwritten by another command's --md/--csv
-BENCH_FILES = frozenset({"results.csv", "summary.csv", "summary.md"})
+#: what pllzoo bench (and archive, sweep) writes into a results folder: never overwritten by another command's
+#: --md/--csv
+BENCH_FILES = frozenset({"results.csv", "summary.csv", "summary.md", "runs.jsonl.xz", "sweep.json"})
+
+#: what marks a run folder (``OUT/runs/<id>/``): nothing is written into one but by the run itself
+RUN_FILES = ("log.jsonl", "config.json", "env.json", "checkpoint.pt")
 
 
 class OutputFile(click.Path):
@@ -42,9 +46,12 @@ class OutputFile(click.Path):
                       param, ctx)
         if path.is_dir():
             self.fail(f"{str(path)!r} is a directory", param, ctx)
-        if path.name in BENCH_FILES and (path.parent / "runs").is_dir():
+        if path.name in BENCH_FILES and ((path.parent / "runs").is_dir() or (path.parent / "runs.jsonl.xz").exists()):
             self.fail(f"{str(path)!r} is the bench's own record of that results folder; write another file",
                       param, ctx)
+        if any((path.parent / name).exists() for name in RUN_FILES):
+            self.fail(f"{str(path)!r} is inside the run folder {str(path.parent)!r}, which holds the run's own "
+                      "records; write the file elsewhere", param, ctx)
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
