@@ -65,9 +65,10 @@ def _check_data(run_dir: Path, data: Any) -> None:
 
 
 def rescore(registry: Registry, run_dir: Path, overrides: dict[str, str], predict: str | None = None,
-            data_dir: Path | None = None, device: str = "auto") -> dict[str, Any]:
+            data_dir: Path | None = None, device: str = "auto", dataset: str | None = None) -> dict[str, Any]:
     """Test metrics of the finished run in ``run_dir`` with ``predict`` as its predict component (if
-    given) and component ``overrides`` (``slot.field``)."""
+    given) and component ``overrides`` (``slot.field``); ``dataset``: where a run trained on a ``.mat`` file or
+    an image folder finds it (:meth:`~pllzoo.registry.Registry.recorded_dataset`)."""
     run_dir = Path(run_dir)
     if (run_dir / "runs").is_dir() and not (run_dir / "config.json").exists():  # a bench's --out, not one run
         raise PLLZooError(f"{run_dir} is a results folder; pass its run folders, e.g. {run_dir / 'runs' / '*'}")
@@ -99,7 +100,7 @@ def rescore(registry: Registry, run_dir: Path, overrides: dict[str, str], predic
                           "hyper-parameters change its numbers; retrain the run for the others")
     recorded = {k: v for k, v in registry.recorded_hparams(config).items() if k in valid}
     opts = _options(config["data"], data_dir)
-    data = carve(registry.dataset(config["dataset"]).load(opts), opts, config["seed"])
+    data = carve(registry.recorded_dataset(config["dataset"], dataset).load(opts), opts, config["seed"])
     _check_data(run_dir, data)
     comps = registry.build_components(method, {**recorded, **overrides}, (data.name, data.kind))
     train = TrainConfig(**{k: tuple(v) if isinstance(v, list) else v for k, v in config["train"].items()})

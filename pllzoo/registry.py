@@ -315,6 +315,24 @@ class Registry:
                                f"or {IMAGEFOLDER_PREFIX}PATH (an image folder and its candidate file)"
                                f"{self._failed_note()}")
 
+    def recorded_dataset(self, recorded: str, given: str | None = None, flag: str = "--dataset") -> DatasetSpec:
+        """The dataset a recorded run (``config.json``'s ``dataset``) trained on: its registered name, or
+        ``given`` (a ``.mat`` path or ``imagefolder:PATH``, whose place a run does not record) when that is the
+        dataset of that name.
+
+        :raises PLLZooError: one line saying what to give (no ``given`` for an unregistered name), or that
+            ``given`` is another dataset."""
+        if given is None:
+            if recorded in self.datasets:
+                return self.datasets[recorded][0]
+            raise PLLZooError(f"the run trained on dataset {recorded!r}, which is no registered name: a .mat file or "
+                              f"an image folder, whose path runs do not record; give it with {flag} PATH/"
+                              f"{recorded}.mat or {flag} imagefolder:PATH{self._failed_note()}")
+        spec = self.dataset(given)
+        if spec.name != recorded:
+            raise PLLZooError(f"{flag} {given} is dataset {spec.name!r}; the run trained on {recorded!r}")
+        return spec
+
     # ------------------------------------------------------------------ instantiation
     def hparam_keys(self, method: Method) -> set[str]:
         keys = set()

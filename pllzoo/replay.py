@@ -15,7 +15,9 @@ Allowed beside it: options that change no number (``--out``, ``--resume``, ``--o
 ``--jobs``, ``--threads``, ``--time-limit``, ``--check``, ``--view-workers`` with the recorded
 stream), and three that say where and how to get the data or where to train: ``--data-dir`` (wins
 over the recorded folder, which is also used when the record has none), ``--offline`` and
-``--device``.  The last two are part of the run id: the replay then gets a new one, with one
+``--device``; and ``--dataset`` for a run trained on a ``.mat`` file or an image folder, whose path the
+record does not hold (it must load the dataset of the recorded name).  ``--offline`` and ``--device`` are
+part of the run id: the replay then gets a new one, with one
 ``Warning:`` line (and on another device other numbers).  Options that would change the run
 (``--methods``, ``--epochs``, ``--hp``, ...; :data:`FIXED`) and ``--config`` are refused with one line.
 """
@@ -126,8 +128,18 @@ def use_run(ctx: click.Context, param: click.Parameter, value: Path | None) -> P
 
 def refuse_changes(ctx: click.Context) -> None:
     """Refuse, with one line, a run-changing option given beside ``--from-run`` (:data:`FIXED`)."""
+    from pllzoo.registry import get_registry
+
     given = ParameterSource.COMMANDLINE, ParameterSource.ENVIRONMENT
+    recorded = ctx.meta[META_RUN][1]["dataset"]
+    unregistered = recorded not in get_registry().datasets  # a .mat file or an image folder: its path is not
+    if ctx.get_parameter_source("dataset") not in given and unregistered:  # recorded, so --dataset gives it
+        get_registry().recorded_dataset(recorded)  # one line saying so
     for name in FIXED:
+        if name == "dataset" and unregistered:
+            if ctx.get_parameter_source(name) in given:
+                get_registry().recorded_dataset(recorded, ctx.params["dataset"])  # that dataset, or one line
+            continue
         if ctx.get_parameter_source(name) in given:
             flag = "--hp" if name == "hps" else "--" + name.replace("_", "-")
             raise PLLZooError(f"{flag} would change the run that --from-run replays as recorded; beside it give only "

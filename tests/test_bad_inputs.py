@@ -12,6 +12,7 @@ from __future__ import annotations
 import builtins
 import errno
 import io
+import json
 import os
 import shutil
 from dataclasses import dataclass
@@ -316,3 +317,27 @@ def test_classes_without_training_rows_are_few(registry, tmp_path):
                                    "--out", str(tmp_path / "o")])
     assert res.exit_code == 0, res.output
     assert "Few: < 1 (8)" in (tmp_path / "o" / "summary.md").read_text()
+
+
+def test_a_run_on_a_mat_file_is_evaluated_and_replayed_with_its_path(finished, tmp_path):
+    """Runs record no path, so a run on a .mat file (or an image folder) used to be a dead end for evaluate and
+    --from-run ("unknown dataset 'good'"); --dataset now gives the file again, and must be that dataset."""
+    good, out = finished
+    (run,) = (out / "runs").iterdir()
+    res = CliRunner().invoke(cli, ["evaluate", str(run), "--device", "cpu"])
+    assert res.exit_code == 1 and "Traceback" not in res.output
+    assert "the run trained on dataset 'good', which is no registered name: a .mat file or an image folder, whose " \
+           "path runs do not record; give it with --dataset PATH/good.mat or --dataset imagefolder:PATH" in res.output
+    res = CliRunner().invoke(cli, ["evaluate", str(run), "--device", "cpu", "--dataset", str(good)])
+    assert res.exit_code == 0, res.output
+    other = _write_mat(tmp_path / "other.mat")
+    res = CliRunner().invoke(cli, ["evaluate", str(run), "--device", "cpu", "--dataset", str(other)])
+    assert res.exit_code == 1 and f"--dataset {other} is dataset 'other'; the run trained on 'good'" in res.output
+    replay = ["bench", "--from-run", str(run), "--threads", "1", "--out", str(tmp_path / "again")]
+    res = CliRunner().invoke(cli, replay)
+    assert res.exit_code == 1 and "give it with --dataset PATH/good.mat" in res.output, res.output
+    res = CliRunner().invoke(cli, [*replay, "--dataset", str(good)])
+    assert res.exit_code == 0, res.output
+    strip = lambda p: [{k: v for k, v in json.loads(line).items() if k != "wall_s"}  # noqa: E731
+                       for line in (p / "log.jsonl").read_text().splitlines()]
+    assert strip(tmp_path / "again" / "runs" / run.name) == strip(run)  # the same run id, the same numbers

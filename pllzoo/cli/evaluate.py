@@ -19,10 +19,12 @@ from pllzoo.columns import ACC_COLUMNS
               help="Offline data folder, as bench's --data-dir (runs record no machine path; default: "
                    "$PLLZOO_CACHE/data, ~/.cache/pllzoo/data unless set).")
 @click.option("--device", default="auto", show_default=True, help="auto | cpu | cuda[:i].")
+@click.option("--dataset", default=None,
+              help="For runs trained on a .mat file or imagefolder:PATH (runs record no path): that dataset again.")
 @click.option("--csv", "csv_path", type=OutputFile(), default=None, help="Write the rows here.")
 @click.option("--md", "md_path", type=OutputFile(), default=None,
               help="Write a Markdown table here: mean ± sample std over the runs of each method.")
-def evaluate(runs, predict, hps, data_dir, device, csv_path, md_path) -> None:
+def evaluate(runs, predict, hps, data_dir, device, dataset, csv_path, md_path) -> None:
     """Test accuracy of each finished run (RUNS: results/<study>/runs/<run>) under --hp, no training."""
     import pandas as pd
     from rich.console import Console
@@ -34,7 +36,7 @@ def evaluate(runs, predict, hps, data_dir, device, csv_path, md_path) -> None:
     from pllzoo.results import summarise
 
     overrides = planning.parse_overrides(hps)
-    rows = pd.DataFrame([rescore(get_registry(), run, overrides, predict, data_dir, device) for run in runs])
+    rows = pd.DataFrame([rescore(get_registry(), run, overrides, predict, data_dir, device, dataset) for run in runs])
     setting = ([f"predict={predict}"] if predict else []) + [f"{k}={v}" for k, v in overrides.items()]
     title = "Re-scored: " + (", ".join(setting) or "as trained")
     note = "Final checkpoint of each run, test set, no training."
