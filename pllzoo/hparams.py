@@ -120,21 +120,31 @@ def declaration_error(cls: type) -> str | None:
     if not cls.__dataclass_params__.frozen:
         return "is not frozen; declare it @dataclass(frozen=True)"
     for f in fields(cls):
-        kind, default = basic_type(f.type), f.default
-        if kind is None or default is dataclasses.MISSING:
+        if f.default is dataclasses.MISSING:
             continue
-        if default is None:
-            if "None" not in str(f.type) and "Optional" not in str(f.type):
-                return f"field {f.name!r}: default None, but its annotation {f.type} does not take None"
-            continue
-        ok = (isinstance(default, bool) if kind is bool else
-              isinstance(default, int) and not isinstance(default, bool) if kind is int else
-              isinstance(default, (int, float)) and not isinstance(default, bool) if kind is float else
-              isinstance(default, str))
-        if not ok:
-            return (f"field {f.name!r}: annotated {kind.__name__}, but its default is {default!r} "
-                    f"({type(default).__name__})")
+        if f.default is None and basic_type(f.type) is not None and not _takes_none(f.type):
+            return f"field {f.name!r}: default None, but its annotation {f.type} does not take None"
+        wrong = type_error(f, f.default)
+        if wrong is not None:
+            return f"field {f.name!r}: annotated {wrong}, but its default is {f.default!r} ({type(f.default).__name__})"
     return None
+
+
+def _takes_none(annotation: Any) -> bool:
+    return "None" in str(annotation) or "Optional" in str(annotation)
+
+
+def type_error(f: dataclasses.Field, value: Any) -> str | None:
+    """The type ``f`` is annotated with (``int``, ``float``, ``bool`` or ``str``, optionally ``| None``), when
+    ``value`` is not of it (``float`` takes an int; bool is no number), else None."""
+    kind = basic_type(f.type)
+    if kind is None or value is None and _takes_none(f.type):
+        return None
+    ok = (isinstance(value, bool) if kind is bool else
+          isinstance(value, int) and not isinstance(value, bool) if kind is int else
+          isinstance(value, (int, float)) and not isinstance(value, bool) if kind is float else
+          isinstance(value, str))
+    return None if ok else kind.__name__
 
 
 def parse_value(text: str, annotation: Any, default: Any) -> Any:
@@ -181,7 +191,10 @@ def override(obj: Any, changes: dict[str, str], where: str) -> Any:
             valid = ", ".join(sorted(by_name)) or "(none)"
             raise UnknownNameError(f"unknown hyper-parameter {where}.{key}; valid: {valid}")
         f = by_name[key]
-        if not isinstance(text, str):
+        if not isinstance(text, str):  # a typed value (a config file, a replayed record): of the field's type
+            wrong = type_error(f, text)
+            if wrong is not None:
+                raise PLLZooError(f"bad value for {where}.{key}: {text!r} ({type(text).__name__}); expected {wrong}")
             parsed[key] = text
             continue
         try:

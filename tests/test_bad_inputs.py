@@ -201,6 +201,7 @@ CASES = [
     Case("phi -inf", lambda c: _good(c, "--phi", "-inf"), 2, "'-inf' is not a finite number"),
     Case("hp infinite", lambda c: _good(c, "--hp", "train.lr=inf"), 1, "bad value for train.lr: inf; must be > 0"),
     Case("jobs 0", lambda c: _good(c, "--jobs", "0"), 2, "--jobs"),
+    Case("threads 100000", lambda c: _good(c, "--threads", "100000"), 2, "100000 is not in the range 1<=x<=1024"),
     Case("bad seeds", lambda c: _good(c, "--seeds", "1,x"), 1, "bad --seeds '1,x'"),
     Case("seeds in other digits", lambda c: _good(c, "--seeds", "\u0661"), 1, "bad --seeds '\u0661'"),
     Case("seeds with underscores", lambda c: _good(c, "--seeds", "1_0"), 1, "bad --seeds '1_0'"),

@@ -218,6 +218,21 @@ def test_from_run_of_a_record_this_pllzoo_would_plan_differently(finished, tmp_p
     assert not (tmp_path / "out" / "runs").exists()
 
 
+@pytest.mark.parametrize("key, value, expected", [("lr", None, "bad value for train.lr: None (NoneType); expected "
+                                                                "float"),
+                                                    ("epochs", 1.5, "bad value for train.epochs: 1.5 (float); expected int"),
+                                                    ("amp", 1, "bad value for train.amp: 1 (int); expected bool")])
+def test_from_run_of_a_record_with_a_value_of_the_wrong_type_is_one_line(finished, tmp_path, key, value, expected):
+    """An edited record used to start the run and fail it with a cryptic TypeError inside training."""
+    run = Path(shutil.copytree(next((finished / "runs").glob("cc__*")), tmp_path / "cc-run"))
+    config = json.loads((run / "config.json").read_text())
+    config["train"][key] = value
+    (run / "config.json").write_text(json.dumps(config))
+    line = _error_line(_run(["--from-run", str(run), "--out", str(tmp_path / "out")]))
+    assert expected in line, line
+    assert not (tmp_path / "out" / "runs").exists()
+
+
 def test_example_config_in_docs_is_valid():
     from pllzoo.cli.bench import bench
 

@@ -112,7 +112,7 @@ _OUT = _Folder(path_type=Path)
 @click.option("--jobs", type=click.IntRange(min=1), default=1, show_default=True,
               help="Train up to N runs at once, one process each, on the same device. Pays on a GPU that one run "
                    "leaves idle (small models or batches, e.g. ResNet-18 on 32x32 images); memory grows N-fold.")
-@click.option("--threads", type=click.IntRange(min=1), default=None,
+@click.option("--threads", type=click.IntRange(min=1, max=1024), default=None,  # (100000 ran OpenMP out of memory)
               help="Torch CPU threads per run (default: the CPUs this process may use, by affinity and cgroup quota, "
                    "capped at torch's own default, divided by --jobs; at least 1). CPU numbers can differ in the "
                    "last bits between counts; env.json records it.")
