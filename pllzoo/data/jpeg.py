@@ -79,12 +79,23 @@ def cache_path(archive: Path, sha256: str) -> Path:
     return cache_root() / "jpeg" / f"{archive.stem}-{sha256[:24]}-pil{PIL.__version__}.npy"
 
 
+def _check_labels(archive: Path, labels: np.ndarray, k: int) -> None:
+    """:raises PLLZooError: one line, for labels that are not one class index in 0..k-1 per image."""
+    if labels.ndim != 1:
+        raise PLLZooError(f"{archive}: labels of shape {labels.shape}, expected one per image; the archive is damaged")
+    bad = np.flatnonzero((labels < 0) | (labels >= k))
+    if bad.size:
+        raise PLLZooError(f"{archive}: {bad.size} label(s) outside 0..{k - 1}, its {k} classes (first: image "
+                          f"{bad[0]}, label {labels[bad[0]]}); the archive is damaged")
+
+
 def load_jpeg_archive(archive: Path, use_cache: bool = True) -> DecodedArchive:
     """Return the decoded images, labels and class names of a JPEG-packed ``.npz``."""
     try:
         with np.load(archive) as z:
             labels = z["labels"].astype(np.int64)
             class_names = [str(c) for c in z["class_names"]]
+            _check_labels(archive, labels, len(class_names))
             cached_file = cache_path(archive, file_sha256(archive)) if use_cache else None
             if cached_file is not None and cached_file.is_file():
                 try:
@@ -94,6 +105,8 @@ def load_jpeg_archive(archive: Path, use_cache: bool = True) -> DecodedArchive:
                 except Exception:  # a damaged cache file is simply rebuilt
                     pass
             images = decode_jpegs(z["jpeg"], z["offsets"])
+    except PLLZooError:
+        raise
     except Exception as e:  # not an npz, missing keys, broken JPEG bytes
         raise PLLZooError(f"{archive}: not a readable JPEG-packed archive ({exception_line(e)})") from None
     if cached_file is not None:

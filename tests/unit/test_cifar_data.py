@@ -115,6 +115,19 @@ def test_jpeg_archive_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> 
         load_jpeg_archive(tmp_path / "bad.npz")
 
 
+def test_a_jpeg_archive_with_a_label_outside_its_classes_is_one_line(tmp_path: Path, monkeypatch) -> None:
+    """It used to surface as "class 0 has 4999 examples but 5000 were requested" from the long-tail sampling."""
+    monkeypatch.setenv("PLLZOO_CACHE", str(tmp_path / "cache"))
+    _write_jpeg_archive(tmp_path / "train_jpeg.npz", per_class=2, K=3)
+    with np.load(tmp_path / "train_jpeg.npz") as z:
+        arrays = dict(z)
+    arrays["labels"][4] = 200
+    np.savez_compressed(tmp_path / "train_jpeg.npz", **arrays)
+    with pytest.raises(PLLZooError, match=r"train_jpeg.npz: 1 label\(s\) outside 0..2, its 3 classes \(first: image "
+                                          r"4, label 200\); the archive is damaged$"):
+        load_jpeg_archive(tmp_path / "train_jpeg.npz")
+
+
 def test_cifar10lt_from_a_small_jpeg_copy(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("PLLZOO_CACHE", str(tmp_path / "cache"))
     _write_jpeg_archive(tmp_path / "train_jpeg.npz", per_class=20)
