@@ -92,10 +92,14 @@ def values(ctx: click.Context, data: dict[str, Any], where: str) -> tuple[dict[s
     options = file_options(ctx.command)
     defaults: dict[str, Any] = {}
     hp_pairs: list[str] = []
+    seen: dict[str, Any] = {}
     for raw_key, value in data.items():
         key = str(raw_key).replace("_", "-")
         if key not in options:
             raise UnknownNameError(f"{where}: unknown key {raw_key!r}; valid: {', '.join(sorted(options))}")
+        if key in seen:  # batch_size and batch-size: one option, given twice (the file format cannot tell)
+            raise PLLZooError(f"{where}: {seen[key]!r} and {raw_key!r} are the same option, given twice; keep one")
+        seen[key] = raw_key
         param = options[key]
         if param.name == "hps":
             hp_pairs = hp_strings(value, where)

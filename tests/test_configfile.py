@@ -107,6 +107,7 @@ hp:
     ('methods = "cc"\nhp = {"train.nope" = 1}\n', ["train.nope", "valid"]),
     ('methods = "cc"\nconfig = "other.toml"\n', ["'config'"]),
     ('methods = ["cc"\n', ["not valid TOML"]),
+    ('methods = "cc"\nbatch_size = 8\nbatch-size = 16\n', ["'batch_size' and 'batch-size' are the same option"]),
 ])
 def test_bad_config_file_is_one_error_line(tmp_path, text, words):
     path = _write(tmp_path / "bad.toml", text)
