@@ -117,6 +117,16 @@ def _allowed() -> set[str] | None:
     return {p.strip() for p in raw.split(",") if p.strip()}
 
 
+def unknown_allowed() -> tuple[list[str], list[str]]:
+    """The names ``PLLZOO_LOAD_PLUGINS`` lists that no installed entry point has (a typo loads nothing of
+    it), and the installed names; both empty when it is not set."""
+    allowed = _allowed()
+    if allowed is None:
+        return [], []
+    installed = sorted({ep.name for ep in md.entry_points(group=GROUP)})
+    return sorted(allowed - set(installed)), installed
+
+
 def _entry_points() -> list[tuple[md.EntryPoint, str, str]]:
     """``(entry point, distribution, version)``: the shipped ones first, then the others, each in name order.
 

@@ -472,3 +472,16 @@ def test_a_slow_plugin_import_is_named_by_pllzoo_plugins(install, monkeypatch):
     res = CliRunner().invoke(cli, ["plugins", "--json"])
     rows = {r["name"]: r for r in json.loads(res.output)}
     assert rows["slowpoke"]["import_s"] == 2.5 and rows["pllzoo.builtin"]["import_s"] is None
+
+
+def test_a_name_in_pllzoo_load_plugins_that_no_plugin_has_is_said(monkeypatch):
+    """A typo there loaded nothing of it, and methods and plugins listed less without a word."""
+    monkeypatch.setenv("PLLZOO_LOAD_PLUGINS", f"{SHIPPED},baselinez")
+    reset_registry()
+    try:
+        for args in (["plugins"], ["methods"]):
+            res = CliRunner().invoke(cli, args)
+            assert res.exit_code == 0, res.output
+            assert "PLLZOO_LOAD_PLUGINS names 'baselinez', which no installed plugin is (installed: " in res.output
+    finally:
+        reset_registry()

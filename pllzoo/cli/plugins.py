@@ -12,7 +12,7 @@ from typing import Any
 
 import click
 
-from pllzoo.cli import cli, failure_lines
+from pllzoo.cli import cli, failure_lines, warn_failed_plugins
 
 
 def _json(obj: Any) -> None:
@@ -120,6 +120,7 @@ def methods(show_hp: bool, as_json: bool) -> None:
     from pllzoo.registry import get_registry
 
     reg = get_registry()
+    warn_failed_plugins(reg)  # to stderr: a method may be missing because of it
     rows = _method_rows(reg)
     if as_json:
         _json({"methods": rows, "train": _train_rows(), "components": _component_rows(reg)} if show_hp else rows)
