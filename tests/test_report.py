@@ -95,6 +95,17 @@ def test_a_paper_file_with_a_cell_twice_or_empty_is_one_line(bench_out, tmp_path
     assert message.format(s=setting) in res.output, res.output
 
 
+def test_paper_rows_of_a_setting_we_do_not_have_are_said(bench_out, tmp_path):
+    setting = pd.read_csv(bench_out / "summary.csv")["setting"][0]
+    paper = tmp_path / "paper.csv"
+    pd.DataFrame({"method": ["proden", "cc"], "setting": [setting, "CIFAR-10-LT"], "paper": ["1", "2"]}).to_csv(
+        paper, index=False)
+    res = CliRunner().invoke(cli, ["report", str(bench_out), "--wide", "--paper", str(paper)])
+    assert res.exit_code == 0, res.output
+    assert f"Warning: {paper}: setting(s) 'CIFAR-10-LT' match no setting of these runs ('{setting}'); their " \
+           "numbers are not shown" in res.output
+
+
 def test_fmt_and_shot_caption():
     assert rep.fmt(71.104, 0.1414) == "71.10 ± 0.14"
     assert rep.fmt(71.1, float("nan")) == "71.10" and rep.fmt(None, None) == "–"

@@ -108,6 +108,12 @@ def report(results, rule, methods, missing_ok, seeds, wide, metric, paper, title
         raise PLLZooError(f"--methods: no runs of {', '.join(unknown)}; found {', '.join(sorted(set(records['method'])))}")
     summ = rep.summary(records, rule, wanted)
     paper_frame = _paper(paper)
+    if paper_frame is not None:  # a setting spelled otherwise than ours matches nothing: say so, not drop it
+        ours = list(dict.fromkeys(summ["setting"]))
+        unmatched = list(dict.fromkeys(s for s in paper_frame["setting"] if s not in ours))
+        if unmatched:
+            click.echo(f"Warning: {paper}: setting(s) {', '.join(map(repr, unmatched))} match no setting of these "
+                       f"runs ({', '.join(map(repr, ours))}); their numbers are not shown", err=True)
     tables = ([rep.wide_report(summ, rule, metric, paper_frame, title)] if wide else rep.long_reports(summ, rule))
     console = Console()
     for t in tables:
