@@ -5,6 +5,7 @@ same run or results, and the atomic swap of a retrained run into place (:mod:`pl
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import shutil
 import socket
@@ -24,8 +25,6 @@ def supplier_change(run_dir: Path, plugins: dict[str, Any]) -> str | None:
     of the same name (another distribution installed, one plugin refused in its place) would otherwise be
     taken for the finished run's.  A version change of the same plugin is not a change here."""
     try:
-        import json
-
         env = json.loads((run_dir / "env.json").read_text())
     except (OSError, ValueError):
         return None
