@@ -108,12 +108,13 @@ def report(results, rule, methods, missing_ok, seeds, wide, metric, paper, title
         raise PLLZooError(f"--methods: no runs of {', '.join(unknown)}; found {', '.join(sorted(set(records['method'])))}")
     summ = rep.summary(records, rule, wanted)
     paper_frame = _paper(paper)
-    if paper_frame is not None:  # a setting spelled otherwise than ours matches nothing: say so, not drop it
-        ours = list(dict.fromkeys(summ["setting"]))
-        unmatched = list(dict.fromkeys(s for s in paper_frame["setting"] if s not in ours))
-        if unmatched:
-            click.echo(f"Warning: {paper}: setting(s) {', '.join(map(repr, unmatched))} match no setting of these "
-                       f"runs ({', '.join(map(repr, ours))}); their numbers are not shown", err=True)
+    if paper_frame is not None:  # settings spelled otherwise than ours: say so, rather than show no paper column
+        ours = list(dict.fromkeys(summ["setting"]))  # (one file may hold other tables' settings too: those stay
+        if not set(paper_frame["setting"]) & set(ours):  # quiet while some match)
+            theirs = list(dict.fromkeys(paper_frame["setting"]))
+            click.echo(f"Warning: {paper}: none of its settings ({', '.join(map(repr, theirs[:5]))}"
+                       f"{', ...' if len(theirs) > 5 else ''}) is a setting of these runs ({', '.join(map(repr, ours))})"
+                       "; no paper numbers are shown", err=True)
     tables = ([rep.wide_report(summ, rule, metric, paper_frame, title)] if wide else rep.long_reports(summ, rule))
     console = Console()
     for t in tables:
