@@ -117,14 +117,16 @@ def _allowed() -> set[str] | None:
     return {p.strip() for p in raw.split(",") if p.strip()}
 
 
-def unknown_allowed() -> tuple[list[str], list[str]]:
-    """The names ``PLLZOO_LOAD_PLUGINS`` lists that no installed entry point has (a typo loads nothing of
-    it), and the installed names; both empty when it is not set."""
+def unknown_allowed() -> str | None:
+    """One line naming what ``PLLZOO_LOAD_PLUGINS`` lists that no installed entry point has (a typo loads
+    nothing of it), with the installed names; None when it lists none such, or is not set."""
     allowed = _allowed()
-    if allowed is None:
-        return [], []
-    installed = sorted({ep.name for ep in md.entry_points(group=GROUP)})
-    return sorted(allowed - set(installed)), installed
+    installed = sorted({ep.name for ep in md.entry_points(group=GROUP)}) if allowed is not None else []
+    unknown = sorted((allowed or set()) - set(installed))
+    if not unknown:
+        return None
+    return (f"PLLZOO_LOAD_PLUGINS names {', '.join(map(repr, unknown))}, which no installed plugin is "
+            f"(installed: {', '.join(installed) or 'none'})")
 
 
 def _entry_points() -> list[tuple[md.EntryPoint, str, str]]:

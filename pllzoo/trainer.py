@@ -64,6 +64,16 @@ if TYPE_CHECKING:  # pragma: no cover
     from pllzoo.registry import Registry
 
 
+def _named(pairs: list[tuple[str, torch.Tensor | None]]) -> dict[str, torch.Tensor]:
+    """``{name: tensor}`` for :attr:`pllzoo.hookcalls.RunHooks.inputs`: without the None ones, each tensor under
+    its first name only (one change, one name)."""
+    firsts: dict[int, tuple[str, torch.Tensor]] = {}
+    for name, t in pairs:
+        if t is not None:
+            firsts.setdefault(id(t), (name, t))
+    return dict(firsts.values())
+
+
 class Trainer:
     """Trains one recipe on one dataset with one seed; ``fit()`` returns per-epoch records."""
 
@@ -134,15 +144,10 @@ class Trainer:
         self.run.predict_train, self.run.embed_train = self.predict_train, self.embed_train
         # what no hook may change in place (pllzoo.hookcalls.RunHooks.inputs): the data the run and the
         # evaluation read (on CPU the trainer's tensors are these very ones); each step adds its own
-        named = [("run.candidates", self.candidates)] + [(f"run.data.{k}", getattr(data, k)) for k in (
+        self.run_inputs = _named([("run.candidates", self.candidates)] + [(f"run.data.{k}", getattr(data, k)) for k in (
             "x_train", "y_train", "candidates", "x_test", "y_test", "x_val", "candidates_val")] + [
             ("the trainer's x_train", self.x_train), ("the trainer's y_test", self.y_test),
-            ("the trainer's x_test", self.x_test)]  # (its device copies; on CPU the same tensors: named once)
-        firsts: dict[int, tuple[str, torch.Tensor]] = {}
-        for name, t in named:
-            if t is not None:
-                firsts.setdefault(id(t), (name, t))
-        self.run_inputs = dict(firsts.values())
+            ("the trainer's x_test", self.x_test)])  # (its device copies; on CPU the same tensors: named once)
         self.calls.inputs = self.run_inputs
         self.state = PLLState()
         self.state.set_owners({k: (slot, describe(slot, c)) for slot, c in components.items() for k in c.provides},
@@ -222,8 +227,8 @@ class Trainer:
             logits, feats = self._eval_logits(x, features=True)
         else:
             logits, feats = self._eval_logits(x), None
-        self.calls.inputs = {**self.run_inputs, "logits": logits,  # an answer None means: the argmax of these
-                             **({"features": feats} if feats is not None else {})}
+        self.calls.inputs = {**self.run_inputs, **_named([("logits", logits), ("features", feats)])}  # (an answer
+        # None means: the argmax of these logits)
         try:
             adjusted = self.calls.role("predict", logits=logits, state=self.state, features=feats)
         finally:
@@ -620,13 +625,11 @@ class Trainer:
             raise PLLZooError(f"the network (train.model={self.config.model}) gave non-finite logits (NaN or inf) "
                               f"in {stage.name} epoch {epoch + 1}: the backbone itself, or a run that diverged "
                               "(a lower train.lr?)")
-        inputs = self.calls.inputs = {**self.run_inputs, **{  # what no hook may change in place (the answers
-            name: t for name, t in (  # given, once checked, included below)
-                ("step.batch.x", batch.x), ("step.batch.x_strong", batch.x_strong),
-                ("step.batch.candidates", batch.candidates), ("step.batch.y_true", batch.y_true),
-                ("step.batch.index", batch.index), ("step.logits", logits), ("step.logits_strong", logits_strong),
-                ("step.features", feats), ("step.features_strong", feats_strong), ("step.probs", step.probs))
-            if t is not None}}
+        inputs = self.calls.inputs = {**self.run_inputs, **_named([  # what no hook may change in place (the
+            ("step.batch.x", batch.x), ("step.batch.x_strong", batch.x_strong),  # answers given, once checked,
+            ("step.batch.candidates", batch.candidates), ("step.batch.y_true", batch.y_true),  # are added below)
+            ("step.batch.index", batch.index), ("step.logits", logits), ("step.logits_strong", logits_strong),
+            ("step.features", feats), ("step.features_strong", feats_strong), ("step.probs", step.probs)])}
         try:
             with torch.no_grad():
                 step.logit_offset = self.calls.role("logit_offset", step=step, state=self.state)

@@ -58,11 +58,7 @@ def failure_lines(reg, debug: bool = False) -> list[str]:
     """One line per plugin that failed to load; with ``debug``, each followed by its full traceback."""
     from pllzoo.plugins import unknown_allowed
 
-    lines = []
-    unknown, installed = unknown_allowed()
-    if unknown:
-        lines.append(f"PLLZOO_LOAD_PLUGINS names {', '.join(map(repr, unknown))}, which no installed plugin is "
-                     f"(installed: {', '.join(installed) or 'none'})")
+    lines = [line for line in [unknown_allowed()] if line]
     for info in reg.failures():
         lines.append(f"plugin {info.origin} failed to load: {info.error}")
         if debug:
@@ -74,10 +70,9 @@ def warn_failed_plugins(reg) -> None:
     """To stderr, one ``Warning:`` line per failed plugin (with ``PLLZOO_DEBUG=1``, its traceback too)."""
     from pllzoo.plugins import debug_enabled, unknown_allowed
 
-    unknown, installed = unknown_allowed()
+    unknown = unknown_allowed()
     if unknown:
-        click.echo(f"Warning: PLLZOO_LOAD_PLUGINS names {', '.join(map(repr, unknown))}, which no installed plugin "
-                   f"is (installed: {', '.join(installed) or 'none'})", err=True)
+        click.echo(f"Warning: {unknown}", err=True)
     for info in reg.failures():
         click.echo(f"Warning: plugin {info.origin} failed to load: {info.error}; `pllzoo plugins --debug`", err=True)
         if debug_enabled() and info.traceback:
