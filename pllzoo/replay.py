@@ -131,14 +131,13 @@ def refuse_changes(ctx: click.Context) -> None:
     from pllzoo.registry import get_registry
 
     given = ParameterSource.COMMANDLINE, ParameterSource.ENVIRONMENT
-    recorded = ctx.meta[META_RUN][1]["dataset"]
-    unregistered = recorded not in get_registry().datasets  # a .mat file or an image folder: its path is not
-    if ctx.get_parameter_source("dataset") not in given and unregistered:  # recorded, so --dataset gives it
-        get_registry().recorded_dataset(recorded)  # one line saying so
+    recorded, registry = ctx.meta[META_RUN][1]["dataset"], get_registry()
+    unregistered = recorded not in registry.datasets  # a .mat file or an image folder, whose path is not recorded:
+    if unregistered:  # --dataset gives it (that dataset, or one line), and without it one line says so
+        registry.recorded_dataset(recorded, ctx.params["dataset"] if ctx.get_parameter_source("dataset") in given
+                                  else None)
     for name in FIXED:
         if name == "dataset" and unregistered:
-            if ctx.get_parameter_source(name) in given:
-                get_registry().recorded_dataset(recorded, ctx.params["dataset"])  # that dataset, or one line
             continue
         if ctx.get_parameter_source(name) in given:
             flag = "--hp" if name == "hps" else "--" + name.replace("_", "-")

@@ -190,9 +190,8 @@ def check_loaded(data: Any, where: str) -> None:
 def _layout_error(data: PLLData) -> str | None:
     """What in ``data``'s types and shapes differs from :class:`PLLData`'s layout, or None: the kind, an int
     ``num_classes`` and its ``class_names``; tensors everywhere; long ``[N]`` labels; ``[N, K]`` candidates (bool,
-    or 0/1 numbers);
-    ``uint8 [N, C, H, W]`` images with ``mean`` and ``std`` of C values, or ``float32 [N, d]`` features; the test
-    (and held-out) rows shaped as the training rows."""
+    or 0/1 numbers); ``uint8 [N, C, H, W]`` images with ``mean`` and ``std`` of C values, or ``float32 [N, d]``
+    features; the test (and held-out) rows shaped as the training rows."""
     k = data.num_classes
     if data.kind not in ("image", "tabular"):
         return f"kind {data.kind!r}; expected 'image' or 'tabular'"
