@@ -33,16 +33,18 @@ LIST_OPTIONS = frozenset({"methods", "seeds"})  # comma-separated strings on the
 
 
 def read(path: Path) -> dict[str, Any]:
-    """The top-level table of a ``.toml``, ``.yaml`` or ``.yml`` file.
+    """The top-level table of a ``.toml``, ``.yaml`` or ``.yml`` file; ``-`` reads TOML from standard input.
 
     :raises PLLZooError: one line: a missing or unreadable file, a syntax error (with its line),
         another suffix, a YAML file without PyYAML, or a top level that is not a table.
     """
-    suffix = path.suffix.lower()
+    stdin = str(path) == "-"
+    suffix = ".toml" if stdin else path.suffix.lower()
     if suffix not in {".toml", ".yaml", ".yml"}:
-        raise PLLZooError(f"--config {path}: write a .toml or .yaml file (docs/config-example.toml)")
+        raise PLLZooError(f"--config {path}: write a .toml or .yaml file, or - for TOML on standard input "
+                          "(docs/config-example.toml)")
     try:
-        text = path.read_text()
+        text = click.get_text_stream("stdin").read() if stdin else path.read_text()
     except (OSError, UnicodeDecodeError) as exc:
         raise PLLZooError(f"--config {path}: cannot read it ({getattr(exc, 'strerror', None) or exc})") from None
     if suffix == ".toml":

@@ -77,6 +77,16 @@ def test_config_file_names_the_same_runs_as_the_command_line(out):
     assert _runs(out) == before  # the same three run ids: reused, none trained
 
 
+def test_config_from_standard_input_names_the_same_runs(out):
+    before = _runs(out)
+    res = CliRunner().invoke(cli, ["bench", "--config", "-", "--epochs", "2", "--hp", "train.lr=0.05", "--out",
+                                   str(out)], input=TOML)
+    assert res.exit_code == 0, res.output
+    assert _runs(out) == before
+    line = _error_line(CliRunner().invoke(cli, ["bench", "--config", "-"], input="methods = [\n"))
+    assert line.startswith("Error: --config -: not valid TOML"), line
+
+
 def test_yaml_file_with_hp_as_key_value_strings_names_the_same_runs(out):
     before = _runs(out)
     path = _write(out.parent / "bench.yaml", f"""

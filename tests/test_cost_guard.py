@@ -8,8 +8,10 @@ asserts a measured time.
 from __future__ import annotations
 
 import json
+import os
 import random
 import re
+from pathlib import Path
 
 import pytest
 import torch
@@ -191,6 +193,25 @@ def test_dry_run_prints_the_plan_and_the_configs_bench_writes(tmp_path):
     assert re.search(r"^solar seed 1 \[train 2/2\] epoch 2/2 \(run 5/5\)", trained.output, re.M)
     again = CliRunner().invoke(cli, [*args, "--dry-run"])  # finished runs are reused: nothing left to time
     assert again.exit_code == 0 and "2 finished under --out, reused" in again.stderr, again.output
+
+
+def test_dry_run_needs_no_writable_out(monkeypatch, tmp_path):
+    """A dry run writes nothing, so a read-only --out (or one where nothing can be made) is fine; a real bench
+    onto it is still refused before it trains."""
+    out = tmp_path / "ro"
+    out.mkdir()
+    real = os.access  # root ignores a chmod'ed folder: fake the permission check, as tests/test_bad_inputs.py does
+    monkeypatch.setattr(os, "access", lambda p, mode, **kw: (
+        False if Path(p) == out and mode & os.W_OK else real(p, mode, **kw)))
+    args = ["bench", "--methods", "proden", *TINY, "--epochs", "1"]
+    for where in (out, Path("/proc/pllzoo-nope/out")):
+        res = CliRunner().invoke(cli, [*args, "--dry-run", "--out", str(where)])
+        assert res.exit_code == 0 and "plan: 1 run(s)" in res.stderr, res.output
+    res = CliRunner().invoke(cli, [*args, "--out", str(out)])
+    assert res.exit_code == 1 and "is not writable" in res.stderr and not list(out.iterdir()), res.output
+    (tmp_path / "file").write_text("")
+    res = CliRunner().invoke(cli, [*args, "--dry-run", "--out", str(tmp_path / "file")])
+    assert res.exit_code == 1 and "is a file; pass a folder" in res.stderr, res.output
 
 
 def test_a_plan_over_the_limit_is_warned_in_one_line(monkeypatch, tmp_path):

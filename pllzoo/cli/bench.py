@@ -121,7 +121,8 @@ _OUT = _Folder(path_type=Path)
                    "Finished runs are kept; the same command with --resume continues.")
 @click.option("--config", "config", type=click.Path(path_type=Path, dir_okay=False), default=None, is_eager=True,
               expose_value=False, callback=configfile.use_config,
-              help="Options from a TOML/YAML file (keys: the long option names, hp: a table or key=value list); "
+              help="Options from a TOML/YAML file, or - for TOML on standard input (keys: the long option names, hp: a "
+                   "table or key=value list); "
                    "options given on the command line win (docs/config-example.toml).")
 @click.option("--from-run", "from_run", type=click.Path(path_type=Path), default=None, is_eager=True,
               expose_value=False, callback=replay.use_run, metavar="RUN_DIR",
@@ -186,7 +187,7 @@ def _bench(ctx, dist, methods, dataset, seeds, epochs, batch_size, data_dir, spl
     if dist.active and jobs > 1:  # before rank 0 and the others part ways
         raise PLLZooError(f"--jobs {jobs} under torchrun: the {dist.world} processes train one run at a time")
     warn_failed_plugins(reg)  # one line each, to stderr: a method may be missing because of it
-    check_out(Path(out))
+    check_out(Path(out), write=not dry_run)
     from pllzoo.observers import choose
 
     observers = choose(reg, observe, tensorboard)  # names and arguments checked before anything is written
@@ -279,8 +280,9 @@ def _shard(text: str | None) -> tuple[int, int] | None:
         raise click.BadParameter(str(exc)) from None
 
 
-def check_out(out: Path) -> None:
-    """Refuse, before anything is written, an ``--out`` that is a file, lies under a file, or cannot be written.
+def check_out(out: Path, write: bool = True) -> None:
+    """Refuse, before anything is written, an ``--out`` that is a file, lies under a file, or (``write``; a
+    ``--dry-run`` writes nothing and only reads the runs already there) cannot be written.
 
     :raises PLLZooError: one line naming the problem.
     """
@@ -289,15 +291,17 @@ def check_out(out: Path) -> None:
     existing = next((p for p in (out, *out.parents) if p.exists()), Path("."))
     if not existing.is_dir():
         raise PLLZooError(f"--out {out}: {existing} is a file, not a folder")
+    runs = out / "runs"
+    if runs.exists() and not runs.is_dir():
+        raise PLLZooError(f"--out {out}: {runs} is a file, where the run folders go; move it or pick another --out")
+    if not write:
+        return
     if not os.access(existing, os.W_OK | os.X_OK):
         raise PLLZooError(f"--out {out}: {existing} is not writable (read-only file system or no permission)")
     try:  # os.access says yes to root, also where nothing can be made (/proc, a read-only mount): try it
         os.rmdir(tempfile.mkdtemp(prefix=".pllzoo-probe-", dir=existing))
     except OSError as exc:
         raise PLLZooError(f"--out {out}: nothing can be created in {existing} ({exc.strerror or exc})") from None
-    runs = out / "runs"
-    if runs.exists() and not runs.is_dir():
-        raise PLLZooError(f"--out {out}: {runs} is a file, where the run folders go; move it or pick another --out")
 
 
 def _write_atomic(path: Path, text: str) -> None:

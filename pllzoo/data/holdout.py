@@ -14,6 +14,7 @@
 from __future__ import annotations
 
 import math
+import warnings
 
 import torch
 
@@ -33,6 +34,11 @@ def hold_out(data: PLLData, fraction: float, seed: int) -> PLLData:
     n_val = math.ceil(fraction * data.num_train)
     if n_val >= data.num_train:
         raise PLLZooError(f"--holdout {fraction} leaves no training rows out of {data.num_train}")
+    if n_val < data.num_classes:
+        # Allowed (a smoke run may want it), but the scores that pick an epoch move in steps of 1/n_val.
+        warnings.warn(f"--holdout {fraction} holds out {n_val} of {data.num_train} training rows, fewer than the "
+                      f"{data.num_classes} classes: the held-out scores that pick an epoch (covering rate, "
+                      f"approximated accuracy) move in steps of 1/{n_val}", stacklevel=2)
     perm = _perm(data.num_train, seed, "holdout")
     val, train = perm[:n_val].sort().values, perm[n_val:].sort().values
     return data.replace(

@@ -1,5 +1,7 @@
 """Held-out partially labelled rows, smoke subsets, and the covering rate."""
 
+import warnings
+
 import pytest
 import torch
 
@@ -35,6 +37,17 @@ def test_hold_out_is_seeded():
 def test_hold_out_rejects_bad_fractions(fraction):
     with pytest.raises(PLLZooError, match="holdout"):
         hold_out(make_tiny_data(), fraction, 1)
+
+
+def test_hold_out_warns_when_fewer_rows_than_classes_are_held_out():
+    data = make_tiny_data(n=96, k=4)  # ceil(0.03 * 96) = 3 rows < 4 classes; ceil(0.04 * 96) = 4 is enough
+    with pytest.warns(UserWarning, match=r"holds out 3 of 96 training rows, fewer than the 4 classes"):
+        assert hold_out(data, 0.03, 1).x_val.shape[0] == 3
+    with pytest.warns(UserWarning, match=r"holds out 1 of 96 .* in steps of 1/1$"):
+        hold_out(data, 1e-9, 1)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert hold_out(data, 0.04, 1).x_val.shape[0] == 4
 
 
 def test_subsample_keeps_n_train_and_test_rows():
