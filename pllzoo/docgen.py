@@ -41,7 +41,7 @@ repeats every signature with its contract and a short example, then describes wh
   `@hookimpl` must name a run hook (a misspelled one is reported with the nearest name) and ask only for that
   spec's arguments, the slot's role hook must be implemented with `@hookimpl`, and `HParams` must be a
   dataclass whose defaults construct it. A name that another plugin holds refuses the whole plugin, with a
-  message naming both distributions; the built-in plugin and the shipped `baselines` and `solar` register
+  message naming both distributions; the built-in plugin and the shipped `baselines`, `ltpll` and `solar` register
   first, so their names never change hands. A failed plugin is listed by `pllzoo plugins` (one line each;
   `--debug` or `PLLZOO_DEBUG=1` for the traceback), `pllzoo bench` warns about it, and an unknown-name
   error mentions it.
