@@ -52,8 +52,8 @@ from pllzoo.registry import Registry
 from pllzoo.results import (RESULT_COLUMNS, env_info, final_rows, load, order_methods, plugins_env, write_json,
                             write_jsonl)
 from pllzoo.run import BOOKKEEPING_FIELDS
-from pllzoo.runfolders import (finished_records, results_lock, reusable, settle, settle_all, supplier_change,
-                               take_lock)
+from pllzoo.runfolders import (data_change, finished_records, recorded_env, results_lock, reusable, settle, settle_all,
+                               supplier_change, take_lock)
 from pllzoo.threads import default_threads, set_threads
 from pllzoo.trainer import Trainer
 
@@ -106,7 +106,18 @@ def execute(
     runs_dir = Path(out) / "runs"
     runs_dir.mkdir(parents=True, exist_ok=True)
     _migrate(out)
-    archived = _archived(out)  # run id → records of the finished runs in OUT/runs.jsonl.xz
+    archived, archived_env = _archived(out)  # run id → records (and env) of the finished runs in OUT/runs.jsonl.xz
+    shas: dict[int, str] = {}  # id(p.data) → its fingerprint, made only for runs that are reused
+
+    def reuse_warning(p: RunPlan, env: dict[str, Any] | None, where: str) -> str:
+        """The line that says a finished run is reused, and whether it saw other data than planned now."""
+        if id(p.data) not in shas:
+            shas[id(p.data)] = fingerprint(p.data)
+        other = data_change(env, shas[id(p.data)])
+        if other is None:
+            return f"reusing finished run {p.run_id}{where}; --overwrite retrains it"
+        return (f"{_name(p)}: finished run {p.run_id}{where} was trained on other data than these ({other}); "
+                "reused as it is: --overwrite retrains it on these")
     finals: list[dict[str, Any] | None] = []
     failed: dict[int, str] = {}  # index → one-line reason (pllzoo.jobs.record_failure)
     attempted = 0  # runs trained this time, not reused
@@ -135,9 +146,9 @@ def execute(
                 target = run_dir
                 if p.run_id in archived and not overwrite and (not run_dir.exists() or
                                                                finished_records(run_dir) is None):
-                    if not resume:
-                        warnings.warn(f"reusing finished run {p.run_id} (from {archive.NAME}); "
-                                      f"--overwrite retrains it")
+                    line = reuse_warning(p, archived_env.get(p.run_id), f" (from {archive.NAME})")
+                    if not resume or not line.startswith("reusing"):
+                        warnings.warn(line)
                     if on_run:
                         on_run(p, "reused")
                     finals.append(archived[p.run_id][-1])
@@ -150,7 +161,7 @@ def execute(
                                   "(the finished run stays until the new one finishes)")
                 if run_dir.exists() and (not resume or changed is not None):
                     if records is not None and not overwrite and changed is None:
-                        warnings.warn(f"reusing finished run {p.run_id}; --overwrite retrains it")
+                        warnings.warn(reuse_warning(p, recorded_env(run_dir), ""))
                         if on_run:
                             on_run(p, "reused")
                         finals.append(records[-1])
@@ -160,6 +171,9 @@ def execute(
                     swaps[len(finals)] = (target, run_dir, records is not None)
                     records = None
                 if records is not None:
+                    line = reuse_warning(p, recorded_env(run_dir), "")  # --resume: said only when the data differ
+                    if not line.startswith("reusing"):
+                        warnings.warn(line)
                     if on_run:
                         on_run(p, "reused")
                     finals.append(records[-1])
@@ -251,18 +265,20 @@ def _migrate(out: Path) -> None:
                       f"new ids, e.g. {next(iter(moved))} -> {next(iter(moved.values()))}")
 
 
-def _archived(out: Path) -> dict[str, list[dict[str, Any]]]:
-    """The records of the finished, undamaged runs archived in ``out`` (:mod:`pllzoo.archive`), by run id."""
+def _archived(out: Path) -> tuple[dict[str, list[dict[str, Any]]], dict[str, dict[str, Any]]]:
+    """The records, and the env, of the finished, undamaged runs archived in ``out`` (:mod:`pllzoo.archive`),
+    by run id."""
     from pllzoo.results import DamagedRun, check_log
 
-    found = {}
+    found, envs = {}, {}
     for name, run in archive.read(out).items():
         if run.done:
             try:
                 found[name] = check_log(run.records, Path(out) / archive.NAME / name)
             except DamagedRun:
                 continue  # retrained; report names it
-    return found
+            envs[name] = run.env
+    return found, envs
 
 
 def agree_on_plans(plans: list[RunPlan]) -> None:
@@ -456,15 +472,15 @@ def _warn_on_resume_changes(run_dir: Path, resume: bool, device: str, data_sha: 
         return
     try:  # env.json is rewritten by this run right after; a damaged one only loses these warnings
         recorded = json.loads(env.read_text())
-        before, was = recorded.get("torch_threads"), recorded.get("data_sha256")
+        before = recorded.get("torch_threads")
     except (OSError, ValueError, AttributeError):
         return
     changed = supplier_change(run_dir, plugins)
     if changed is not None:
         warnings.warn(f"{run_dir.name} trained with {changed}; it continues with these")
-    if was is not None and was != data_sha:
-        warnings.warn(f"{run_dir.name} trained on other data (fingerprint {was}, now {data_sha}: another --data-dir "
-                      "copy, or another decoder?); it continues on these")
+    other = data_change(recorded, data_sha)
+    if other is not None:
+        warnings.warn(f"{run_dir.name} trained on other data ({other}); it continues on these")
     if device == "cpu" and before is not None and before != torch.get_num_threads():
         warnings.warn(f"{run_dir.name} ran with {before} torch threads and resumes with {torch.get_num_threads()}: "
                       f"its numbers may differ in the last bits from an uninterrupted run (--threads {before} avoids it)")

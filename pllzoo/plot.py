@@ -30,6 +30,11 @@ def figure(*out_dirs: Path, methods: list[str] | None = None):
         if df.empty:
             raise ValueError(f"no finished runs of {', '.join(methods)} under {', '.join(map(str, out_dirs))}; "
                              f"its methods: {', '.join(found)}")
+    sizes = {len(a): setting for a, setting in zip(df["class_acc"], df["setting"])}
+    if len(sizes) > 1:  # other data of the same name, or several studies given together
+        shown = "; ".join(f"{setting}: {k} classes" for k, setting in sorted(sizes.items()))
+        raise ValueError(f"the runs under {', '.join(map(str, out_dirs))} have different numbers of classes "
+                         f"({shown}); the figure draws one dataset: plot the folder of one, or name its methods")
     fig, (ax_b, ax_c) = plt.subplots(1, 2, figsize=(12, 4.2))
     k = len(df["class_acc"].iloc[0])
     x = np.arange(k)

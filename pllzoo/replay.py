@@ -187,3 +187,10 @@ def check(ctx: click.Context, plans: list[RunPlan]) -> None:
     if run_id(planned) != run_id(recorded):
         warnings.warn(f"--from-run {path}: replayed as run {run_id(planned)}, not {run_id(recorded)}, as "
                       f"{', '.join(differ)} differ (chosen on the command line or not recorded)", stacklevel=2)
+    from pllzoo.data.base import fingerprint
+    from pllzoo.runfolders import data_change, recorded_env
+
+    other = data_change(recorded_env(Path(path)), fingerprint(plans[0].data))
+    if other is not None:  # a user's file is named by its name, shape and counts only (the run id)
+        warnings.warn(f"--from-run {path}: the recorded run trained on other data than these ({other}); it is "
+                      "replayed on these", stacklevel=2)

@@ -296,7 +296,37 @@ def _settings(configs: dict[str, dict[str, Any]]) -> dict[str, str]:
         for k in keys if differ else ():  # "default": a trainer field or mode absent from the config at its default
             shown = ", ".join(f"{n.removeprefix('hparams.')}={flats[k].get(n, 'default')}" for n in differ)
             out[k] = f"{labels[k]} [{shown}]"
+    return _tell_data_apart(configs, out)
+
+
+def _tell_data_apart(configs: dict[str, dict[str, Any]], labels: dict[str, str]) -> dict[str, str]:
+    """``labels``, where one method, setting and seed has several runs: those were trained on other data of the
+    same name (a user's ``.mat`` file and the built-in set, two files of one name; the data block is otherwise
+    not a variant, as it moves with the seed), not more seeds of one run: each gets the data values that tell
+    them apart, e.g. ``lost uniform [data.source=PRODEN .mat]`` (a list as a short hash, ``#1a2b3c``)."""
+    groups: dict[tuple[str, str, str], list[str]] = {}
+    for key, c in configs.items():
+        groups.setdefault((labels[key], str(c.get("method")), repr(c.get("seed"))), []).append(key)
+    out = dict(labels)
+    for keys in (ks for ks in groups.values() if len(ks) > 1):
+        flats = {k: _flat({n: v for n, v in dict(configs[k].get("data") or {}).items() if n != "seed"}, "data")
+                 for k in keys}
+        names = sorted({n for f in flats.values() for n in f})
+        differ = [n for n in names if len({repr(f.get(n, "–")) for f in flats.values()}) > 1]
+        for k in keys if differ else ():
+            out[k] = f"{out[k]} [{', '.join(f'{n}={_short(flats[k].get(n, chr(8211)))}' for n in differ)}]"
     return out
+
+
+def _short(value: Any) -> str:
+    """A config value as a label shows it: a float to 4 digits, another scalar as it is, a list or a long string
+    as ``#`` + 6 hex digits."""
+    if isinstance(value, float):
+        return f"{value:.4g}"
+    text = value if isinstance(value, str) else json.dumps(value, default=str)
+    if isinstance(value, (list, dict)) or len(text) > 40:
+        return "#" + hashlib.sha256(text.encode()).hexdigest()[:6]
+    return text
 
 
 def _recorded_hparams(config: dict[str, Any]) -> dict[str, Any]:

@@ -24,13 +24,12 @@ def supplier_change(run_dir: Path, plugins: dict[str, Any]) -> str | None:
     ``run_dir/env.json``, or None.  The run id names components by name only, so another plugin's component
     of the same name (another distribution installed, one plugin refused in its place) would otherwise be
     taken for the finished run's.  A version change of the same plugin is not a change here."""
-    try:
-        env = json.loads((run_dir / "env.json").read_text())
-    except (OSError, ValueError):
+    env = recorded_env(run_dir)
+    if env is None:
         return None
     changes = []
     for part in ("components", "trainer"):
-        was, now = env.get(part) if isinstance(env, dict) else None, plugins.get(part) or {}
+        was, now = env.get(part), plugins.get(part) or {}
         if not isinstance(was, dict):
             continue
         for key, current in now.items():
@@ -42,6 +41,28 @@ def supplier_change(run_dir: Path, plugins: dict[str, Any]) -> str | None:
             changes.append(f"{key} {name!r} of plugin {old.get('plugin')!r} ({old.get('dist')}), now of plugin "
                            f"{current['plugin']!r} ({current['dist']})")
     return "; ".join(changes) or None
+
+
+def recorded_env(run_dir: Path) -> dict[str, Any] | None:
+    """``run_dir/env.json`` as a dict, or None where it is missing or damaged."""
+    try:
+        env = json.loads((run_dir / "env.json").read_text())
+    except (OSError, ValueError):
+        return None
+    return env if isinstance(env, dict) else None
+
+
+def data_change(env: dict[str, Any] | None, data_sha: str) -> str | None:
+    """How the data a finished run was trained and tested on (``env``'s ``data_sha256``,
+    :func:`pllzoo.data.base.fingerprint`) differ from the data planned now (``data_sha``), or None.  The run id
+    names a user's ``.mat`` file or image folder by its name, shape and counts only, so another file of the same
+    name and shape (or another ``--data-dir`` copy of a built-in set) would otherwise be taken for the data
+    the run saw."""
+    was = env.get("data_sha256") if env is not None else None
+    if not isinstance(was, str) or was == data_sha:
+        return None
+    return (f"fingerprint {was}, now {data_sha}: another file of the same name and shape, another --data-dir copy, or "
+            "another image decoder?")
 
 
 def settle_all(swaps: dict[int, tuple[Path, Path, bool]], finals: list, failed: dict[int, str]) -> None:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import dataclasses
 import json
 
+import pytest
 from click.testing import CliRunner
 
 from pllzoo.cli import cli
@@ -53,3 +54,81 @@ def test_resume_on_other_data_says_so(tmp_path, monkeypatch, request):
     res = CliRunner().invoke(cli, [*args, "--resume"])
     assert res.exit_code == 0, res.output
     assert f"{run.name} trained on other data (fingerprint 0000000000000000, now {env['data_sha256']}" in res.output
+
+
+def _mat(path, other: bool, k: int = 4):
+    """A small PALM-layout .mat file; ``other`` squares one feature column (same name, shape and counts; a
+    shift alone would not do: the loader z-scores the features)."""
+    import numpy as np
+    import scipy.io
+
+    rng = np.random.RandomState(0)
+    y = rng.randint(0, k, 200)
+    x = rng.randn(200, 5) + y[:, None]
+    if other:
+        x[:, 0] = x[:, 0] ** 2
+    target = np.zeros((k, 200))
+    target[y, np.arange(200)] = 1
+    partial = (rng.rand(k, 200) < 0.3) * 1.0
+    partial[y, np.arange(200)] = 1
+    path.parent.mkdir(parents=True, exist_ok=True)
+    scipy.io.savemat(path, {"data": x, "target": target, "partial_target": partial})
+    return path
+
+
+def test_a_finished_run_reused_on_other_data_says_so(tmp_path):
+    """The run id names a user's .mat file by its name, shape and counts: a finished run of another file of the
+    same name is reused (nothing is lost) with one warning that names both fingerprints, from the run folder,
+    under --resume, and from the archive; the same file again is reused with the plain line."""
+    a, b = _mat(tmp_path / "A" / "set.mat", False), _mat(tmp_path / "B" / "set.mat", True)
+    out = tmp_path / "out"
+    args = ["bench", "--methods", "proden", "--seeds", "1", "--epochs", "1", "--threads", "1", "--out", str(out)]
+    assert CliRunner().invoke(cli, [*args, "--dataset", str(a)]).exit_code == 0
+    (run,) = (p for p in (out / "runs").iterdir() if p.is_dir())
+    was = json.loads((run / "env.json").read_text())["data_sha256"]
+    same = CliRunner().invoke(cli, [*args, "--dataset", str(a)])
+    assert same.exit_code == 0 and f"reusing finished run {run.name}; --overwrite retrains it" in same.output
+    assert "other data" not in same.output, same.output
+    for extra in ([], ["--resume"]):
+        res = CliRunner().invoke(cli, [*args, "--dataset", str(b), *extra])
+        assert res.exit_code == 0, res.output
+        assert (f"finished run {run.name} was trained on other data than these (fingerprint {was}, now "
+                in res.output), res.output
+        assert "reused as it is: --overwrite retrains it on these" in res.output
+    replay = ["bench", "--from-run", str(run), "--threads", "1", "--out", str(tmp_path / "again")]
+    res = CliRunner().invoke(cli, [*replay, "--dataset", str(b)])
+    assert res.exit_code == 0, res.output
+    assert f"--from-run {run}: the recorded run trained on other data than these (fingerprint {was}" in res.output
+    res = CliRunner().invoke(cli, [*replay, "--dataset", str(a), "--overwrite"])
+    assert res.exit_code == 0 and "other data" not in res.output, res.output
+    assert CliRunner().invoke(cli, ["archive", "--prune", str(out)]).exit_code == 0
+    (run / "checkpoint.pt").unlink()
+    assert CliRunner().invoke(cli, ["archive", "--prune", str(out)]).exit_code == 0
+    assert not run.exists()
+    res = CliRunner().invoke(cli, [*args, "--dataset", str(b)])
+    assert res.exit_code == 0 and f"finished run {run.name} (from runs.jsonl.xz) was trained on other data" in res.output
+    res = CliRunner().invoke(cli, [*args, "--dataset", str(b), "--overwrite"])
+    assert res.exit_code == 0 and "other data" not in res.output, res.output
+    assert json.loads((run / "env.json").read_text())["data_sha256"] != was  # retrained on B
+
+
+def test_runs_of_one_seed_on_other_data_of_one_name_are_not_pooled(tmp_path):
+    """Two files named set.mat (2 and 4 classes), seed 1 each, under one --out: the report shows them as two
+    settings told apart by their data (n = 1 each), not as 2 seeds of one; the figure, which draws one dataset,
+    refuses them in one line."""
+    pytest.importorskip("matplotlib")
+    out = tmp_path / "out"
+    args = ["bench", "--methods", "proden", "--seeds", "1", "--epochs", "1", "--threads", "1", "--out", str(out)]
+    for d, k in (("A", 2), ("B", 4)):
+        res = CliRunner().invoke(cli, [*args, "--dataset", str(_mat(tmp_path / d / "set.mat", False, k))])
+        assert res.exit_code == 0, res.output
+    res = CliRunner().invoke(cli, ["report", str(out), "--csv", str(tmp_path / "t.csv")])
+    assert res.exit_code == 0, res.output
+    import pandas as pd
+
+    table = pd.read_csv(tmp_path / "t.csv")
+    assert len(table) == 2 and set(table["n"]) == {1}, table
+    assert all("[data." in s and "data.train_counts=#" in s for s in table["setting"]), table["setting"].tolist()
+    res = CliRunner().invoke(cli, ["plot", str(out), "--out", str(tmp_path / "f.png")])
+    assert res.exit_code == 1 and "have different numbers of classes" in res.output, res.output
+    assert "2 classes" in res.output and "4 classes" in res.output and "Traceback" not in res.output
