@@ -76,8 +76,29 @@ def test_bench_trains_one_epoch_on_an_image_folder(folder, tmp_path):
     assert list(rows["status"]) == ["ok"] and rows["acc_all"].notna().all() and list(rows["dataset"]) == ["pets"]
     (run,) = (out / "runs").iterdir()
     data = json.loads((run / "config.json").read_text())["data"]
-    assert data["candidates_file"] == str(root / "candidates.npy") and data["n_train"] + data["n_test"] == 15
+    assert data["candidates_file"] == "candidates.npy" and data["n_train"] + data["n_test"] == 15
+    assert data["root"] == root.name  # no place on the machine: every spelling of the folder is one run id
     assert len(data["candidates_sha256"]) == 64 and data["image_shape"] == [3, 8, 8]
+
+
+def test_every_spelling_of_the_folder_is_one_run(folder, tmp_path, monkeypatch):
+    """Relative, absolute and a path through '..' name one run id (reused, not retrained); --from-run replays it
+    from another spelling."""
+    root, _ = folder
+    monkeypatch.chdir(root.parent)
+    out = tmp_path / "out"
+    args = ["bench", "--methods", "proden", "--epochs", "1", "--threads", "1", "--hp", "train.batch_size=4",
+            "--out", str(out)]
+    spellings = [root.name, str(root), f"{root.name}/../{root.name}"]
+    for i, spelling in enumerate(spellings):
+        res = CliRunner().invoke(cli, [*args, "--dataset", f"imagefolder:{spelling}"])
+        assert res.exit_code == 0, res.output
+        assert ("reusing finished run" in res.output) == (i > 0), res.output
+    (run,) = (p for p in (out / "runs").iterdir() if p.is_dir())
+    res = CliRunner().invoke(cli, ["bench", "--from-run", str(run), "--dataset", f"imagefolder:{root}", "--threads",
+                                   "1", "--out", str(tmp_path / "again")])
+    assert res.exit_code == 0 and "other data" not in res.output, res.output
+    assert [p.name for p in (tmp_path / "again" / "runs").iterdir() if p.is_dir()] == [run.name]
 
 
 @pytest.mark.parametrize("suffix", [".npy", ".pt", ".csv", ".txt"])
@@ -187,7 +208,7 @@ def test_a_plugin_registers_a_folder_under_a_name(folder, tmp_path):
     spec = image_folder_dataset(root, name="my.pets", candidates=other, description="pets")
     data = spec.load(DataOptions())
     assert (spec.name, spec.needs_files, data.name, data.info["candidates_file"]) == ("my.pets", True, "my.pets",
-                                                                                       str(other))
+                                                                                       "elsewhere.csv")
 
 
 class TinyTorchvisionStyle:

@@ -194,11 +194,22 @@ def load_image_folder(root: Path | str, opts: DataOptions, name: str | None = No
         raise PLLZooError(f"{what}: no candidate file {cand_file}")
     names = [str(Path(p).relative_to(train_root)) for p, _ in train.samples]
     test_names = [str(Path(p).relative_to(root)) for p, _ in test.samples] if test is not None else None
-    listing = "\n".join(f"{n}\t{(train_root / n).stat().st_size}" for n in names)
-    info = {"root": str(root), "candidates_file": str(cand_file),
+    listing = "\n".join([*(f"{n}\t{(train_root / n).stat().st_size}" for n in names),
+                         *(f"{n}\t{(root / n).stat().st_size}" for n in test_names or ())])
+    # no place on the machine (the run id hashes the config): the folder's own name, the candidate file's name
+    # in it; every spelling of one folder (relative, absolute, ~) is one run
+    info = {"root": root.resolve().name, "candidates_file": _place_free(cand_file, root),
             "candidates_sha256": _sha256_of(cand_file.read_bytes()), "files_sha256": _sha256_of(listing)}
     return pll_from_images(name or root.name, train, cand_file, opts, test=test, names=names, test_names=test_names,
                            info=info)
+
+
+def _place_free(path: Path, root: Path) -> str:
+    """``path`` relative to the folder ``root`` when it lies there, else its file name alone."""
+    try:
+        return str(path.resolve().relative_to(root.resolve()))
+    except ValueError:
+        return path.name
 
 
 def image_folder_dataset(root: Path | str, name: str | None = None, candidates: Path | str | None = None,
