@@ -17,6 +17,7 @@ Sources, first found wins:
 
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
@@ -120,11 +121,20 @@ def find_jpeg_pair(roots: list[Path]) -> tuple[Path, Path] | None:
 def read_cifar(base: str, opts: DataOptions) -> tuple[RawSplit, RawSplit, str]:
     """Return (train, test, source) from the first source found; see the module docstring."""
     roots = search_roots(opts.data_dir)
+    pair = find_jpeg_pair(roots) if base == "cifar10" else None
     for root in roots:
         if (root / TORCHVISION_DIRS[base]).is_dir():
-            return (*read_torchvision(root, base, download=False), "torchvision")
-    if base == "cifar10" and (pair := find_jpeg_pair(roots)) is not None:
+            try:
+                return (*read_torchvision(root, base, download=False), "torchvision")
+            except PLLZooError as exc:
+                if pair is None:
+                    raise
+                warnings.warn(f"{exc}; reading the JPEG-packed copy {pair[0].parent} instead", stacklevel=2)
+    if pair is not None:
         train, test = (load_jpeg_archive(p) for p in pair)
+        if train.class_names != test.class_names:  # test labels index the training archive's class list
+            raise PLLZooError(f"{pair[1]}: its classes ({', '.join(test.class_names)}) are not the training "
+                              f"archive's ({', '.join(train.class_names)}), in the same order; the copy is damaged")
         return (RawSplit(train.images, train.labels, train.class_names),
                 RawSplit(test.images, test.labels, test.class_names), "jpeg")
     if opts.download:
@@ -152,6 +162,12 @@ def load_cifar_lt(variant: CifarVariant, opts: DataOptions) -> PLLData:
     rng = np.random.RandomState(opts.seed)
     n_max = len(train.labels) / K
     counts = img_num_per_cls(n_max, K, imb, imb_type)
+    available = np.bincount(train.labels, minlength=K)
+    if (short := np.flatnonzero(available < np.asarray(counts))).size:  # the head class takes n_max = N / K
+        j = int(short[0])
+        raise PLLZooError(f"{variant.name}: the {source} copy's training split is not {K} classes of "
+                          f"{n_max:g} images (class {j}, {train.class_names[j]!r}, has {available[j]}; the long "
+                          f"tail asks {counts[j]}); is the copy under --data-dir complete?")
     idx = longtail_indices(train.labels, counts, rng)
     y = train.labels[idx]
     cand, kind = generate_candidates(y, K, phi, rng, variant.hierarchical, train.class_names)

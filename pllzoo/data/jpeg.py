@@ -104,7 +104,11 @@ def load_jpeg_archive(archive: Path, use_cache: bool = True) -> DecodedArchive:
                         return DecodedArchive(images, labels, class_names, cached=True)
                 except Exception:  # a damaged cache file is simply rebuilt
                     pass
-            images = decode_jpegs(z["jpeg"], z["offsets"])
+            offsets = z["offsets"]
+            if offsets.ndim != 1 or len(offsets) != len(labels) + 1:
+                raise PLLZooError(f"{archive}: {max(len(offsets) - 1, 0)} images (offsets) for {len(labels)} labels; "
+                                  "the archive is damaged")
+            images = decode_jpegs(z["jpeg"], offsets)
     except PLLZooError:
         raise
     except Exception as e:  # not an npz, missing keys, broken JPEG bytes

@@ -141,6 +141,47 @@ def test_cifar10lt_from_a_small_jpeg_copy(tmp_path: Path, monkeypatch: pytest.Mo
         cifar_loader("cifar10lt")(DataOptions(data_dir=tmp_path, phi=1.5, download=False))
 
 
+def _rewrite(path: Path, **changes) -> None:
+    with np.load(path) as z:
+        arrays = dict(z)
+    np.savez_compressed(path, **{**arrays, **changes})
+
+
+def test_a_damaged_or_mismatched_jpeg_copy_is_one_line(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Fewer offsets than labels (a cut archive) and a test archive whose class list is not the training one's
+    (its labels would be read in the wrong classes) are refused; an empty torchvision folder beside a good JPEG
+    copy no longer hides it."""
+    monkeypatch.setenv("PLLZOO_CACHE", str(tmp_path / "cache"))
+    _write_jpeg_archive(tmp_path / "train_jpeg.npz", per_class=20)
+    _write_jpeg_archive(tmp_path / "test_jpeg.npz", per_class=3)
+    opts = DataOptions(data_dir=tmp_path, imb=10, download=False)
+    (tmp_path / "cifar-10-batches-py").mkdir()  # empty: torchvision cannot read it
+    with pytest.warns(UserWarning, match=r"could not read CIFAR-10 .*; reading the JPEG-packed copy"):
+        assert cifar_loader("cifar10lt")(opts).info["source"] == "jpeg"
+    with np.load(tmp_path / "test_jpeg.npz") as z:
+        names, offsets = z["class_names"], z["offsets"]
+    _rewrite(tmp_path / "test_jpeg.npz", class_names=names[::-1])
+    with pytest.raises(PLLZooError, match=r"test_jpeg.npz: its classes \(c9, c8, .*\) are not the training archive's "
+                                          r"\(c0, c1, .*\), in the same order; the copy is damaged$"), \
+            pytest.warns(UserWarning):
+        cifar_loader("cifar10lt")(opts)
+    with np.load(tmp_path / "train_jpeg.npz") as z:
+        labels = z["labels"].copy()
+    _rewrite(tmp_path / "test_jpeg.npz", class_names=names)
+    labels[0] = 1  # class 0 has 19 images of the 200 / 10 = 20 the head class takes
+    _rewrite(tmp_path / "train_jpeg.npz", labels=labels)
+    with pytest.raises(PLLZooError, match=r"cifar10lt: the jpeg copy's training split is not 10 classes of 20 images "
+                                          r"\(class 0, 'c0', has 19; the long tail asks 20\); is the copy under "
+                                          r"--data-dir complete\?$"), pytest.warns(UserWarning):
+        cifar_loader("cifar10lt")(opts)
+    labels[0] = 0
+    _rewrite(tmp_path / "train_jpeg.npz", labels=labels)
+    _rewrite(tmp_path / "test_jpeg.npz", class_names=names, offsets=offsets[:21])
+    with pytest.raises(PLLZooError, match=r"test_jpeg.npz: 20 images \(offsets\) for 30 labels; the archive is "
+                                          r"damaged$"), pytest.warns(UserWarning):
+        cifar_loader("cifar10lt")(opts)
+
+
 def test_cifar100lt_h_from_torchvision_layout(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     import torchvision.datasets.cifar as tv_cifar
 
