@@ -4,6 +4,7 @@ layouts, a torchvision-style dataset, one epoch of ``pllzoo bench``, and a one-l
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import numpy as np
@@ -175,6 +176,11 @@ def test_a_candidate_file_that_does_not_fit_is_one_line(folder, what, change, me
      r"fox/04.png: not a readable image \(UnidentifiedImageError: .*\); remove or replace it"),
     (lambda r: (r / "dog" / "01.png").write_bytes((r / "dog" / "01.png").read_bytes()[:60]),
      r"dog/01.png: not a readable image \(OSError: .*\); remove or replace it"),  # cut short
+    (lambda r: ((r / "dog" / "01.png").unlink(), os.mkfifo(r / "dog" / "01.png")),  # would block the read forever
+     r"dog/01.png: not a readable image \(OSError: .*dog/01.png is not a regular file\)"),
+    (lambda r: ((r / "fox" / "04.png").unlink(),
+                Image.fromarray(np.full((8, 8), 0.5, np.float32), mode="F").save(r / "fox" / "04.tiff")),
+     r"fox/04.tiff: a floating-point image \(mode F\) has no agreed pixel range; save it as 8-bit"),
 ])
 def test_folder_problems_are_one_line(folder, setup, message):
     root, _ = folder
@@ -238,3 +244,63 @@ def test_pll_from_images_takes_a_torchvision_style_dataset():
     with pytest.raises(PLLZooError, match=r"true labels that are not candidates in 1 of 4 rows \(first: row 0, "
                                           r"0-based, item 0\)"):
         pll_from_images("tv", TinyTorchvisionStyle(4, True), wrong, DataOptions())
+
+
+def test_16_bit_grey_images_are_scaled_not_clipped(tmp_path):
+    """PIL's convert("RGB") clips a 16-bit image (mode I;16) to 255 almost everywhere; the loader scales it."""
+    root = tmp_path / "grey"
+    values = np.arange(64, dtype=np.uint16).reshape(8, 8) * 1000  # 0 .. 63000
+    for c in ("a", "b"):
+        (root / c).mkdir(parents=True)
+        for i in range(3):
+            Image.fromarray(values).save(root / c / f"{i}.png")  # a 16-bit grey PNG
+    assert Image.open(root / "a" / "0.png").mode.startswith("I")
+    np.save(root / "candidates.npy", np.ones((6, 2), bool))
+    data = load_image_folder(root, DataOptions(seed=1))
+    x = torch.cat([data.x_train, data.x_test])
+    expected = torch.from_numpy(np.rint(values * (255 / 65535)).astype(np.uint8))
+    assert all(torch.equal(img[ch], expected) for img in x for ch in range(3))
+
+
+def test_a_class_named_train_or_test_stays_a_class(tmp_path):
+    """CIFAR-100 and VOC have a class named "train": in the flat layout it is a class like the others."""
+    root = tmp_path / "vehicles"
+    for c in ("bus", "test", "train"):
+        (root / c).mkdir(parents=True)
+        for i in range(4):
+            Image.new("RGB", (8, 8), (i, 0, 0)).save(root / c / f"{i}.png")
+    np.save(root / "candidates.npy", np.ones((12, 3), bool))
+    data = load_image_folder(root, DataOptions(seed=1))
+    assert data.class_names == ["bus", "test", "train"] and data.num_train + len(data.y_test) == 12
+
+
+def test_the_row_order_is_image_folders_not_sorted_paths(tmp_path):
+    """'cat-big/0.png' sorts before 'cat/0.png' as a path ('-' < '/'), but ImageFolder takes class 'cat' first;
+    the documented way of listing the order (docs/extending.md) gives the rows the loader expects."""
+    import torchvision
+
+    root = tmp_path / "cats"
+    for k, c in enumerate(("cat", "cat-big")):
+        (root / c).mkdir(parents=True)
+        for i in range(3):
+            Image.new("RGB", (8, 8), (100 * k, i, 0)).save(root / c / f"{i}.png")
+    order = [Path(p).parent.name for p, _ in torchvision.datasets.ImageFolder(str(root)).samples]
+    as_text = sorted(str(p.relative_to(root)) for p in root.glob("*/*.png"))  # what sorted(glob.glob(...)) gives
+    assert order == ["cat"] * 3 + ["cat-big"] * 3 != [t.split("/")[0] for t in as_text]
+    (root / "candidates.txt").write_text("".join(f"{c}\n" for c in order))
+    data = load_image_folder(root, DataOptions(seed=1))
+    assert data.num_train + len(data.y_test) == 6
+
+
+def test_class_names_match_in_either_unicode_form(tmp_path):
+    """A folder named in decomposed form (NFD, as macOS writes it) matches the composed name in candidates.txt."""
+    import unicodedata
+
+    root = tmp_path / "cafes"
+    for c in (unicodedata.normalize("NFD", "café"), "dog"):
+        (root / c).mkdir(parents=True)
+        for i in range(3):
+            Image.new("RGB", (8, 8), (i, 0, 0)).save(root / c / f"{i}.png")
+    (root / "candidates.txt").write_text(unicodedata.normalize("NFC", "café dog\n") * 3 + "dog\n" * 3)
+    data = load_image_folder(root, DataOptions(seed=1))
+    assert data.num_train + len(data.y_test) == 6

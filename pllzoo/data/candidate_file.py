@@ -62,14 +62,17 @@ def read_candidates(path: Path, class_names: Sequence[str]) -> np.ndarray:
 
 
 def _read_label_lists(path: Path, class_names: Sequence[str]) -> np.ndarray:
-    """One line per image: its candidate class names, separated by commas or blanks."""
-    index = {name: j for j, name in enumerate(class_names)}
+    """One line per image: its candidate class names, separated by commas or blanks.  Names are compared in
+    Unicode's composed form (NFC): macOS writes folder names decomposed (NFD), an editor the file composed."""
+    import unicodedata
+
+    index = {unicodedata.normalize("NFC", name): j for j, name in enumerate(class_names)}
     lines = path.read_text().splitlines()
     while lines and not lines[-1].strip():  # a trailing newline, not an image
         lines.pop()
     out = np.zeros((len(lines), len(class_names)), dtype=bool)
     for i, line in enumerate(lines):
-        for token in line.replace(",", " ").split():
+        for token in unicodedata.normalize("NFC", line).replace(",", " ").split():
             if token not in index:
                 raise PLLZooError(f"{path.name}: line {i + 1} names {token!r}, not a class; "
                                   f"classes: {', '.join(class_names)}")

@@ -4,17 +4,18 @@ with a candidate-set file.
 ``imagefolder:PATH`` reads torchvision's ``ImageFolder`` layout, in one of two forms:
 
 * ``PATH/train/<class>/<image>`` (and optionally ``PATH/test/<class>/<image>``, the same class folders):
-  the test split is ``PATH/test``;
+  the test split is ``PATH/test``; taken when ``train`` (and ``test``) are ``PATH``'s only folders;
 * ``PATH/<class>/<image>``: all images, split into train and test by the run's seed and
   ``--split`` (``uniform``: a random 80/20; ``balanced``), as for the real-world ``.mat`` sets.
 
 The candidate sets are in ``PATH/candidates.npy``, ``.pt``, ``.csv`` or ``.txt`` (exactly one of them;
 formats: :mod:`pllzoo.data.candidate_file`), one row per training image (per image of ``PATH`` in the
 second form) in ``ImageFolder``'s order: class folders sorted by name, then files sorted by name
-within each, i.e. ``sorted(class/file)``.  The class of an image's folder is its true label: used for
+within each (those of its sub-folders after), which is not always ``sorted(class/file)``.  The class of an image's folder is its true label: used for
 evaluation and for checking the file (each true label must be a candidate), never for training.
 
-Images are read with PIL and converted to RGB; all must have the same size (resize them beforehand).
+Images are read with PIL and converted to RGB (16-bit grey scaled to 8 bits); all must have the same size
+(resize them beforehand).
 Normalisation uses the training images' per-channel mean and std.  A plugin registers such a set
 under a name with :func:`image_folder_dataset`, or builds one from any torchvision-style dataset
 (``len``, ``ds[i] -> (image, label)``, ``ds.classes``) with :func:`pll_from_images`.
@@ -23,6 +24,7 @@ under a name with :func:`image_folder_dataset`, or builds one from any torchvisi
 from __future__ import annotations
 
 import hashlib
+import os
 from pathlib import Path
 from typing import Any, Protocol, Sequence
 
@@ -61,7 +63,7 @@ def _chw_uint8(image: Any, name: str) -> np.ndarray:
                               f"images (no ToTensor/Normalize: pllzoo augments and normalises them)")
         a = image.numpy()
     elif hasattr(image, "convert"):  # PIL
-        a = np.asarray(image.convert("RGB")).transpose(2, 0, 1)
+        a = _rgb(image, name).transpose(2, 0, 1)
     else:
         a = np.asarray(image)
         if a.dtype != np.uint8 or a.ndim not in (2, 3):
@@ -72,6 +74,45 @@ def _chw_uint8(image: Any, name: str) -> np.ndarray:
     if a.shape[0] != 3:
         raise PLLZooError(f"{name}: {a.shape[0]} channels; give RGB or grey images")
     return np.ascontiguousarray(a)
+
+
+def _rgb(image: Any, name: str) -> np.ndarray:
+    """A PIL image as uint8 ``[H, W, 3]``.  Integer images of more than 8 bits (16-bit PNG/TIFF: modes ``I;16*``,
+    or ``I`` holding values up to 65535) are scaled to 0..255: PIL's ``convert("RGB")`` clips them, which turns
+    most pixels white.  A float image (mode ``F``) or wider integers have no agreed range: refused."""
+    mode = image.mode
+    if mode.startswith("I;16") or mode == "I":
+        v = np.asarray(image).astype(np.int64)
+        if v.size and (v.min() < 0 or v.max() > 65535):
+            raise PLLZooError(f"{name}: a {mode} image with values in {v.min()}..{v.max()}; save it as 8- or 16-bit")
+        wide = mode.startswith("I;16") or (v.size and v.max() > 255)
+        grey = np.rint(v * (255 / 65535)).astype(np.uint8) if wide else v.astype(np.uint8)
+        return np.repeat(grey[..., None], 3, axis=2)
+    if mode == "F":
+        raise PLLZooError(f"{name}: a floating-point image (mode F) has no agreed pixel range; save it as 8-bit")
+    return np.asarray(image.convert("RGB"))
+
+
+def _split_layout(root: Path) -> bool:
+    """``root/train/<class>/...`` (and ``root/test``) rather than ``root/<class>/...``: ``train`` (and ``test``)
+    are the only folders in ``root`` and ``train`` holds folders.  A flat set with a class named ``train`` or
+    ``test`` (CIFAR-100 and VOC have one) keeps its other classes beside it, and its images in it."""
+    folders = {p.name for p in root.iterdir() if p.is_dir() and not p.name.startswith(".")}
+    return "train" in folders and folders <= {"train", "test"} and any(p.is_dir() for p in (root / "train").iterdir())
+
+
+def _open_image(path: str) -> Any:
+    """ImageFolder's loader: the image at ``path``, read whole.  Only a regular file is opened (a pipe named like
+    an image would block the read forever)."""
+    import stat
+
+    from PIL import Image
+
+    if not stat.S_ISREG(os.stat(path).st_mode):
+        raise OSError(f"{path} is not a regular file")
+    with Image.open(path) as image:
+        image.load()
+        return image.copy() if image.mode.startswith("I") or image.mode == "F" else image.convert("RGB")
 
 
 def _read_all(ds: ImageDataset, names: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
@@ -159,7 +200,7 @@ def _image_folder(root: Path, what: str):
     if not root.is_dir():
         raise PLLZooError(f"{what}: no folder {root}")
     try:
-        return torchvision.datasets.ImageFolder(str(root))
+        return torchvision.datasets.ImageFolder(str(root), loader=_open_image)
     except (FileNotFoundError, OSError) as exc:  # no class folders, or class folders without images
         raise PLLZooError(f"{what}: {exception_line(exc)} (expected {root}/<class>/<image>)") from None
 
@@ -170,7 +211,7 @@ def _candidate_file(root: Path, what: str) -> Path:
         wanted = ", ".join(f"{CANDIDATES_STEM}{s}" for s in SUFFIXES)
         raise PLLZooError(f"{what}: {'no' if not found else 'more than one'} candidate file in {root} "
                           f"({', '.join(p.name for p in found) or f'one of {wanted}'}); keep exactly one, "
-                          f"one row per image in sorted class/file order")
+                          f"one row per image in ImageFolder's order (docs/extending.md)")
     return found[0]
 
 
@@ -185,7 +226,7 @@ def load_image_folder(root: Path | str, opts: DataOptions, name: str | None = No
     what = f"imagefolder:{root}"
     if not root.is_dir():
         raise PLLZooError(f"{what}: no such folder")
-    train_root = root / "train" if (root / "train").is_dir() else root
+    train_root = root / "train" if _split_layout(root) else root
     test_root = root / "test" if train_root != root and (root / "test").is_dir() else None
     train = _image_folder(train_root, what)
     test = _image_folder(test_root, what) if test_root is not None else None
