@@ -130,7 +130,15 @@ def _orient(a: np.ndarray, n: int, q: int | None, labels_major: bool, field: str
 
 
 def _zscore(x_train: np.ndarray, x_test: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Standardise both splits with the training mean/std (constant columns get std 1)."""
+    """Standardise both splits with the training mean/std (constant columns get std 1).  A column whose values
+    are so large that their squares overflow (|x| > 1e150) is first divided by its largest training value
+    (z-scores do not change with the scale; every other column is computed as before, to the bit)."""
+    with np.errstate(invalid="ignore"):
+        peak = np.abs(x_train).max(axis=0) if len(x_train) else np.ones(x_train.shape[1])
+    huge = peak > 1e150
+    if huge.any():
+        scale = np.where(huge, peak, 1.0)
+        x_train, x_test = x_train / scale, x_test / scale
     mean = x_train.mean(axis=0) if len(x_train) else np.zeros(x_train.shape[1])
     std = x_train.std(axis=0) if len(x_train) else np.ones(x_train.shape[1])
     std = np.where(std < 1e-12, 1.0, std)

@@ -163,3 +163,22 @@ def test_proden_layout_small(tmp_path: Path) -> None:
     data = load_mat_path(path, DataOptions(seed=2))
     assert data.info["layout"] == "proden" and data.num_classes == 4
     assert (data.candidates.sum(1) == 2).all()
+
+
+def test_zscore_of_a_column_too_large_to_square_is_not_zeroed():
+    """A finite feature column around 1e160 overflowed in std() (its squares are inf) and became all zeros; it is
+    now standardised like the others, which keep their values to the bit."""
+    import warnings
+
+    from pllzoo.data.matfile import _zscore
+
+    x = np.random.RandomState(0).randn(50, 3)
+    plain = ((x - x.mean(0)) / x.std(0)).astype(np.float32)
+    big = x.copy()
+    big[:, 1] *= 1e160
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # no overflow on the way
+        z, z_test = _zscore(big, big[:5])
+    assert np.array_equal(z[:, [0, 2]], plain[:, [0, 2]]) and np.allclose(z[:, 1], plain[:, 1], atol=1e-5)
+    assert np.array_equal(z_test, z[:5])
+    assert np.array_equal(_zscore(x, x[:5])[0], plain)
