@@ -16,6 +16,7 @@ settings (official code: Lvcrezia77/PRODEN).
 
 from __future__ import annotations
 
+import warnings
 from pathlib import Path
 from typing import Any, Callable
 
@@ -26,7 +27,7 @@ import torch
 from pllzoo.data.base import DataOptions, PLLData, TrainDefaults
 from pllzoo.data.paths import search_roots
 from pllzoo.data.splits import split_indices
-from pllzoo.data.validate import as_numpy, check_pll, exception_line
+from pllzoo.data.validate import PLLDataWarning, as_numpy, check_pll, exception_line
 from pllzoo.errors import PLLZooError
 
 MAT_FILES: dict[str, str] = {
@@ -168,6 +169,10 @@ def load_mat(path: Path | str, opts: DataOptions, name: str | None = None) -> PL
     q = cand.shape[1]
     target = _orient(target, n, q, layout == "palm", fy, where)
     labels = check_pll(x, target, cand, q, where)
+    folds = [k for k in ("tr", "te") if k in mat]
+    if folds:  # PRODEN's copies carry 5 folds; every layout is split the same way here, so runs compare
+        warnings.warn(f"{where}: its folds ({', '.join(folds)}) are not used; pllzoo splits every set by --split "
+                      "and the seed", PLLDataWarning, stacklevel=2)
     stem = path.stem.lower()
     known = name or STEM_ALIASES.get(stem)
     rng = np.random.RandomState(opts.seed)

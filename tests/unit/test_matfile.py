@@ -51,12 +51,15 @@ def test_found_under_pll_subfolder_and_root(shared_data: Path, tmp_path: Path) -
 def test_proden_layout_matches_palm(shared_data: Path) -> None:
     opts = DataOptions(seed=3, split="balanced")
     palm = load_mat_path(shared_data / "pll" / "MSRCv2.mat", opts)
-    proden = load_mat_path(shared_data / "pll" / "variants_proden_format" / "MSRCv2.mat", opts)
+    with pytest.warns(PLLDataWarning, match=r"MSRCv2.mat: its folds \(tr, te\) are not used; pllzoo splits every "
+                                            r"set by --split and the seed"):
+        proden = load_mat_path(shared_data / "pll" / "variants_proden_format" / "MSRCv2.mat", opts)
     assert proden.info["layout"] == "proden" and palm.info["layout"] == "palm"
     assert (palm.y_train == proden.y_train).all() and (palm.candidates == proden.candidates).all()
     assert (palm.y_test == proden.y_test).all()
     birdac = path_dataset(shared_data / "pll" / "variants_proden_format" / "birdac.mat")
-    data = birdac.load(DataOptions())
+    with pytest.warns(PLLDataWarning, match="folds"):
+        data = birdac.load(DataOptions())
     assert birdac.name == "birdac" and data.num_classes == 13 and data.defaults.weight_decay == 1e-4
 
 
