@@ -73,9 +73,9 @@ class Abandoned(KeyboardInterrupt):
 
 def from_signal(exc: KeyboardInterrupt) -> bool:
     """Whether ``exc`` came from a stop signal, not from code that raised it: an :class:`Abandoned`, or any
-    ``KeyboardInterrupt`` while SIGINT is not this module's (:func:`stop_signals` is not active, so Python's
-    Ctrl-C handler may have raised it)."""
-    return isinstance(exc, Abandoned) or signal.getsignal(signal.SIGINT) is not _on_signal
+    ``KeyboardInterrupt`` while SIGINT is neither this module's (:func:`stop_signals` is not active, so Python's
+    Ctrl-C handler may have raised it) nor ignored (``nohup cmd &``: no signal raises anything then)."""
+    return isinstance(exc, Abandoned) or signal.getsignal(signal.SIGINT) not in (_on_signal, signal.SIG_IGN)
 
 
 FORMAT = "pllzoo-checkpoint"  # the marker key ``format`` of every checkpoint
