@@ -217,6 +217,18 @@ def strong(x: torch.Tensor, gen: torch.Generator, ranges: Literal["reference", "
     return weak(cutout(randaugment(x, gen, 3, ranges), gen), gen)
 
 
+_RESIZED_CROP_FLIP = v2.Compose([v2.RandomResizedCrop(32, scale=(0.2, 1.0), antialias=True), v2.RandomHorizontalFlip()])
+
+
+def pico_strong(x: torch.Tensor, gen: torch.Generator) -> torch.Tensor:
+    """PiCO's strong (key) view: RandomResizedCrop(32, (0.2, 1)) → flip → RandAugment (3 ops) → Cutout.
+
+    PiCO's ``strong_transform`` (its RandomAugment ends with the Cutout); SoLar's strong view crops by a
+    4-pixel shift instead, after the ops.  uint8 [B, 3, H, W] in, [B, 3, 32, 32] out.
+    """
+    return cutout(randaugment(_per_sample_pil(x, gen, lambda i, img: _RESIZED_CROP_FLIP(img)), gen, 3), gen)
+
+
 def simaugment(x: torch.Tensor, gen: torch.Generator) -> torch.Tensor:
     """PiCO's query view: RandomResizedCrop(32, (0.2, 1)) → flip → ColorJitter(0.4, 0.4, 0.4, 0.1) p=0.8 → Grayscale p=0.2.
 
@@ -228,7 +240,8 @@ def simaugment(x: torch.Tensor, gen: torch.Generator) -> torch.Tensor:
 
 #: the built-in views, registered by :mod:`pllzoo.builtin` when the registry is built; plugins add
 #: theirs through the ``pllzoo_register_views`` hook
-VIEWS: dict[str, View] = {"none": identity, "weak": weak, "strong": strong, "simaugment": simaugment}
+VIEWS: dict[str, View] = {"none": identity, "weak": weak, "strong": strong, "simaugment": simaugment,
+                          "pico-strong": pico_strong}
 
 
 def make_view(name: str, where: str = "", registry: Registry | None = None) -> View:
@@ -244,6 +257,6 @@ def make_view(name: str, where: str = "", registry: Registry | None = None) -> V
     return registry.view(name, where)
 
 
-# the batched tensor views use weak and cutout above; the module adds "strong-batched" and
-# "simaugment-batched" to VIEWS itself, so importing either module first works
+# the batched tensor views use weak and cutout above; the module adds "strong-batched", "simaugment-batched" and
+# "pico-strong-batched" to VIEWS itself, so importing either module first works
 import pllzoo.augment_batched  # noqa: E402,F401

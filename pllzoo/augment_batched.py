@@ -13,6 +13,8 @@ paths give the same output (tested).  The PIL views ``strong`` and ``simaugment`
 * ``strong_batched``: the reference RandomAugment(3, 5) (:mod:`pllzoo.augment_ops`, SoLar code: utils/randaugment.py;
   continuous magnitudes v ~ U[lo, hi] like the reference, not torchvision's 32 bins) → Cutout
   (:func:`pllzoo.augment.cutout`) → weak crop + flip (:func:`pllzoo.augment.weak`).
+* ``pico_strong_batched`` (``"pico-strong-batched"``): PiCO's strong view, the crop + flip below, then the
+  RandomAugment(3, 5) → Cutout of ``strong_batched``.
 * ``simaugment_batched``: RandomResizedCrop(32, scale (0.2, 1), ratio (3/4, 4/3)) with
   torchvision's rule (10 trials, the first that fits, else the centre crop; the trials are drawn
   at once) and PIL's bilinear resize → horizontal flip p = 0.5 → ColorJitter(0.4, 0.4, 0.4, 0.1)
@@ -294,4 +296,21 @@ def simaugment_batched(x: torch.Tensor, gen: torch.Generator, size: int = 32) ->
     return out.to(torch.uint8)
 
 
-augment.VIEWS.update({"strong-batched": strong_batched, "simaugment-batched": simaugment_batched})
+def pico_strong_batched(x: torch.Tensor, gen: torch.Generator, size: int = 32) -> torch.Tensor:
+    """PiCO's strong (key) view, batched: RandomResizedCrop → flip → RandomAugment(3) → Cutout.
+
+    :param x: uint8 [B, 3, H, W].
+    :returns: uint8 [B, 3, size, size].
+    """
+    _check(x)
+    B = x.shape[0]
+    boxes = sample_resized_crop(B, x.shape[2], x.shape[3], gen)  # [B,4]
+    flip = torch.rand(B, generator=gen, device=gen.device, dtype=torch.float64) < 0.5  # [B]
+    out = resized_crop(x, boxes.to(x.device), size)  # [B,3,size,size] float
+    out = torch.where(flip.to(x.device).view(B, 1, 1, 1), out.flip(-1), out).to(torch.uint8)
+    ops, mags = sample_randaugment(B, gen, 3)  # [B,3], [B,3] on gen.device
+    return augment.cutout(apply_randaugment(out, ops.to(x.device), mags.to(x.device)), gen)
+
+
+augment.VIEWS.update({"strong-batched": strong_batched, "simaugment-batched": simaugment_batched,
+                      "pico-strong-batched": pico_strong_batched})

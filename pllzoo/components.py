@@ -68,6 +68,10 @@ class Component:
     * ``views`` — input views beyond the weak one that the trainer must forward
       (``{"strong"}`` gives ``step.logits_strong``, ``{"features"}`` the encoder outputs;
       ``"joint"`` with ``"strong"`` forwards the weak and strong views as one batch).
+    * ``strong_view`` — the registered view its paper makes ``step.batch.x_strong`` with (PiCO:
+      ``"pico-strong"``), or None (the default) for the trainer's ``train.strong_view``.  The run uses it
+      unless ``--hp train.strong_view`` names a view; two components of one recipe that declare different
+      ones are refused.
     * ``name`` / ``slot`` — set by the registry on registration.
     * ``distributed`` — ``True`` once the component is correct under DDP (G > 1 processes with
       the trainer's contiguous slices of each global batch, ``beyond.md`` §4.3): the trainer refuses,
@@ -99,6 +103,7 @@ class Component:
     reads: ClassVar[frozenset[str]] = frozenset()
     ignores: ClassVar[frozenset[str]] = frozenset()
     views: ClassVar[frozenset[str]] = frozenset()
+    strong_view: ClassVar[str | None] = None
     distributed: ClassVar[bool] = False
     sync: ClassVar[Mapping[str, str]] = MappingProxyType({})
     name: ClassVar[str] = ""
@@ -262,6 +267,19 @@ def _check_effective(method_name: str, components: Mapping[str, Component], offs
         raise PLLZooError(
             f"incompatible recipe {method_name!r}: loss {loss.name!r} makes its own selection and does not read "
             f"the selection's mask, so selection {selection.name!r} would change nothing")
+
+
+def declared_strong_view(method: str, components: Mapping[str, Component]) -> str | None:
+    """The strong view a run's components declare (:attr:`Component.strong_view`), or None.
+
+    :raises PLLZooError: two components declare different views.
+    """
+    declared = {c.strong_view: slot for slot, c in components.items() if c.strong_view is not None}
+    if len(declared) > 1:
+        shown = ", ".join(f"{slot} {label(components[slot])!r}: {view!r}" for view, slot in declared.items())
+        raise PLLZooError(f"method {method!r}: its components declare different strong views ({shown}); "
+                          "choose one with --hp train.strong_view=NAME")
+    return next(iter(declared), None)
 
 
 def views_of(components: Mapping[str, Component]) -> frozenset[str]:

@@ -153,6 +153,12 @@ forward pass, so it is computed only when a component of the run asks for it wit
   (BatchNorm statistics over both, as the RECORDS release concatenates them) instead of one each;
   the step's fields are the same.
 
+Which augmentation makes `step.batch.x_strong` is the run's `train.strong_view` (SoLar's strong view by
+default). A component whose paper uses another one declares it with the class attribute `strong_view`
+(PiCO: `strong_view = "pico-strong"`, its RandomResizedCrop + flip + RandAugment + Cutout); the run then
+uses that view on image data unless `--hp train.strong_view=NAME` names one, and a recipe whose components
+declare two different views is refused.
+
 Any other input goes through `step.forward(x)` (logits, train mode, with grad), e.g. a mixup batch, or
 `step.forward_with_features(x)` (logits and features).
 """

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from pllzoo import prefetch
-from pllzoo.components import Method, views_of
+from pllzoo.components import Method, declared_strong_view, views_of
 from pllzoo.data.base import DataOptions, PLLData
 from pllzoo.augment import make_view
 from pllzoo.data.holdout import hold_out, subsample
@@ -152,7 +152,15 @@ def train_config(data: PLLData, epochs: int | None, batch_size: int | None, over
 
 # On a GPU the PIL views (one sample at a time, on the host) are replaced by their batched tensor twins
 # (pllzoo.augment_batched), unless the run names a view explicitly with --hp train.weak_view/strong_view.
-DEVICE_VIEWS = {"strong": "strong-batched", "simaugment": "simaugment-batched"}
+DEVICE_VIEWS = {"strong": "strong-batched", "simaugment": "simaugment-batched", "pico-strong": "pico-strong-batched"}
+
+
+def own_view(cfg: TrainConfig, declared: str | None, explicit: dict[str, str]) -> TrainConfig:
+    """``cfg`` with the strong view the method's components declare, unless ``--hp train.strong_view`` names one
+    (image data only: no view is made of tabular rows, and their runs keep their ids)."""
+    if declared is None or "strong_view" in explicit:
+        return cfg
+    return dataclasses.replace(cfg, strong_view=declared)
 
 
 def device_views(cfg: TrainConfig, device: str, explicit: dict[str, str]) -> TrainConfig:
@@ -287,8 +295,10 @@ def plan(
     check_reads(spec, options)
     _check_flags_agree(epochs, batch_size, hp or {})
     train_hp, per_method = _route(hp or {}, recipes, registry)
+    declared = {}  # method → the strong view its components declare (Component.strong_view), or None
     for recipe in recipes:  # instantiate once now: bad values and incompatible mixes fail here
-        registry.build_components(recipe, per_method[recipe.name])
+        declared[recipe.name] = declared_strong_view(recipe.name, registry.build_components(recipe,
+                                                                                          per_method[recipe.name]))
     resolved_device = str(resolve_device(device))
     workers = prefetch.resolve_workers(view_workers, resolved_device)
     plans = []
@@ -299,7 +309,8 @@ def plan(
         if not picked:
             continue
         data = carve(load(registry, dataset, spec, dataclasses.replace(options, seed=seed)), options, seed)
-        cfgs = {r.name: device_views(train_config(data, epochs, batch_size, train_hp[r.name], registry),
+        cfgs = {r.name: device_views(own_view(train_config(data, epochs, batch_size, train_hp[r.name], registry),
+                                              declared[r.name] if data.kind == "image" else None, train_hp[r.name]),
                                      resolved_device, train_hp[r.name]) for r in picked}
         for cfg in cfgs.values():
             for f in ("weak_view", "strong_view"):  # on tabular data too, where the trainer never builds them

@@ -10,7 +10,7 @@
 #       (fused SGD and the chunk-frozen Sinkhorn since the fourth session; dynamo's recompiles logged), then the
 #       CUDA tests of what changed; its files in speed.tgz.
 #   OUT=$OUT MINUTES=8 bash benchmarks/gpu/next.sh paper   issue 17's paper runs in order (paper_queue.py; QUEUE=a,b
-#       to name others; default row (a): c10-phi0.5-g100-solar, -proden, -cc, -pico, seed 1, the released recipes) in
+#       to name others; default row (a): c10-phi0.5-g100-solar, -proden, -cc, -pico, seed 1, the recipes of benchmarks/paper/README.md) in
 #       --time-limit parts of the MINUTES left: the carried run resumes, a finished run goes into finals.tgz (its
 #       folder without checkpoint, NAME/) and the next starts; the run the limit stops (exit 75: call again at once on
 #       the warm machine; results/ is ignored, so run folders and whole checkpoints stay there between calls) is

@@ -164,6 +164,34 @@ def test_strong_batched_is_randaugment_then_cutout_then_weak(cifar: torch.Tensor
     assert torch.equal(AB.strong_batched(x, _gen(4)), expected)
 
 
+def test_pico_strong_batched_is_resized_crop_flip_then_randaugment_then_cutout(cifar: torch.Tensor) -> None:
+    """PiCO's strong_transform order: RandomResizedCrop(32, (0.2, 1)) → flip → RandomAugment(3) → Cutout."""
+    x = cifar[:16]
+    g = _gen(6)
+    boxes = AB.sample_resized_crop(len(x), 32, 32, g)
+    flip = torch.rand(len(x), generator=g, dtype=torch.float64) < 0.5
+    crop = AB.resized_crop(x, boxes, 32)
+    crop = torch.where(flip.view(-1, 1, 1, 1), crop.flip(-1), crop).to(torch.uint8)
+    ops, mags = O.sample_randaugment(len(x), g, 3)
+    expected = A.cutout(O.apply_randaugment(crop, ops, mags), g)
+    out = AB.pico_strong_batched(x, _gen(6))
+    assert torch.equal(out, expected)
+    state = torch.get_rng_state()
+    assert torch.equal(AB.pico_strong_batched(x, _gen(6)), out) and torch.equal(torch.get_rng_state(), state)
+    one = AB.pico_strong_batched(cifar[:1].expand(48, 3, 32, 32), _gen(7))
+    assert len({tuple(o.flatten().tolist()) for o in one}) == 48  # per-sample crops, ops and boxes
+
+
+def test_pico_strong_pil_view_crops_then_augments(cifar: torch.Tensor) -> None:
+    """The PIL twin (the CPU default): per-sample different, seeded, 32 x 32 uint8, Cutout boxes painted."""
+    x = cifar[:1].expand(32, 3, 32, 32)
+    a, b = A.pico_strong(x, _gen(3)), A.pico_strong(x, _gen(3))
+    assert a.dtype == torch.uint8 and a.shape == (32, 3, 32, 32) and torch.equal(a, b)
+    assert len({tuple(o.flatten().tolist()) for o in a}) == 32
+    fill = torch.tensor(A.CUTOUT_FILL, dtype=torch.uint8).view(1, 3, 1, 1)
+    assert (a == fill).all(1).flatten(1).any(1).float().mean() > 0.5
+
+
 def test_resized_crop_with_given_boxes_matches_torchvision(cifar: torch.Tensor) -> None:
     boxes = AB.sample_resized_crop(len(cifar), 32, 32, _gen(0))  # [N,4]
     out = AB.resized_crop(cifar, boxes, 32)
@@ -251,7 +279,7 @@ def test_order_draws_cover_all_permutations() -> None:
     assert len(perms) == 24
 
 
-@pytest.mark.parametrize("view", ["strong-batched", "simaugment-batched"])
+@pytest.mark.parametrize("view", ["strong-batched", "simaugment-batched", "pico-strong-batched"])
 def test_batched_views_are_registered_and_handle_empty_and_bad_batches(view: str) -> None:
     fn = A.make_view(view)
     empty = fn(torch.zeros(0, 3, 32, 32, dtype=torch.uint8), _gen(0))
@@ -270,7 +298,7 @@ def test_batched_views_run_on_cuda_without_host_syncs() -> None:
     torch.cuda.set_sync_debug_mode("error")
     try:
         outs = {name: A.make_view(name)(x, torch.Generator(dev).manual_seed(0))
-                for name in ("strong-batched", "simaugment-batched")}
+                for name in ("strong-batched", "simaugment-batched", "pico-strong-batched")}
         again = AB.strong_batched(x, torch.Generator(dev).manual_seed(0))
     finally:
         torch.cuda.set_sync_debug_mode(0)

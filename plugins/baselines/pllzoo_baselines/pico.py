@@ -30,7 +30,9 @@ Deviations:
     Everything else that changes in training is in the PLLState (W, prototypes, queue) or in the
     checkpointed modules (head, key encoder).  Test: tests/test_resume_every_method.py.
   * no consistency/mixup (the SoLar paper runs PiCO without them); PiCO's own SimAugment weak view is
-    ``--hp train.weak_view=simaugment``.
+    ``--hp train.weak_view=simaugment``.  The key encoder's view is PiCO's own strong view
+    (``strong_view = "pico-strong"``: RandomResizedCrop(32, (0.2, 1)) → flip → RandAugment(3) → Cutout,
+    PiCO's ``strong_transform``), not SoLar's, unless ``--hp train.strong_view`` names another.
 """
 
 from __future__ import annotations
@@ -111,6 +113,7 @@ class PiCOLoss(Component):
     needs = frozenset({"confidence"})  # W, updated in place from the prototypes (l.5)
     provides = frozenset({"pico_prototypes", "pico_queue", "pico_queue_labels", "pico_queue_ptr"})
     views = frozenset({"strong", "features"})
+    strong_view = "pico-strong"  # PiCO's strong_transform for the key encoder, not SoLar's strong view
 
     @hookimpl
     def pllzoo_setup_stage(self, run: Run, state: PLLState) -> None:
