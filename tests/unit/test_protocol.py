@@ -46,3 +46,28 @@ def test_switches_and_tabular_defaults():
     torch.testing.assert_close(comp.pllzoo_loss(step, PLLState()), cc_loss(step.logits, step.batch.candidates).mean())
     assert CCLoss.dataset_defaults("birdsong", "tabular") == {"cr": False, "mixup": False}
     assert CCLoss.dataset_defaults("cifar10lt", "image") == {}
+
+
+def test_lws_consistency_and_mixup_are_ce_on_its_targets_by_hand():
+    """Spec §3.0: a method that keeps a per-sample target (LWS: its weights re-normalised on the candidates)
+    adds CE(f(x^s), t) and CE(f(x_mix), t_mix); its own loss, the LWS sigmoid loss, stays on the weak view."""
+    from pllzoo.losses import normalize_rows, soft_cross_entropy
+    from pllzoo_baselines.lws import LWSHParams, LWSLoss, lws_loss
+
+    net = torch.nn.Linear(2, 3)
+    comp = LWSLoss(LWSHParams(cr=True, mixup=True, alpha=1.0, beta=2.0))
+    step = _step(net, torch.Generator().manual_seed(7))
+    w = torch.tensor([[0.5, 0.2, 0.3], [0.1, 0.6, 0.3], [0.9, 0.05, 0.05], [0.2, 0.3, 0.5]])
+    state = PLLState()
+    state.lws_weights = w
+    y = step.batch.candidates
+    step.targets = normalize_rows(w * y)  # what lws.weights hands on (its label update)
+    got = comp.pllzoo_loss(step, state)
+    twin = torch.Generator().manual_seed(7)
+    lam = mixup_coefficient(twin, 4.0)
+    perm = torch.randperm(4, generator=twin)
+    z_mix = net(lam * step.batch.x + (1 - lam) * step.batch.x[perm])
+    t = step.targets
+    expected = (lws_loss(step.logits, w, y, 1.0, 2.0).mean() + soft_cross_entropy(step.logits_strong, t).mean()
+                + soft_cross_entropy(z_mix, lam * t + (1 - lam) * t[perm]).mean())
+    torch.testing.assert_close(got, expected)

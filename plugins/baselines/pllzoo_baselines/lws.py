@@ -9,8 +9,9 @@ Algorithm (per mini-batch, no warm-up; z raw logits, σ the sigmoid):
                                                                                  → ``lws.weights``
 
 Defaults: α = ``lw0`` = 1; β = ``lw`` = 1, the README's best for CIFAR-10 (the argparse default 0
-silently drops the non-candidate term).  The targets handed to other components (selection,
-consistency) are w re-normalised within the candidate set.
+silently drops the non-candidate term).  The targets handed to other components (selection, and the
+SoLar protocol's consistency and mixup terms, which are CE on them: spec §3.0, ``protocol.py``) are w
+re-normalised within the candidate set.
 
 Deviations: none in the maths; σ is torch's stable sigmoid (the official code computes it piecewise).
 
@@ -82,6 +83,7 @@ class LWSLoss(ProtocolLoss):
 
     HParams = LWSHParams
     needs = frozenset({"lws_weights"})
+    protocol_terms = "targets"  # consistency and mixup: CE on the weights re-normalised on the candidates
     distributed = True  # a per-sample mean (ProtocolLoss: global mask and mixup)
 
     def labels(self, step: Step, state: PLLState) -> torch.Tensor:

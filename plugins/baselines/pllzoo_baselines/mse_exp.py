@@ -13,7 +13,10 @@ the official code has no guard.  ``mask`` (default) leaves such samples out — 
 supervision; ``clamp`` uses K − |S| ≥ 1; ``none`` keeps the division by zero, so the loss is not finite
 as the official one (MSE here gives ±∞ where the official estimator gives NaN: the closed form divides before
 it multiplies) and the run fails with "non-finite training loss" either way.
-Test: tests/unit/test_mse_exp.py::test_full_candidate_set_guard.
+Test: tests/unit/test_mse_exp.py::test_full_candidate_set_guard.  With ``mask`` the protocol's mixup term
+(``protocol.py``) still averages over all B rows, a left-out row (or partner) counting 0: a weight of
+|informative| / B on that term (≈ 0.998 at φ = 0.5), where the main and consistency terms average over the
+informative rows.
 
 Under torchrun (G > 1): no state; with ``mask`` the mean over the informative rows is the global
 batch's (each rank's local sum scaled by G / their global count, ``masked_mean`` with ``step.dist``,

@@ -4,11 +4,14 @@
 How is not public; this is our inference (SoLar paper §4.1), modelled on SoLar's own terms:
 
   L = mean_i ℓ(f(x^w_i), a_i)                                   the method's own loss
-    + mean_i ℓ(f(x^s_i), a_i)                        if ``cr``: same loss, strong view
-    + mean_i [l·ℓ(f(x_mix,i), a_i) + (1−l)·ℓ(f(x_mix,i), a_π(i))]   if ``mixup``
+    + mean_i ℓ'(f(x^s_i), b_i)                       if ``cr``: strong view
+    + mean_i [l·ℓ'(f(x_mix,i), b_i) + (1−l)·ℓ'(f(x_mix,i), b_π(i))]   if ``mixup``
 
-where a_i is what the method's loss reads for sample i: its targets (PRODEN, LWS weights) or its
-candidate row (CC, MSE, EXP).  For soft-target CE the mixed term equals CE with mixed targets.
+where a_i is what the method's loss reads for sample i.  A target-free loss (CC, MSE, EXP) repeats itself
+on the candidate row: ℓ' = ℓ, b_i = a_i.  A method that keeps a per-sample target t_i (PRODEN's confidences,
+LWS's weights re-normalised on the candidates: ``protocol_terms = "targets"``) adds CE on it: ℓ' = soft CE,
+b_i = t_i, the label update's targets (spec §3.0; for PRODEN, whose own loss is that CE, the two are one).
+For soft-target CE the mixed term equals CE with mixed targets.
 ``cr`` and ``mixup`` are on by default and off on tabular data ("not applicable to tabular data").
 
 Under torchrun (G > 1, ``docs/distributed.md``) the means over a selection mask are over the global
@@ -20,12 +23,12 @@ subclass that opts in (``distributed = True`` on its own class) needs only its s
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
 import torch
 
 from pllzoo import Component, PLLState, Step, hookimpl, hp
-from pllzoo.losses import masked_mean
+from pllzoo.losses import masked_mean, soft_cross_entropy
 from pllzoo.mixup import mixup_loss
 
 
@@ -37,9 +40,11 @@ class ProtocolHParams:
 
 
 class ProtocolLoss(Component):
-    """A per-sample PLL loss ``ℓ(logits, a)`` wrapped in the protocol; subclasses give ``per_sample``."""
+    """A per-sample PLL loss ``ℓ(logits, a)`` wrapped in the protocol; subclasses give ``per_sample``, and
+    ``protocol_terms = "targets"`` when the consistency and mixup terms are CE on the targets (module doc)."""
 
     HParams = ProtocolHParams
+    protocol_terms: ClassVar[str] = "loss"  # "loss": ℓ on a_i again; "targets": soft CE on step.targets
 
     def __init__(self, hp: Any | None = None) -> None:
         super().__init__(hp)
@@ -61,8 +66,9 @@ class ProtocolLoss(Component):
     def pllzoo_loss(self, step: Step, state: PLLState) -> torch.Tensor:
         a = self.labels(step, state)
         loss = masked_mean(self.per_sample(step.logits, a), step.mask, step.dist)
+        aux, b = (soft_cross_entropy, step.targets) if self.protocol_terms == "targets" else (self.per_sample, a)
         if self.hp.cr:
-            loss = loss + masked_mean(self.per_sample(step.logits_strong, a), step.mask, step.dist)
+            loss = loss + masked_mean(aux(step.logits_strong, b), step.mask, step.dist)
         if self.hp.mixup and step.batch.size * step.dist.world > 1:  # the global batch's size: the same on every rank
-            loss = loss + mixup_loss(step, self.per_sample, a, self.hp.mixup_alpha)
+            loss = loss + mixup_loss(step, aux, b, self.hp.mixup_alpha)
         return loss

@@ -27,6 +27,11 @@ Deviations (tests in tests/unit/test_valen.py):
   * log-softmax for log(softmax + 1e-12); α̂ = exp(clamp(a/4, ln 0.01, ln 30)): the same values and gradients,
     no overflow. Test: test_alpha_hat_and_kl_closed_form.
   * The trainer's SGD and LR schedule, the warm-up included (the code: constant LR; old main.py: Adam on CIFAR).
+  * Testing in eval mode, as every method here: the released code never calls ``.eval()``, so its test pass
+    normalises BatchNorm with each test batch's own statistics (transductive) and never uses the running
+    ones; on a linear or BatchNorm-free network the two are equal.  The graph's feature pass runs in train mode
+    as the code's does, in batches of ``train.eval_batch_size`` rows in index order (the code: its training
+    loader's batches), so with BatchNorm its batch statistics, and the kNN graph, differ slightly.
 """
 
 from __future__ import annotations
