@@ -77,7 +77,8 @@ def test_builtins_register_through_the_same_hooks(reg):
     assert {n for n, (_, p) in reg.models.items() if p == "pllzoo.builtin"} == set(MODELS)
     assert {n for n, (_, p) in reg.views.items() if p == "pllzoo.builtin"} == set(VIEWS)
     assert {"wrn28-2", "resnet18-imagenet", "resnet18", "cnn", "linear", "mlp"} <= set(MODELS)
-    assert {"none", "weak", "strong", "simaugment", "strong-batched", "simaugment-batched"} == set(VIEWS)
+    assert {"none", "weak", "strong", "simaugment", "strong-batched", "simaugment-batched", "pico-strong",
+            "pico-strong-batched"} == set(VIEWS)
 
 
 def test_a_builtin_backbone_is_the_same_network_through_the_registry(reg):

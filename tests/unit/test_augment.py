@@ -152,11 +152,13 @@ def test_simaugment_is_deterministic_and_leaves_global_rng_alone() -> None:
 
 
 def test_view_registry() -> None:
-    assert set(A.VIEWS) == {"none", "weak", "strong", "simaugment", "strong-batched", "simaugment-batched"}
+    assert set(A.VIEWS) == {"none", "weak", "strong", "simaugment", "strong-batched", "simaugment-batched", "pico-strong",
+                            "pico-strong-batched"}
     x = _images(2)
     assert A.make_view("none")(x, _gen(0)) is x
     assert A.make_view("weak") is A.weak
-    with pytest.raises(PLLZooError, match="valid: none, simaugment, simaugment-batched, strong, strong-batched, weak"):
+    with pytest.raises(PLLZooError, match="valid: none, pico-strong, pico-strong-batched, simaugment, simaugment-batched, "
+                                         "strong, strong-batched, weak"):
         A.make_view("cutmix")
 
 
