@@ -46,22 +46,20 @@ def _config(run_dir: Path) -> dict[str, Any]:
     return config
 
 
-def _check_data(run_dir: Path, data: Any) -> None:
+def _check_data(run_dir: Path, data: Any) -> str | None:
     """Warn when ``data`` is not what the run trained on (``env.json``'s ``data_sha256``, runs since
-    2026-11-27): another ``--data-dir`` copy with other features re-scores a model on data it never saw."""
-    import json
+    2026-11-27): another ``--data-dir`` copy with other features re-scores a model on data it never saw.
+    Returns how they differ, or None."""
     import warnings
 
     from pllzoo.data.base import fingerprint
+    from pllzoo.runfolders import data_change, recorded_env
 
-    try:
-        was = json.loads((run_dir / "env.json").read_text()).get("data_sha256")
-    except (OSError, ValueError, AttributeError):
-        return
-    now = fingerprint(data)
-    if was is not None and was != now:
-        warnings.warn(f"{run_dir.name}: these data are not the ones it trained on (fingerprint {was}, now {now}: "
-                      "another --data-dir copy?); the numbers below are on these")
+    other = data_change(recorded_env(run_dir), fingerprint(data))
+    if other is not None:
+        warnings.warn(f"{run_dir.name}: these data are not the ones it trained on ({other}); the numbers below are "
+                      "on these")
+    return other
 
 
 def rescore(registry: Registry, run_dir: Path, overrides: dict[str, str], predict: str | None = None,
@@ -101,13 +99,17 @@ def rescore(registry: Registry, run_dir: Path, overrides: dict[str, str], predic
     recorded = {k: v for k, v in registry.recorded_hparams(config).items() if k in valid}
     opts = _options(config["data"], data_dir)
     data = carve(registry.recorded_dataset(config["dataset"], dataset).load(opts), opts, config["seed"])
-    _check_data(run_dir, data)
+    other = _check_data(run_dir, data)
     comps = registry.build_components(method, {**recorded, **overrides}, (data.name, data.kind))
     train = TrainConfig(**{k: tuple(v) if isinstance(v, list) else v for k, v in config["train"].items()})
     trainer = Trainer(data, comps, train, config["seed"], resolve_device(device))
     try:
         trainer.load_final(ckpt)
     except PLLZooError as exc:
+        if other is not None:  # e.g. a file of the user's own named like a built-in set (birdsong.mat)
+            raise PLLZooError(f"{run_dir.name} trained on other data than {config['dataset']!r} loads here "
+                              f"({other}), and its model does not fit these; was it trained on a file of your "
+                              f"own? pass it with --dataset PATH") from None
         raise PLLZooError(f"{run_dir / NAME}: {exc}") from None
     return {"run": run_dir.name, "method": method.name, "seed": config["seed"],
             "overrides": dict(overrides), **trainer.test_metrics()}

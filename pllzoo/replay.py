@@ -182,8 +182,11 @@ def check(ctx: click.Context, plans: list[RunPlan]) -> None:
         shown = "; ".join(f"{k}: recorded {want.get(k, '<absent>')!r}, now {have.get(k, '<absent>')!r}"
                           for k in wrong[:3])
         more = f" (and {len(wrong) - 3} more)" if len(wrong) > 3 else ""
+        why = ("was it trained on a file of your own of that name (pass it with --dataset PATH), or recorded by "
+               "another version of pllzoo?" if any(k.startswith("data.") for k in wrong)
+               else "was it recorded by another version of pllzoo or its plugins?")
         raise PLLZooError(f"--from-run {path}: this pllzoo plans another run than the recorded one ({shown}{more}); "
-                          f"was it recorded by another version of pllzoo or its plugins?")
+                          f"{why}")
     if run_id(planned) != run_id(recorded):
         warnings.warn(f"--from-run {path}: replayed as run {run_id(planned)}, not {run_id(recorded)}, as "
                       f"{', '.join(differ)} differ (chosen on the command line or not recorded)", stacklevel=2)

@@ -61,7 +61,7 @@ def data_change(env: dict[str, Any] | None, data_sha: str) -> str | None:
     was = env.get("data_sha256") if env is not None else None
     if not isinstance(was, str) or was == data_sha:
         return None
-    return (f"fingerprint {was}, now {data_sha}: another file of the same name and shape, another --data-dir copy, or "
+    return (f"fingerprint {was}, now {data_sha}: another file of the same name, another --data-dir copy, or "
             "another image decoder?")
 
 

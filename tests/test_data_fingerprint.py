@@ -132,3 +132,24 @@ def test_runs_of_one_seed_on_other_data_of_one_name_are_not_pooled(tmp_path):
     res = CliRunner().invoke(cli, ["plot", str(out), "--out", str(tmp_path / "f.png")])
     assert res.exit_code == 1 and "have different numbers of classes" in res.output, res.output
     assert "2 classes" in res.output and "4 classes" in res.output and "Traceback" not in res.output
+
+
+def test_evaluate_of_a_users_file_named_like_a_builtin_says_to_pass_it(tmp_path, shared_data):
+    """A run of the user's own birdsong.mat (7 features) re-scored without --dataset loads the built-in BirdSong
+    (38 features): one line saying the data differ and to pass the file, not "retrain the run"."""
+    mat = _mat(tmp_path / "D" / "birdsong.mat", False, k=13)
+    out = tmp_path / "out"
+    res = CliRunner().invoke(cli, ["bench", "--methods", "proden", "--seeds", "1", "--epochs", "1", "--threads", "1",
+                                   "--dataset", str(mat), "--out", str(out)])
+    assert res.exit_code == 0, res.output
+    (run,) = (p for p in (out / "runs").iterdir() if p.is_dir())
+    res = CliRunner().invoke(cli, ["evaluate", str(run), "--data-dir", str(shared_data), "--device", "cpu"])
+    assert res.exit_code == 1 and "Traceback" not in res.output, res.output
+    assert (f"Error: {run.name} trained on other data than 'birdsong' loads here (fingerprint " in res.output
+            and "pass it with --dataset PATH" in res.output), res.output
+    res = CliRunner().invoke(cli, ["evaluate", str(run), "--dataset", str(mat), "--device", "cpu"])
+    assert res.exit_code == 0 and "other data" not in res.output, res.output
+    res = CliRunner().invoke(cli, ["bench", "--from-run", str(run), "--data-dir", str(shared_data), "--threads", "1",
+                                   "--out", str(tmp_path / "again")])
+    assert res.exit_code == 1 and "was it trained on a file of your own of that name (pass it with --dataset PATH)" \
+        in res.output, res.output
