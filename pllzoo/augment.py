@@ -217,16 +217,16 @@ def strong(x: torch.Tensor, gen: torch.Generator, ranges: Literal["reference", "
     return weak(cutout(randaugment(x, gen, 3, ranges), gen), gen)
 
 
-_RESIZED_CROP_FLIP = v2.Compose([v2.RandomResizedCrop(32, scale=(0.2, 1.0), antialias=True), v2.RandomHorizontalFlip()])
-
-
 def pico_strong(x: torch.Tensor, gen: torch.Generator) -> torch.Tensor:
     """PiCO's strong (key) view: RandomResizedCrop(32, (0.2, 1)) → flip → RandAugment (3 ops) → Cutout.
 
     PiCO's ``strong_transform`` (its RandomAugment ends with the Cutout); SoLar's strong view crops by a
-    4-pixel shift instead, after the ops.  uint8 [B, 3, H, W] in, [B, 3, 32, 32] out.
+    4-pixel shift instead, after the ops.  The crop is resized to the input's own size (32 on CIFAR), as
+    the key encoder reads what the query encoder reads.  uint8 [B, 3, H, W] in and out.
     """
-    return cutout(randaugment(_per_sample_pil(x, gen, lambda i, img: _RESIZED_CROP_FLIP(img)), gen, 3), gen)
+    crop_flip = v2.Compose([v2.RandomResizedCrop(tuple(x.shape[2:]), scale=(0.2, 1.0), antialias=True),
+                            v2.RandomHorizontalFlip()])
+    return cutout(randaugment(_per_sample_pil(x, gen, lambda i, img: crop_flip(img)), gen, 3), gen)
 
 
 def simaugment(x: torch.Tensor, gen: torch.Generator) -> torch.Tensor:

@@ -151,8 +151,9 @@ def _axis_taps(start: torch.Tensor, length: torch.Tensor, size: int) -> tuple[to
     return start[:, None] + i0, start[:, None] + i1, w1
 
 
-def resized_crop(x: torch.Tensor, boxes: torch.Tensor, size: int) -> torch.Tensor:
-    """Crop each sample to its box and resize it to size×size, bilinear, as PIL does it.
+def resized_crop(x: torch.Tensor, boxes: torch.Tensor, size: int | tuple[int, int]) -> torch.Tensor:
+    """Crop each sample to its box and resize it to size×size (or ``size = (height, width)``), bilinear, as PIL
+    does it.
 
     PIL's order and rounding: a horizontal pass, rounded half up to integers, then a vertical
     pass, rounded the same way; ``v2.functional.resized_crop(..., antialias=True)`` does the same
@@ -160,22 +161,23 @@ def resized_crop(x: torch.Tensor, boxes: torch.Tensor, size: int) -> torch.Tenso
     larger boxes are sampled without antialiasing.
 
     :param x: uint8 [B, C, H, W]; :param boxes: int64 [B, 4] (top, left, h, w) on ``x.device``.
-    :returns: float32 [B, C, size, size] holding integers 0..255.
+    :returns: float32 [B, C, height, width] holding integers 0..255.
     """
     B, C, H, W = x.shape
-    r0, r1, wr = _axis_taps(boxes[:, 0], boxes[:, 2], size)  # [B,size] each
-    c0, c1, wc = _axis_taps(boxes[:, 1], boxes[:, 3], size)
+    oh, ow = (size, size) if isinstance(size, int) else size
+    r0, r1, wr = _axis_taps(boxes[:, 0], boxes[:, 2], oh)  # [B,oh] each
+    c0, c1, wc = _axis_taps(boxes[:, 1], boxes[:, 3], ow)  # [B,ow] each
     xf = x.float()
 
-    def cols(idx: torch.Tensor) -> torch.Tensor:  # [B,size] -> [B,C,H,size]
-        return xf.gather(3, idx.view(B, 1, 1, size).expand(B, C, H, size))
+    def cols(idx: torch.Tensor) -> torch.Tensor:  # [B,ow] -> [B,C,H,ow]
+        return xf.gather(3, idx.view(B, 1, 1, ow).expand(B, C, H, ow))
 
-    y = torch.lerp(cols(c0), cols(c1), wc.view(B, 1, 1, size)).add_(0.5).floor_()  # [B,C,H,size]
+    y = torch.lerp(cols(c0), cols(c1), wc.view(B, 1, 1, ow)).add_(0.5).floor_()  # [B,C,H,ow]
 
-    def rows(idx: torch.Tensor) -> torch.Tensor:  # [B,size] -> [B,C,size,size]
-        return y.gather(2, idx.view(B, 1, size, 1).expand(B, C, size, size))
+    def rows(idx: torch.Tensor) -> torch.Tensor:  # [B,oh] -> [B,C,oh,ow]
+        return y.gather(2, idx.view(B, 1, oh, 1).expand(B, C, oh, ow))
 
-    return torch.lerp(rows(r0), rows(r1), wr.view(B, 1, size, 1)).add_(0.5).floor_()
+    return torch.lerp(rows(r0), rows(r1), wr.view(B, 1, oh, 1)).add_(0.5).floor_()
 
 
 def gray(x: torch.Tensor) -> torch.Tensor:
@@ -296,17 +298,20 @@ def simaugment_batched(x: torch.Tensor, gen: torch.Generator, size: int = 32) ->
     return out.to(torch.uint8)
 
 
-def pico_strong_batched(x: torch.Tensor, gen: torch.Generator, size: int = 32) -> torch.Tensor:
+def pico_strong_batched(x: torch.Tensor, gen: torch.Generator) -> torch.Tensor:
     """PiCO's strong (key) view, batched: RandomResizedCrop → flip → RandomAugment(3) → Cutout.
 
+    The crop is resized to the input's own size (PiCO: 32, CIFAR's), as the key encoder reads what the query
+    encoder reads.
+
     :param x: uint8 [B, 3, H, W].
-    :returns: uint8 [B, 3, size, size].
+    :returns: uint8 [B, 3, H, W].
     """
     _check(x)
-    B = x.shape[0]
-    boxes = sample_resized_crop(B, x.shape[2], x.shape[3], gen)  # [B,4]
+    B, _, H, W = x.shape
+    boxes = sample_resized_crop(B, H, W, gen)  # [B,4]
     flip = torch.rand(B, generator=gen, device=gen.device, dtype=torch.float64) < 0.5  # [B]
-    out = resized_crop(x, boxes.to(x.device), size)  # [B,3,size,size] float
+    out = resized_crop(x, boxes.to(x.device), (H, W))  # [B,3,H,W] float
     out = torch.where(flip.to(x.device).view(B, 1, 1, 1), out.flip(-1), out).to(torch.uint8)
     ops, mags = sample_randaugment(B, gen, 3)  # [B,3], [B,3] on gen.device
     return augment.cutout(apply_randaugment(out, ops.to(x.device), mags.to(x.device)), gen)

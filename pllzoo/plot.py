@@ -30,6 +30,10 @@ def figure(*out_dirs: Path, methods: list[str] | None = None):
         if df.empty:
             raise ValueError(f"no finished runs of {', '.join(methods)} under {', '.join(map(str, out_dirs))}; "
                              f"its methods: {', '.join(found)}")
+    df = df[[isinstance(a, list) for a in df["class_acc"]]]  # older logs may lack the class-wise accuracy
+    if df.empty:
+        raise ValueError(f"the runs under {', '.join(map(str, out_dirs))} record no class-wise accuracy "
+                         "(their logs hold no class_acc); nothing to draw")
     sizes = {len(a): setting for a, setting in zip(df["class_acc"], df["setting"])}
     if len(sizes) > 1:  # other data of the same name, or several studies given together
         shown = "; ".join(f"{setting}: {k} classes" for k, setting in sorted(sizes.items()))

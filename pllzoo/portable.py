@@ -13,6 +13,8 @@ from typing import Any
 
 MACHINE_KEYS = ("data_dir", "path")
 """Keys of a config's ``data`` part that name places on the machine that ran it; never recorded or hashed."""
+WHERE_FROM_KEYS = (*MACHINE_KEYS, "download")
+"""Keys of a config's ``data`` part that say where and how the data came (``--offline``), not what they are."""
 
 
 def portable(config: dict[str, Any]) -> dict[str, Any]:

@@ -30,7 +30,7 @@ from pllzoo import augment
 from pllzoo.seeding import derive_seed
 
 CHUNK = 64  # rows per task: part of the stream's definition, do not change lightly
-POOLED_VIEWS = frozenset({"strong", "simaugment"})  # the per-sample PIL views; "weak" is one tensor op
+POOLED_VIEWS = frozenset({"strong", "simaugment", "pico-strong"})  # the per-sample PIL views; "weak" is one tensor op
 MAX_AUTO_WORKERS = 8
 
 

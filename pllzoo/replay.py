@@ -34,7 +34,7 @@ from click.core import ParameterSource
 
 from pllzoo.configfile import META_HP, META_REPLAY_HP
 from pllzoo.errors import PLLZooError
-from pllzoo.portable import MACHINE_KEYS
+from pllzoo.portable import WHERE_FROM_KEYS
 
 if TYPE_CHECKING:  # pragma: no cover
     from pllzoo.planning import RunPlan
@@ -45,7 +45,7 @@ FIXED = ("methods", "dataset", "seeds", "epochs", "batch_size", "split", "phi", 
 """Bench parameters a replay takes from the record; given on the command line beside ``--from-run``
 they are refused."""
 DATA_OPTIONS = ("split", "phi", "imb", "imb_type", "holdout", "subset")  # DataOptions fields that are bench options
-NEVER_COMPARED = frozenset({f"data.{k}" for k in MACHINE_KEYS} | {"data.download"})  # where and how the data came
+NEVER_COMPARED = frozenset(f"data.{k}" for k in WHERE_FROM_KEYS)  # where and how the data came
 EMPTY = (None, 0, False, "none")  # a key a later pllzoo records, absent from older records, at such a value: tolerated
 EXPECTED = {"method": str, "dataset": str, "seed": int, "device": str, "train": dict, "hparams": dict, "data": dict}
 
@@ -193,7 +193,8 @@ def check(ctx: click.Context, plans: list[RunPlan]) -> None:
     from pllzoo.data.base import fingerprint
     from pllzoo.runfolders import data_change, recorded_env
 
-    other = data_change(recorded_env(Path(path)), fingerprint(plans[0].data))
+    run_dir = Path(path) if Path(path).is_dir() else Path(path).parent  # RUN_DIR or RUN_DIR/config.json
+    other = data_change(recorded_env(run_dir), fingerprint(plans[0].data))
     if other is not None:  # a user's file is named by its name, shape and counts only (the run id)
         warnings.warn(f"--from-run {path}: the recorded run trained on other data than these ({other}); it is "
                       "replayed on these", stacklevel=2)

@@ -38,7 +38,7 @@ import pandas as pd
 from pllzoo.columns import ACC_COLUMNS, RESULT_COLUMNS
 from pllzoo.errors import PLLZooError
 from pllzoo.model_selection import select_epochs
-from pllzoo.portable import portable
+from pllzoo.portable import WHERE_FROM_KEYS, portable
 
 
 def run_id(config: dict[str, Any]) -> str:
@@ -308,11 +308,15 @@ def _tell_data_apart(configs: dict[str, dict[str, Any]], labels: dict[str, str])
     for key, c in configs.items():
         groups.setdefault((labels[key], str(c.get("method")), repr(c.get("seed"))), []).append(key)
     out = dict(labels)
-    for keys in (ks for ks in groups.values() if len(ks) > 1):
-        flats = {k: _flat({n: v for n, v in dict(configs[k].get("data") or {}).items() if n != "seed"}, "data")
+    skip = {"seed", *WHERE_FROM_KEYS}  # where and how the data came (--offline) is not other data
+    for (label, method, seed), keys in ((g, ks) for g, ks in groups.items() if len(ks) > 1):
+        flats = {k: _flat({n: v for n, v in dict(configs[k].get("data") or {}).items() if n not in skip}, "data")
                  for k in keys}
         names = sorted({n for f in flats.values() for n in f})
         differ = [n for n in names if len({repr(f.get(n, "–")) for f in flats.values()}) > 1]
+        if not differ and not any(k.startswith("\0") for k in keys):
+            warnings.warn(f"{label}, {method}: seed {seed} has {len(keys)} runs on the same data ({', '.join(keys)}: "
+                          "they differ in how it was fetched, e.g. --offline), each counted as a seed")
         for k in keys if differ else ():
             out[k] = f"{out[k]} [{', '.join(f'{n}={_short(flats[k].get(n, chr(8211)))}' for n in differ)}]"
     return out

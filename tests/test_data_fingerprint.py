@@ -99,6 +99,9 @@ def test_a_finished_run_reused_on_other_data_says_so(tmp_path):
     res = CliRunner().invoke(cli, [*replay, "--dataset", str(b)])
     assert res.exit_code == 0, res.output
     assert f"--from-run {run}: the recorded run trained on other data than these (fingerprint {was}" in res.output
+    res = CliRunner().invoke(cli, ["bench", "--from-run", str(run / "config.json"), "--threads", "1", "--out",
+                                   str(tmp_path / "again"), "--dataset", str(b), "--dry-run"])
+    assert res.exit_code == 0 and "the recorded run trained on other data than these" in res.output, res.output
     res = CliRunner().invoke(cli, [*replay, "--dataset", str(a), "--overwrite"])
     assert res.exit_code == 0 and "other data" not in res.output, res.output
     assert CliRunner().invoke(cli, ["archive", "--prune", str(out)]).exit_code == 0
@@ -153,3 +156,20 @@ def test_evaluate_of_a_users_file_named_like_a_builtin_says_to_pass_it(tmp_path,
                                    "--out", str(tmp_path / "again")])
     assert res.exit_code == 1 and "was it trained on a file of your own of that name (pass it with --dataset PATH)" \
         in res.output, res.output
+
+
+def test_runs_that_differ_only_in_how_the_data_came_are_not_split_but_said(tmp_path, shared_data):
+    """--offline changes the run id (data.download is recorded) but not the data: no "[data.download=...]"
+    setting of its own; the seed that has two such runs is named in one warning."""
+    out = tmp_path / "out"
+    args = ["bench", "--methods", "proden", "--dataset", "lost", "--data-dir", str(shared_data), "--epochs", "1",
+            "--threads", "1", "--out", str(out)]
+    assert CliRunner().invoke(cli, [*args, "--seeds", "1,2"]).exit_code == 0
+    assert CliRunner().invoke(cli, [*args, "--seeds", "1", "--offline"]).exit_code == 0
+    res = CliRunner().invoke(cli, ["report", str(out), "--csv", str(tmp_path / "t.csv")])
+    assert res.exit_code == 0, res.output
+    import pandas as pd
+
+    assert list(pd.read_csv(tmp_path / "t.csv")["setting"]) == ["lost uniform"]
+    assert "lost uniform, proden: seed 1 has 2 runs on the same data (" in res.output
+    assert "they differ in how it was fetched, e.g. --offline), each counted as a seed" in res.output

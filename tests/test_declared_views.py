@@ -55,3 +55,9 @@ def test_pico_trains_with_its_view_and_records_it(shared_data, tmp_path):
     assert res.exit_code == 0, res.output
     (run,) = (p for p in (out / "runs").iterdir() if p.is_dir())
     assert json.loads((run / "config.json").read_text())["train"]["strong_view"] == "pico-strong"
+    pooled = tmp_path / "pooled"  # the PIL view computed ahead by a worker process, as the other PIL views
+    res = CliRunner().invoke(cli, ["bench", "--methods", "pico", *CIFAR, "--data-dir", str(shared_data),
+                                   "--hp", "loss.queue=64", "--view-workers", "1", "--out", str(pooled)])
+    assert res.exit_code == 0, res.output
+    (run,) = (p for p in (pooled / "runs").iterdir() if p.is_dir())
+    assert json.loads((run / "config.json").read_text())["view_stream"] == "pooled"

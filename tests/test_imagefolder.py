@@ -90,12 +90,16 @@ def test_every_spelling_of_the_folder_is_one_run(folder, tmp_path, monkeypatch):
     out = tmp_path / "out"
     args = ["bench", "--methods", "proden", "--epochs", "1", "--threads", "1", "--hp", "train.batch_size=4",
             "--out", str(out)]
-    spellings = [root.name, str(root), f"{root.name}/../{root.name}"]
+    (root.parent / "link").symlink_to(root)
+    spellings = [root.name, str(root), f"{root.name}/../{root.name}", "link"]
     for i, spelling in enumerate(spellings):
         res = CliRunner().invoke(cli, [*args, "--dataset", f"imagefolder:{spelling}"])
         assert res.exit_code == 0, res.output
         assert ("reusing finished run" in res.output) == (i > 0), res.output
     (run,) = (p for p in (out / "runs").iterdir() if p.is_dir())
+    monkeypatch.chdir(root)
+    res = CliRunner().invoke(cli, [*args, "--dataset", "imagefolder:."])  # "." names the folder itself
+    assert res.exit_code == 0 and f"reusing finished run {run.name}" in res.output, res.output
     res = CliRunner().invoke(cli, ["bench", "--from-run", str(run), "--dataset", f"imagefolder:{root}", "--threads",
                                    "1", "--out", str(tmp_path / "again")])
     assert res.exit_code == 0 and "other data" not in res.output, res.output
@@ -260,6 +264,10 @@ def test_16_bit_grey_images_are_scaled_not_clipped(tmp_path):
     x = torch.cat([data.x_train, data.x_test])
     expected = torch.from_numpy(np.rint(values * (255 / 65535)).astype(np.uint8))
     assert all(torch.equal(img[ch], expected) for img in x for ch in range(3))
+    dark = Image.fromarray((values // 1000).astype(np.int32), mode="I")  # mode I, values 0..63: still 16-bit
+    from pllzoo.data.imagefolder import _rgb
+
+    assert _rgb(dark, "dark.tiff").max() == round(63 * 255 / 65535)  # one rule for the mode, not per image
 
 
 def test_a_class_named_train_or_test_stays_a_class(tmp_path):
@@ -272,6 +280,19 @@ def test_a_class_named_train_or_test_stays_a_class(tmp_path):
     np.save(root / "candidates.npy", np.ones((12, 3), bool))
     data = load_image_folder(root, DataOptions(seed=1))
     assert data.class_names == ["bus", "test", "train"] and data.num_train + len(data.y_test) == 12
+
+
+def test_the_split_layout_ignores_other_folders_beside_train_and_test(tmp_path):
+    """A val/ (or a zip's __MACOSX/) beside train/ and test/ leaves the split layout as it was."""
+    root = tmp_path / "split"
+    for part, n in (("train", 3), ("test", 2), ("val", 2)):
+        for c in ("a", "b"):
+            (root / part / c).mkdir(parents=True)
+            for i in range(n):
+                Image.new("RGB", (8, 8), (i, 0, 0)).save(root / part / c / f"{i}.png")
+    np.save(root / "candidates.npy", np.ones((6, 2), bool))
+    data = load_image_folder(root, DataOptions(seed=1))
+    assert data.class_names == ["a", "b"] and (data.num_train, len(data.y_test)) == (6, 4)
 
 
 def test_the_row_order_is_image_folders_not_sorted_paths(tmp_path):

@@ -45,3 +45,19 @@ def test_cli_writes_png_from_several_folders(tmp_path):
 def test_cli_rejects_unknown_method(tmp_path):
     result = CliRunner().invoke(cli, ["plot", str(SOLAR), "--methods", "nope", "--out", str(tmp_path / "f.png")])
     assert result.exit_code != 0 and "no finished runs" in result.output
+
+
+def test_runs_without_class_accuracy_are_one_line(tmp_path):
+    """A log whose records hold class_acc null (allowed by the record checks) is one line, not a traceback."""
+    import json
+
+    out = tmp_path / "out"
+    res = CliRunner().invoke(cli, ["bench", "--methods", "proden", "--dataset", "synthetic-lt", "--subset", "200",
+                                   "--batch-size", "50", "--epochs", "1", "--threads", "1", "--out", str(out)])
+    assert res.exit_code == 0, res.output
+    (run,) = (p for p in (out / "runs").iterdir() if p.is_dir())
+    log = run / "log.jsonl"
+    records = [{**json.loads(line), "class_acc": None} for line in log.read_text().splitlines() if line.strip()]
+    log.write_text("".join(json.dumps(r) + "\n" for r in records))
+    res = CliRunner().invoke(cli, ["plot", str(out), "--out", str(tmp_path / "f.png")])
+    assert res.exit_code == 1 and "record no class-wise accuracy" in res.output and "Traceback" not in res.output

@@ -59,6 +59,7 @@ def test_resolve_workers():
 def test_uses_pool_only_for_pil_strong_views_on_images():
     strong = frozenset({"strong"})
     assert prefetch.uses_pool("image", strong, "strong") and prefetch.uses_pool("image", strong, "simaugment")
+    assert prefetch.uses_pool("image", strong, "pico-strong")  # PiCO's own (PIL) strong view
     assert not prefetch.uses_pool("tabular", strong, "strong")
     assert not prefetch.uses_pool("image", frozenset(), "strong")
     assert not prefetch.uses_pool("image", strong, "weak")

@@ -87,8 +87,10 @@ class RawSplit:
     class_names: list[str]
 
 
-def read_torchvision(root: Path, base: str, download: bool) -> tuple[RawSplit, RawSplit]:
-    """Read (or download into) torchvision's layout under ``root``; return (train, test)."""
+def read_torchvision(root: Path, base: str, download: bool, advice: bool = True) -> tuple[RawSplit, RawSplit]:
+    """Read (or download into) torchvision's layout under ``root``; return (train, test).
+
+    :raises PLLZooError: one line (with what to do about it when ``advice``)."""
     import torchvision  # heavy import, only when needed
 
     cls = torchvision.datasets.CIFAR10 if base == "cifar10" else torchvision.datasets.CIFAR100
@@ -98,10 +100,8 @@ def read_torchvision(root: Path, base: str, download: bool) -> tuple[RawSplit, R
         splits = [cls(root=str(root), train=train, download=download) for train in (True, False)]
     except Exception as e:  # corrupted files, no network, no permission
         what = "download" if download else "read"
-        raise PLLZooError(
-            f"could not {what} {PRETTY[base]} in {root} ({exception_line(e)}); "
-            f"put torchvision's {TORCHVISION_DIRS[base]}/ under --data-dir"
-        ) from None
+        todo = f"; put torchvision's {TORCHVISION_DIRS[base]}/ under --data-dir" if advice else ""
+        raise PLLZooError(f"could not {what} {PRETTY[base]} in {root} ({exception_line(e)}){todo}") from None
     return tuple(  # type: ignore[return-value]
         RawSplit(np.asarray(d.data, dtype=np.uint8), np.asarray(d.targets, dtype=np.int64), list(d.classes))
         for d in splits
@@ -125,7 +125,7 @@ def read_cifar(base: str, opts: DataOptions) -> tuple[RawSplit, RawSplit, str]:
     for root in roots:
         if (root / TORCHVISION_DIRS[base]).is_dir():
             try:
-                return (*read_torchvision(root, base, download=False), "torchvision")
+                return (*read_torchvision(root, base, download=False, advice=pair is None), "torchvision")
             except PLLZooError as exc:
                 if pair is None:
                     raise

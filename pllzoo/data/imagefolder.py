@@ -4,15 +4,16 @@ with a candidate-set file.
 ``imagefolder:PATH`` reads torchvision's ``ImageFolder`` layout, in one of two forms:
 
 * ``PATH/train/<class>/<image>`` (and optionally ``PATH/test/<class>/<image>``, the same class folders):
-  the test split is ``PATH/test``; taken when ``train`` (and ``test``) are ``PATH``'s only folders;
+  the test split is ``PATH/test``; taken when ``PATH/train`` holds class folders and no image of its own;
 * ``PATH/<class>/<image>``: all images, split into train and test by the run's seed and
   ``--split`` (``uniform``: a random 80/20; ``balanced``), as for the real-world ``.mat`` sets.
 
 The candidate sets are in ``PATH/candidates.npy``, ``.pt``, ``.csv`` or ``.txt`` (exactly one of them;
 formats: :mod:`pllzoo.data.candidate_file`), one row per training image (per image of ``PATH`` in the
 second form) in ``ImageFolder``'s order: class folders sorted by name, then files sorted by name
-within each (those of its sub-folders after), which is not always ``sorted(class/file)``.  The class of an image's folder is its true label: used for
-evaluation and for checking the file (each true label must be a candidate), never for training.
+within each (those of its sub-folders after), which is not always ``sorted(class/file)``.  The class of
+an image's folder is its true label: used for evaluation and for checking the file (each true label must
+be a candidate), never for training.
 
 Images are read with PIL and converted to RGB (16-bit grey scaled to 8 bits); all must have the same size
 (resize them beforehand).
@@ -77,16 +78,16 @@ def _chw_uint8(image: Any, name: str) -> np.ndarray:
 
 
 def _rgb(image: Any, name: str) -> np.ndarray:
-    """A PIL image as uint8 ``[H, W, 3]``.  Integer images of more than 8 bits (16-bit PNG/TIFF: modes ``I;16*``,
-    or ``I`` holding values up to 65535) are scaled to 0..255: PIL's ``convert("RGB")`` clips them, which turns
-    most pixels white.  A float image (mode ``F``) or wider integers have no agreed range: refused."""
+    """A PIL image as uint8 ``[H, W, 3]``.  Integer images (16-bit PNG/TIFF: modes ``I;16*``, and ``I``, as which
+    older Pillow opens them) are taken as 16-bit and scaled to 0..255, one rule for every image of a mode: PIL's
+    ``convert("RGB")`` clips them, which turns most pixels white.  A float image (mode ``F``), or integers
+    outside 0..65535, have no agreed range: refused."""
     mode = image.mode
     if mode.startswith("I;16") or mode == "I":
         v = np.asarray(image).astype(np.int64)
         if v.size and (v.min() < 0 or v.max() > 65535):
             raise PLLZooError(f"{name}: a {mode} image with values in {v.min()}..{v.max()}; save it as 8- or 16-bit")
-        wide = mode.startswith("I;16") or (v.size and v.max() > 255)
-        grey = np.rint(v * (255 / 65535)).astype(np.uint8) if wide else v.astype(np.uint8)
+        grey = np.rint(v * (255 / 65535)).astype(np.uint8)
         return np.repeat(grey[..., None], 3, axis=2)
     if mode == "F":
         raise PLLZooError(f"{name}: a floating-point image (mode F) has no agreed pixel range; save it as 8-bit")
@@ -94,11 +95,17 @@ def _rgb(image: Any, name: str) -> np.ndarray:
 
 
 def _split_layout(root: Path) -> bool:
-    """``root/train/<class>/...`` (and ``root/test``) rather than ``root/<class>/...``: ``train`` (and ``test``)
-    are the only folders in ``root`` and ``train`` holds folders.  A flat set with a class named ``train`` or
-    ``test`` (CIFAR-100 and VOC have one) keeps its other classes beside it, and its images in it."""
-    folders = {p.name for p in root.iterdir() if p.is_dir() and not p.name.startswith(".")}
-    return "train" in folders and folders <= {"train", "test"} and any(p.is_dir() for p in (root / "train").iterdir())
+    """``root/train/<class>/...`` (and ``root/test``) rather than ``root/<class>/...``: ``root/train`` holds
+    class folders and no image of its own.  A flat set with a class named ``train`` (CIFAR-100 and VOC have one)
+    keeps its images in it."""
+    from torchvision.datasets.folder import IMG_EXTENSIONS
+
+    train = root / "train"
+    if not train.is_dir():
+        return False
+    entries = list(train.iterdir())
+    return any(p.is_dir() for p in entries) and not any(
+        p.is_file() and p.name.lower().endswith(IMG_EXTENSIONS) for p in entries)
 
 
 def _open_image(path: str) -> Any:
@@ -241,7 +248,7 @@ def load_image_folder(root: Path | str, opts: DataOptions, name: str | None = No
     # in it; every spelling of one folder (relative, absolute, ~) is one run
     info = {"root": root.resolve().name, "candidates_file": _place_free(cand_file, root),
             "candidates_sha256": _sha256_of(cand_file.read_bytes()), "files_sha256": _sha256_of(listing)}
-    return pll_from_images(name or root.name, train, cand_file, opts, test=test, names=names, test_names=test_names,
+    return pll_from_images(name or root.resolve().name, train, cand_file, opts, test=test, names=names, test_names=test_names,
                            info=info)
 
 
@@ -261,7 +268,7 @@ def image_folder_dataset(root: Path | str, name: str | None = None, candidates: 
     :param candidates: the candidate file (default: the one ``candidates.*`` file in ``root``).
     """
     root = Path(root).expanduser()
-    dataset_name = name or root.name
+    dataset_name = name or root.resolve().name  # ".", a symlink: the folder itself
 
     def load(opts: DataOptions) -> PLLData:
         return load_image_folder(root, opts, dataset_name, candidates)

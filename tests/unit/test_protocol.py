@@ -71,3 +71,17 @@ def test_lws_consistency_and_mixup_are_ce_on_its_targets_by_hand():
     expected = (lws_loss(step.logits, w, y, 1.0, 2.0).mean() + soft_cross_entropy(step.logits_strong, t).mean()
                 + soft_cross_entropy(z_mix, lam * t + (1 - lam) * t[perm]).mean())
     torch.testing.assert_close(got, expected)
+
+
+def test_lws_protocol_terms_name_new_image_runs_and_keep_tabular_ids():
+    """The terms' choice is a hyper-parameter: "targets" (the default on images) is named in the config, so LWS
+    image runs recorded with the LWS loss in those terms are not reused as these; "loss" brings that back; on
+    tabular data (terms off) it is "loss", unnamed, and the recorded ids stand."""
+    from pllzoo.hparams import named
+    from pllzoo_baselines.lws import LWSHParams, LWSLoss
+
+    assert LWSLoss.dataset_defaults("lost", "tabular") == {"cr": False, "mixup": False, "protocol_terms": "loss"}
+    assert LWSLoss.dataset_defaults("cifar10lt", "image") == {}
+    assert named(LWSHParams())["protocol_terms"] == "targets"
+    assert "protocol_terms" not in named(LWSHParams(cr=False, mixup=False, protocol_terms="loss"))
+    assert LWSLoss(LWSHParams(protocol_terms="loss")).protocol_terms == "loss"

@@ -76,6 +76,11 @@ class Weights(Component):
 class LWSHParams(ProtocolHParams):
     alpha: float = hp(1.0, "α (lw0): weight of the candidate term", ge=0)
     beta: float = hp(1.0, "β (lw): weight of the non-candidate term (README best for CIFAR-10: 1; grid 1, 2)", ge=0)
+    # added after LWS runs were recorded with the LWS loss in these terms: the run id names it unless it is "loss"
+    # (tabular runs, where both terms are off, keep it at "loss" and their ids)
+    protocol_terms: str = hp("targets", "consistency and mixup terms: targets (CE on the re-normalised weights, "
+                             "spec 3.0) or loss (the LWS loss again, pllzoo before 2026-11-27)",
+                             choices=("targets", "loss"), unnamed_when="loss")
 
 
 class LWSLoss(ProtocolLoss):
@@ -83,7 +88,14 @@ class LWSLoss(ProtocolLoss):
 
     HParams = LWSHParams
     needs = frozenset({"lws_weights"})
-    protocol_terms = "targets"  # consistency and mixup: CE on the weights re-normalised on the candidates
+
+    def __init__(self, hp: LWSHParams | None = None) -> None:
+        super().__init__(hp)
+        self.protocol_terms = self.hp.protocol_terms  # "targets": CE on the weights re-normalised on the candidates
+
+    @classmethod
+    def dataset_defaults(cls, dataset: str, kind: str) -> dict[str, object]:
+        return {**super().dataset_defaults(dataset, kind), **({"protocol_terms": "loss"} if kind == "tabular" else {})}
     distributed = True  # a per-sample mean (ProtocolLoss: global mask and mixup)
 
     def labels(self, step: Step, state: PLLState) -> torch.Tensor:
