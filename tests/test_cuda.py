@@ -95,7 +95,7 @@ def test_classwise_selection_matches_cpu():
     assert torch.equal(gpu.cpu(), cpu)
 
 
-@pytest.mark.parametrize("view", ["weak", "strong", "simaugment"])
+@pytest.mark.parametrize("view", ["weak", "strong", "simaugment", "pico-strong"])
 def test_views_keep_images_on_the_device(view):
     from pllzoo.augment import make_view
 

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Issue 11's remaining device steps, for the next session with a lent GPU (prepare .devdata as in speed.sh).
 #   OUT=$OUT bash benchmarks/gpu/next.sh session          the one call to start a session with (timeout_s 600): the
-#       paper run until UNTIL seconds after the start (default 575; SPEED=1 runs `speed` first); then
+#       paper run until UNTIL seconds after the start (default 575; SPEED=1 runs `speed` first, TESTS=1 a short
+#       CUDA test of what changed since the last device session, its summary in env.txt); then
 #       `OUT=$OUT MINUTES=m ... paper` on the warm machine with the device minutes left (fifth H100 session: 9 min
 #       in call 1 trained 100 + 104 epochs after the speed step, 3 min in call 2 118 epochs). Up to eight files come
 #       back: env.txt, paper.log, finals.tgz (when a run finished), run.tgz, carry.json, the checkpoint's three parts;
@@ -41,6 +42,13 @@ speed() {
 }
 if [ "$what" = speed ] || { [ "$what" = session ] && [ "${SPEED:-0}" = 1 ]; }; then
   speed
+fi
+if [ "$what" = session ] && [ "${TESTS:-0}" = 1 ]; then
+  # ~1-2 min: the CUDA paths of the code changed since the last device session (PiCO's batched key view, the
+  # input guards and checks of the step); the summary goes into env.txt (no file of its own: 8 files come back)
+  timeout 150 python3 -m pytest -q -o addopts="" -p no:cacheprovider tests/unit/test_augment_batched.py \
+    tests/test_cuda.py -k "views or bf16-solar] or bf16-pico] or bf16-lws] or bf16-proden]" > "$out/pytest.log" 2>&1
+  { echo "tests rc $?"; tail -n 25 "$out/pytest.log"; } >> "$out/env.txt"; rm -f "$out/pytest.log"
 fi
 if [ "$what" = session ]; then
   MINUTES=$(awk -v s="$SECONDS" -v u="${UNTIL:-575}" 'BEGIN { printf "%.2f", (u - s - 35) / 60 }')  # 35 s to pack
