@@ -303,7 +303,8 @@ def _tell_data_apart(configs: dict[str, dict[str, Any]], labels: dict[str, str])
     """``labels``, where one method, setting and seed has several runs: those were trained on other data of the
     same name (a user's ``.mat`` file and the built-in set, two files of one name; the data block is otherwise
     not a variant, as it moves with the seed), not more seeds of one run: each gets the data values that tell
-    them apart, e.g. ``lost uniform [data.source=PRODEN .mat]`` (a list as a short hash, ``#1a2b3c``)."""
+    them apart, e.g. ``lost uniform [data.layout=proden]`` (a list as a short hash, ``#1a2b3c``); where nothing
+    but how the data came differs (``--offline``), a warning names the seed instead."""
     groups: dict[tuple[str, str, str], list[str]] = {}
     for key, c in configs.items():
         groups.setdefault((labels[key], str(c.get("method")), repr(c.get("seed"))), []).append(key)

@@ -248,8 +248,8 @@ def load_image_folder(root: Path | str, opts: DataOptions, name: str | None = No
     # in it; every spelling of one folder (relative, absolute, ~) is one run
     info = {"root": root.resolve().name, "candidates_file": _place_free(cand_file, root),
             "candidates_sha256": _sha256_of(cand_file.read_bytes()), "files_sha256": _sha256_of(listing)}
-    return pll_from_images(name or root.resolve().name, train, cand_file, opts, test=test, names=names, test_names=test_names,
-                           info=info)
+    return pll_from_images(name or root.resolve().name, train, cand_file, opts, test=test, names=names,
+                           test_names=test_names, info=info)
 
 
 def _place_free(path: Path, root: Path) -> str:
