@@ -133,6 +133,13 @@ def test_table_reads_whatever_results_exist(tmp_path):
     assert "| few | 49.34 | 50.00 ± 0.00 (n=2) |" in text
     assert "| `t1-c10-phi0.5-g50-solar` | SoLar (ours) | CIFAR10-LT φ=0.5 γ=50 | all | 81.38 ± 2.84 | not run |" in text
     assert "not runnable: no SUN397 loader" in text
+    for seed in (1, 2):  # the same runs, as the GPU machines train them: the JPEG copy, CUDA with bf16
+        config = tmp_path / "c10-phi0.5-g100-solar" / "runs" / f"solar__cifar10lt__s{seed}" / "config.json"
+        config.write_text(json.dumps({"dataset": "cifar10lt", "device": "cuda", "train": {"amp": True},
+                                      "data": {"phi": 0.5, "imb": 100, "source": "jpeg"}}))
+    text = paper.markdown_tables(CELLS, tmp_path)
+    assert "| 74.16 ± 3.03 | 71.00 ± 1.41 (n=2) [JPEG copy, bf16] |" in text
+    assert "A cell marked [JPEG copy] was trained on the lossy JPEG copy of CIFAR-10" in text
 
 
 @pytest.mark.slow
