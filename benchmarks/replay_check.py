@@ -57,12 +57,13 @@ def check(spec: str, data_dir: str, scratch: Path) -> dict:
     done = subprocess.run(cmd, capture_output=True, text=True, env={**os.environ, "OMP_NUM_THREADS": str(threads)})
     wall = time.perf_counter() - start
     if done.returncode:
-        return {"run": run.run, "study": results, "error": done.stderr.strip().splitlines()[-1:]}
-    (again,) = [p for p in (out / "runs").iterdir() if p.is_dir()]
+        return {"run": run.run, "study": results, "error": done.stderr.strip().splitlines()[-3:]}
+    (again,) = [p for p in (out / "runs").iterdir() if p.is_dir()]  # one run replayed (its id, run_now below)
     log = [json.loads(line) for line in (again / "log.jsonl").read_text().splitlines() if line.strip()]
     env = json.loads((again / "env.json").read_text())
     pairs = list(zip(run.records, log))  # what the record holds; keys today's code logs beyond it are listed apart
     differ = [i for i, (a, b) in enumerate(pairs) if _numbers(a) != {k: b.get(k) for k in _numbers(a)}]
+    keys = sorted({k for a, b in pairs for k in _numbers(a) if a.get(k) != b.get(k)})
     added = sorted(set().union(*(set(b) - set(a) for a, b in pairs)))
     last_a, last_b = run.records[-1], log[-1]
     accuracies = ("acc_all", "acc_many", "acc_medium", "acc_few")
@@ -70,7 +71,8 @@ def check(spec: str, data_dir: str, scratch: Path) -> dict:
         "study": results, "run": run.run, "run_now": again.name, "threads": threads, "epochs": len(log),
         "cpu_recorded": run.env.get("cpu"), "cpu_now": env.get("cpu"),
         "log_identical": len(run.records) == len(log) and not differ, "keys_added_since": added,
-        "epochs_differing": len(differ), "first_differing_epoch": differ[0] + 1 if differ else None,
+        "epochs_recorded": len(run.records), "epochs_differing": len(differ),
+        "first_differing_epoch": differ[0] + 1 if differ else None, "keys_differing": keys,
         "final_accuracies_identical": all(last_a.get(k) == last_b.get(k) for k in accuracies),
         "final_recorded": {k: last_a.get(k) for k in (*accuracies, "loss")},
         "final_now": {k: last_b.get(k) for k in (*accuracies, "loss")},
@@ -84,9 +86,14 @@ def main() -> None:
     ap.add_argument("--data-dir", required=True)
     ap.add_argument("--out", type=Path, required=True, help="JSON lines, one per run (appended)")
     args = ap.parse_args()
+    commit = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True).stdout.strip()
     for spec in args.runs:
         with tempfile.TemporaryDirectory() as scratch:
-            line = check(spec, args.data_dir, Path(scratch))
+            try:
+                line = check(spec, args.data_dir, Path(scratch))
+            except Exception as exc:  # noqa: BLE001 - one run's failure is its line, the others still run
+                line = {"run": spec, "error": [f"{type(exc).__name__}: {exc}"]}
+        line["code"] = commit  # the commit whose code replayed it
         print(json.dumps(line), flush=True)
         with args.out.open("a") as f:
             f.write(json.dumps(line, sort_keys=True) + "\n")

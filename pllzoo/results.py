@@ -31,7 +31,7 @@ import warnings
 from importlib import metadata as md
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any, Iterable, Iterator
 
 import pandas as pd
 
@@ -303,24 +303,39 @@ def _tell_data_apart(configs: dict[str, dict[str, Any]], labels: dict[str, str])
     """``labels``, where one method, setting and seed has several runs: those were trained on other data of the
     same name (a user's ``.mat`` file and the built-in set, two files of one name; the data block is otherwise
     not a variant, as it moves with the seed), not more seeds of one run: each gets the data values that tell
-    them apart, e.g. ``lost uniform [data.layout=proden]`` (a list as a short hash, ``#1a2b3c``); where nothing
-    but how the data came differs (``--offline``), a warning names the seed instead."""
-    groups: dict[tuple[str, str, str], list[str]] = {}
-    for key, c in configs.items():
-        groups.setdefault((labels[key], str(c.get("method")), repr(c.get("seed"))), []).append(key)
+    them apart, e.g. ``lost uniform [data.layout=proden]`` (a list as a short hash, ``#1a2b3c``).  Where nothing
+    but how the data came differs (``--offline``), :func:`load` counts the runs once (:func:`_fetch_twins`)."""
     out = dict(labels)
-    skip = {"seed", *WHERE_FROM_KEYS}  # where and how the data came (--offline) is not other data
-    for (label, method, seed), keys in ((g, ks) for g, ks in groups.items() if len(ks) > 1):
-        flats = {k: _flat({n: v for n, v in dict(configs[k].get("data") or {}).items() if n not in skip}, "data")
-                 for k in keys}
-        names = sorted({n for f in flats.values() for n in f})
-        differ = [n for n in names if len({repr(f.get(n, "–")) for f in flats.values()}) > 1]
-        if not differ and not any(k.startswith("\0") for k in keys):
-            warnings.warn(f"{label}, {method}: seed {seed} has {len(keys)} runs on the same data ({', '.join(keys)}: "
-                          "they differ in how it was fetched, e.g. --offline), each counted as a seed")
+    for keys, flats, differ in _seed_groups(configs, labels):
         for k in keys if differ else ():
             out[k] = f"{out[k]} [{', '.join(f'{n}={_short(flats[k].get(n, chr(8211)))}' for n in differ)}]"
     return out
+
+
+def _seed_groups(configs: dict[str, dict[str, Any]], labels: dict[str, str]
+                 ) -> Iterator[tuple[list[str], dict[str, dict[str, Any]], list[str]]]:
+    """The groups of runs of one setting label, method and seed with more than one run: (their keys, each one's
+    flattened data block without the seed and without where and how the data came, the data keys that differ)."""
+    groups: dict[tuple[str, str, str], list[str]] = {}
+    for key, c in configs.items():
+        groups.setdefault((labels[key], str(c.get("method")), repr(c.get("seed"))), []).append(key)
+    skip = {"seed", *WHERE_FROM_KEYS}  # where and how the data came (--offline) is not other data
+    for keys in (ks for ks in groups.values() if len(ks) > 1):
+        flats = {k: _flat({n: v for n, v in dict(configs[k].get("data") or {}).items() if n not in skip}, "data")
+                 for k in keys}
+        names = sorted({n for f in flats.values() for n in f})
+        yield keys, flats, [n for n in names if len({repr(f.get(n, "–")) for f in flats.values()}) > 1]
+
+
+def _fetch_twins(configs: dict[str, dict[str, Any]], labels: dict[str, str]) -> dict[str, str]:
+    """Run key → the key of the run it repeats: the same setting, method, seed and data, apart from how the data
+    came (``--offline`` is recorded, so such runs have ids of their own).  Each counts once: the first by key."""
+    twins = {}
+    for keys, _, differ in _seed_groups(configs, labels):
+        if not differ:
+            kept, *rest = sorted(keys)
+            twins.update((k, kept) for k in rest)
+    return twins
 
 
 def _short(value: Any) -> str:
@@ -421,8 +436,13 @@ def load(*out_dirs: Path, finished_only: bool = True, damaged: list[tuple[Path, 
     settings, labels = _labels({key: c[2] for key, c in chosen.items()}, beside or [])
     if beside_labels is not None:
         beside_labels += labels
+    twins = _fetch_twins({key: c[2] for key, c in chosen.items()}, settings)
     for key, copies in read.items():  # a copied run folder counts once: the one named by its run id, else the first
         src, recs, config = chosen[key]
+        if key in twins:
+            warnings.warn(f"left out {src.where}: the same setting, seed and data as {chosen[twins[key]][0].where}, "
+                          "which differs only in how the data came (e.g. --offline); each run counts once")
+            continue
         for other, other_recs, _ in copies:
             if other is src:
                 continue

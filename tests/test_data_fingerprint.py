@@ -158,9 +158,9 @@ def test_evaluate_of_a_users_file_named_like_a_builtin_says_to_pass_it(tmp_path,
         in res.output, res.output
 
 
-def test_runs_that_differ_only_in_how_the_data_came_are_not_split_but_said(tmp_path, shared_data):
+def test_runs_that_differ_only_in_how_the_data_came_count_once(tmp_path, shared_data):
     """--offline changes the run id (data.download is recorded) but not the data: no "[data.download=...]"
-    setting of its own; the seed that has two such runs is named in one warning."""
+    setting of its own, and the seed with two such runs counts once, with a warning naming the one left out."""
     out = tmp_path / "out"
     args = ["bench", "--methods", "proden", "--dataset", "lost", "--data-dir", str(shared_data), "--epochs", "1",
             "--threads", "1", "--out", str(out)]
@@ -170,6 +170,7 @@ def test_runs_that_differ_only_in_how_the_data_came_are_not_split_but_said(tmp_p
     assert res.exit_code == 0, res.output
     import pandas as pd
 
-    assert list(pd.read_csv(tmp_path / "t.csv")["setting"]) == ["lost uniform"]
-    assert "lost uniform, proden: seed 1 has 2 runs on the same data (" in res.output
-    assert "they differ in how it was fetched, e.g. --offline), each counted as a seed" in res.output
+    table = pd.read_csv(tmp_path / "t.csv")
+    assert list(table["setting"]) == ["lost uniform"] and list(table["n"]) == [2]  # seeds 1 and 2, each once
+    assert "the same setting, seed and data as" in res.output
+    assert "which differs only in how the data came (e.g. --offline); each run counts once" in res.output

@@ -264,10 +264,12 @@ def test_16_bit_grey_images_are_scaled_not_clipped(tmp_path):
     x = torch.cat([data.x_train, data.x_test])
     expected = torch.from_numpy(np.rint(values * (255 / 65535)).astype(np.uint8))
     assert all(torch.equal(img[ch], expected) for img in x for ch in range(3))
-    dark = Image.fromarray((values // 1000).astype(np.int32), mode="I")  # mode I, values 0..63: still 16-bit
     from pllzoo.data.imagefolder import _rgb
 
-    assert _rgb(dark, "dark.tiff").max() == round(63 * 255 / 65535)  # one rule for the mode, not per image
+    small = Image.fromarray((values // 1000).astype(np.int32), mode="I")  # 32-bit integers 0..63: as they are
+    assert _rgb(small, "small.tiff").max() == 63
+    with pytest.raises(PLLZooError, match=r"wide.tiff: a I image with values in 0..63000, beyond 0..255; save it"):
+        _rgb(Image.fromarray(values.astype(np.int32), mode="I"), "wide.tiff")  # range unknown: refused, not guessed
 
 
 def test_a_class_named_train_or_test_stays_a_class(tmp_path):

@@ -140,6 +140,15 @@ def test_table_reads_whatever_results_exist(tmp_path):
     text = paper.markdown_tables(CELLS, tmp_path)
     assert "| 74.16 ± 3.03 | 71.00 ± 1.41 (n=2) [JPEG copy, bf16] |" in text
     assert "A cell marked [JPEG copy] was trained on the lossy JPEG copy of CIFAR-10" in text
+    runs = tmp_path / "c10-phi0.5-g100-solar" / "runs"
+    (runs / "solar__cifar10lt__s1" / "config.json").write_text('{"data": ')  # damaged: load() leaves it out
+    (runs / "solar__cifar10lt__s2" / "config.json").write_text(json.dumps(  # a CPU run on torchvision's copy
+        {"dataset": "cifar10lt", "device": "cpu", "data": {"phi": 0.5, "imb": 100, "source": "torchvision"}}))
+    (runs / "solar__cifar10lt__s9").mkdir()  # unfinished, on the JPEG copy: not in the numbers, not in the mark
+    (runs / "solar__cifar10lt__s9" / "config.json").write_text(json.dumps({"device": "cuda", "data": {"source": "jpeg"}}))
+    with pytest.warns(UserWarning, match="damaged run"):
+        text = paper.markdown_tables(CELLS, tmp_path)  # written, no traceback
+    assert "| 74.16 ± 3.03 | 72.00 (n=1) |" in text
 
 
 @pytest.mark.slow

@@ -115,23 +115,39 @@ def summarise(results: Path, run: pd.Series) -> pd.Series | None:
         return None
     row = summary(records, "last").iloc[0].copy()
     row["epoch"] = int(select_epochs(records, "last")["epoch"].max())
-    row["differs"] = differences(folder)
+    row["differs"] = differences(folder, set(records["run"]))
     return row
 
 
-def differences(folder: Path) -> str:
-    """What the runs under ``folder`` did otherwise than the released command, from their configs: the JPEG copy
-    of CIFAR-10 (other images than the reference's), bf16 autocast on CUDA ("What a recipe is", README.md)."""
+def differences(folder: Path, runs: set[str]) -> str:
+    """What the ``runs`` under ``folder`` (the ones the cell's numbers come from) did otherwise than the released
+    command, from their configs: the JPEG copy of CIFAR-10 (other images than the reference's), bf16 autocast on
+    CUDA ("What a recipe is", README.md).  A config that cannot be read says nothing (``load`` judged the runs)."""
     import json
 
     from pllzoo import archive
+    from pllzoo.errors import PLLZooError
 
-    configs = [json.loads(p.read_text()) for p in sorted((folder / "runs").glob("*/config.json"))]
-    configs += [run.config for run in archive.read(folder).values()]
+    def read(path: Path) -> object:
+        try:
+            return json.loads(path.read_text())
+        except (OSError, ValueError):
+            return None
+
+    configs = [read(folder / "runs" / r / "config.json") for r in sorted(runs)]
+    try:
+        configs += [run.config for name, run in archive.read(folder).items() if name in runs]
+    except (OSError, ValueError, PLLZooError):  # a damaged archive: load() has said so
+        pass
+    configs = [c for c in configs if isinstance(c, dict)]
+
+    def part(c: dict, key: str) -> dict:
+        return c.get(key) if isinstance(c.get(key), dict) else {}
+
     found = []
-    if any(c.get("data", {}).get("source") == "jpeg" for c in configs):
+    if any(part(c, "data").get("source") == "jpeg" for c in configs):
         found.append("JPEG copy")
-    if any(str(c.get("device", "")).startswith("cuda") and c.get("train", {}).get("amp", True) for c in configs):
+    if any(str(c.get("device", "")).startswith("cuda") and part(c, "train").get("amp", True) for c in configs):
         found.append("bf16")
     return ", ".join(found)
 

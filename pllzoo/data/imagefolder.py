@@ -78,16 +78,18 @@ def _chw_uint8(image: Any, name: str) -> np.ndarray:
 
 
 def _rgb(image: Any, name: str) -> np.ndarray:
-    """A PIL image as uint8 ``[H, W, 3]``.  Integer images (16-bit PNG/TIFF: modes ``I;16*``, and ``I``, as which
-    older Pillow opens them) are taken as 16-bit and scaled to 0..255, one rule for every image of a mode: PIL's
-    ``convert("RGB")`` clips them, which turns most pixels white.  A float image (mode ``F``), or integers
-    outside 0..65535, have no agreed range: refused."""
+    """A PIL image as uint8 ``[H, W, 3]``, one rule per mode, never per image.  16-bit images (PNG/TIFF, modes
+    ``I;16*``) are scaled to 0..255: PIL's ``convert("RGB")`` clips them, which turns most pixels white.  32-bit
+    integer images (mode ``I``) are taken as they are where they hold 0..255, and refused above it, where their
+    range is unknown (Pillow opens 16-bit PNGs as ``I;16``).  A float image (mode ``F``) is refused."""
     mode = image.mode
     if mode.startswith("I;16") or mode == "I":
         v = np.asarray(image).astype(np.int64)
-        if v.size and (v.min() < 0 or v.max() > 65535):
-            raise PLLZooError(f"{name}: a {mode} image with values in {v.min()}..{v.max()}; save it as 8- or 16-bit")
-        grey = np.rint(v * (255 / 65535)).astype(np.uint8)
+        top = 65535 if mode != "I" else 255
+        if v.size and (v.min() < 0 or v.max() > top):
+            raise PLLZooError(f"{name}: a {mode} image with values in {v.min()}..{v.max()}, beyond 0..{top}; save it "
+                              "as an 8-bit or 16-bit image")
+        grey = np.rint(v * (255 / 65535)).astype(np.uint8) if mode != "I" else v.astype(np.uint8)
         return np.repeat(grey[..., None], 3, axis=2)
     if mode == "F":
         raise PLLZooError(f"{name}: a floating-point image (mode F) has no agreed pixel range; save it as 8-bit")

@@ -308,11 +308,13 @@ def test_batched_views_run_on_cuda_without_host_syncs() -> None:
         outs = {name: A.make_view(name)(x, torch.Generator(dev).manual_seed(0))
                 for name in ("strong-batched", "simaugment-batched", "pico-strong-batched")}
         again = AB.strong_batched(x, torch.Generator(dev).manual_seed(0))
+        odd = AB.pico_strong_batched(x[:, :, :24, :20].contiguous(), torch.Generator(dev).manual_seed(0))
     finally:
         torch.cuda.set_sync_debug_mode(0)
     for name, out in outs.items():
         assert out.is_cuda and out.dtype == torch.uint8 and out.shape == (64, 3, 32, 32), name
     assert torch.equal(outs["strong-batched"], again)
+    assert odd.is_cuda and odd.shape == (64, 3, 24, 20)  # PiCO's key view keeps a non-CIFAR size on the device too
     # the GPU path (whole batch, masks) agrees with the CPU path (subsets) on the same draws
     ops, mags = O.sample_randaugment(64, torch.Generator(dev).manual_seed(1), 3)
     gpu = O.apply_randaugment(x, ops, mags).cpu()

@@ -79,8 +79,8 @@ class LWSHParams(ProtocolHParams):
     # added after LWS runs were recorded with the LWS loss in these terms: the run id names it unless it is "loss"
     # (tabular runs, where both terms are off, keep it at "loss" and their ids)
     protocol_terms: str = hp("targets", "consistency and mixup terms: targets (CE on the re-normalised weights, "
-                             "spec 3.0) or loss (the LWS loss again, pllzoo before 2026-11-27)",
-                             choices=("targets", "loss"), unnamed_when="loss")
+                             "spec 3.0) or loss (the LWS loss again, as LWS runs were recorded before); loss on "
+                             "tabular, where both terms are off", choices=("targets", "loss"), unnamed_when="loss")
 
 
 class LWSLoss(ProtocolLoss):
