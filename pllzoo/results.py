@@ -318,7 +318,8 @@ def _seed_groups(configs: dict[str, dict[str, Any]], labels: dict[str, str]
     flattened data block without the seed and without where and how the data came, the data keys that differ)."""
     groups: dict[tuple[str, str, str], list[str]] = {}
     for key, c in configs.items():
-        groups.setdefault((labels[key], str(c.get("method")), repr(c.get("seed"))), []).append(key)
+        if "method" in c and "seed" in c:  # a whole config (older runs' have the dataset alone: nothing to compare)
+            groups.setdefault((labels[key], str(c["method"]), repr(c["seed"])), []).append(key)
     skip = {"seed", *WHERE_FROM_KEYS}  # where and how the data came (--offline) is not other data
     for keys in (ks for ks in groups.values() if len(ks) > 1):
         flats = {k: _flat({n: v for n, v in dict(configs[k].get("data") or {}).items() if n not in skip}, "data")
