@@ -28,7 +28,7 @@ import torch
 from pllzoo.data.base import DataOptions, PLLData, TrainDefaults
 from pllzoo.data.candidates import generate_candidates
 from pllzoo.data.jpeg import load_jpeg_archive
-from pllzoo.data.longtail import img_num_per_cls, longtail_indices
+from pllzoo.data.longtail import img_num_per_cls, longtail_indices, shortfall
 from pllzoo.data.paths import search_roots
 from pllzoo.data.validate import check_pll, exception_line
 from pllzoo.errors import PLLZooError
@@ -162,11 +162,10 @@ def load_cifar_lt(variant: CifarVariant, opts: DataOptions) -> PLLData:
     rng = np.random.RandomState(opts.seed)
     n_max = len(train.labels) / K
     counts = img_num_per_cls(n_max, K, imb, imb_type)
-    available = np.bincount(train.labels, minlength=K)
-    if (short := np.flatnonzero(available < np.asarray(counts))).size:  # the head class takes n_max = N / K
-        j = int(short[0])
+    if (short := shortfall(train.labels, counts)) is not None:  # the head class takes n_max = N / K
+        j, has, _ = short
         raise PLLZooError(f"{variant.name}: the {source} copy's training split is not {K} classes of "
-                          f"{n_max:g} images (class {j}, {train.class_names[j]!r}, has {available[j]}; the long "
+                          f"{n_max:g} images (class {j}, {train.class_names[j]!r}, has {has}; the long "
                           f"tail asks {counts[j]}); is the copy under --data-dir complete?")
     idx = longtail_indices(train.labels, counts, rng)
     y = train.labels[idx]

@@ -44,6 +44,14 @@ def img_num_per_cls(n_max: float, K: int, imb: float, imb_type: ImbType = "exp")
     raise PLLZooError(f"unknown imbalance type {imb_type!r}; use 'exp' or 'step'")
 
 
+def shortfall(labels: np.ndarray, counts: Sequence[int]) -> tuple[int, int, int] | None:
+    """The first class with fewer examples in ``labels`` than ``counts`` asks, as (class, its examples, how many
+    classes are short), or None."""
+    available = np.bincount(np.asarray(labels), minlength=len(counts))
+    short = np.flatnonzero(available[: len(counts)] < np.asarray(counts))
+    return (int(short[0]), int(available[short[0]]), int(short.size)) if short.size else None
+
+
 def longtail_indices(
     labels: np.ndarray, counts: Sequence[int], rng: np.random.RandomState
 ) -> np.ndarray:
@@ -59,13 +67,12 @@ def longtail_indices(
     :returns: int64 ``[sum(counts)]``.
     """
     labels = np.asarray(labels)
-    available = np.bincount(labels, minlength=len(counts))
-    short = np.flatnonzero(available[: len(counts)] < np.asarray(counts))
-    if short.size:
-        j = int(short[0])
+    short = shortfall(labels, counts)
+    if short is not None:
+        j, has, n_short = short
         raise PLLZooError(
-            f"class {j} has {available[j]} examples but {counts[j]} were requested "
-            f"({short.size} classes short); lower the per-class maximum"
+            f"class {j} has {has} examples but {counts[j]} were requested "
+            f"({n_short} classes short); lower the per-class maximum"
         )
     kept = []
     for j, n_j in enumerate(counts):

@@ -31,8 +31,9 @@ Deviations:
     checkpointed modules (head, key encoder).  Test: tests/test_resume_every_method.py.
   * no consistency/mixup (the SoLar paper runs PiCO without them); PiCO's own SimAugment weak view is
     ``--hp train.weak_view=simaugment``.  The key encoder's view is PiCO's own strong view
-    (``strong_view = "pico-strong"``: RandomResizedCrop(32, (0.2, 1)) → flip → RandAugment(3) → Cutout,
-    PiCO's ``strong_transform``), not SoLar's, unless ``--hp train.strong_view`` names another.
+    (``strong_view = "pico-strong"``: RandomResizedCrop((0.2, 1), to the image's size) → flip →
+    RandAugment(3) → Cutout, PiCO's ``strong_transform``), not SoLar's, unless ``--hp train.strong_view``
+    names another.
 """
 
 from __future__ import annotations
