@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import csv
 import json
 import sys
 from pathlib import Path
@@ -103,3 +104,40 @@ def test_pack_carries_one_unfinished_run_or_none(tmp_path):
     assert carry_run.unpack(tmp_path / "carry", tmp_path / "moved") == tmp_path / "moved"
     assert (tmp_path / "moved" / "runs" / "a" / "log.jsonl").read_text() == "{}\n"
     assert not list((tmp_path / "moved").glob(f"runs/*/{NAME}"))
+
+
+ROOT = Path(__file__).resolve().parents[1]
+CARRIED = ROOT / ".paperrun"  # committed: a session's checkout is laid anew from main (.gitignore says so)
+DEVICE_TREE_MIB = 64  # what a device call takes along: the tracked tree, untracked files and the carried paths
+SLIM_CIFAR_MIB = 7.5  # .devdata (benchmarks/gpu/slim_cifar.py: 6.8 MiB), carried in every paper-run call
+
+
+def _tracked_bytes() -> int:
+    import subprocess
+
+    try:
+        names = subprocess.run(["git", "ls-files", "-z"], cwd=ROOT, capture_output=True, check=True).stdout
+    except (OSError, subprocess.CalledProcessError):
+        pytest.skip("not a git checkout: the tree a device call takes is git's")
+    return sum((ROOT / n).stat().st_size for n in names.decode().split("\0") if n and (ROOT / n).is_file())
+
+
+def test_the_committed_carried_run_is_whole_and_names_a_paper_run():
+    """The part committed in .paperrun/ rebuilds its checkpoint (sha256) and belongs to a paper run, so a device
+    call never spends its minutes finding out that the carried run is broken."""
+    if not (CARRIED / carry_run.MANIFEST).exists():
+        pytest.skip("no run is carried between device sessions now (.paperrun/carry.json absent)")
+    manifest, _, blob = carry_run.read(CARRIED)
+    with (ROOT / "benchmarks/paper/recipes.csv").open(newline="") as f:
+        names = {row["run"] for row in csv.DictReader(f)}
+    assert manifest.get("label") in names
+    assert sorted(p.name for p in CARRIED.iterdir()) == sorted([carry_run.MANIFEST, "run.tgz", *manifest["parts"]])
+    assert all((CARRIED / p).stat().st_size <= 16 * 2**20 for p in manifest["parts"])  # a call's files back
+    assert len(blob) == manifest["bytes"]
+
+
+def test_the_tree_a_device_call_takes_fits_its_limit():
+    """Tracked files (.paperrun/ among them) plus the slim CIFAR copy stay under a device call's 64 MiB."""
+    mib = _tracked_bytes() / 2**20
+    assert mib + SLIM_CIFAR_MIB <= DEVICE_TREE_MIB, (
+        f"git tracks {mib:.1f} MiB; with .devdata a device call would take over {DEVICE_TREE_MIB} MiB")

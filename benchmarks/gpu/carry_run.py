@@ -79,19 +79,26 @@ def label_of(src: Path) -> str | None:
     return label if isinstance(label, str) else None
 
 
-def unpack(src: Path, out: Path) -> Path:
-    """Rebuild OUT (a new folder) from ``src``; everything is checked before anything is written."""
+def read(src: Path) -> tuple[dict, bytes, bytes]:
+    """``src``'s manifest, run.tgz and rebuilt checkpoint, checked (sha256); exits with the reason if any is not
+    whole.  ``.paperrun/`` is committed between sessions, so a test checks it with this before a device call."""
     try:
         manifest = json.loads((src / MANIFEST).read_text())
         parts = [(src / part).read_bytes() for part in manifest["parts"]]
         archive = (src / "run.tgz").read_bytes()
     except (OSError, ValueError, KeyError, TypeError) as exc:
         sys.exit(f"carry_run: {src} is not a whole packed run ({type(exc).__name__}: {exc})")
-    if out.exists() and any(out.iterdir()):
-        sys.exit(f"carry_run: {out} is not empty; unpack into a new folder")
     blob = b"".join(parts)
     if manifest["run"] is not None and _sha256(blob) != manifest.get("sha256"):
         sys.exit(f"carry_run: the parts in {src} do not rebuild the packed checkpoint (sha256 differs)")
+    return manifest, archive, blob
+
+
+def unpack(src: Path, out: Path) -> Path:
+    """Rebuild OUT (a new folder) from ``src``; everything is checked before anything is written."""
+    manifest, archive, blob = read(src)
+    if out.exists() and any(out.iterdir()):
+        sys.exit(f"carry_run: {out} is not empty; unpack into a new folder")
     out.mkdir(parents=True, exist_ok=True)
     with tarfile.open(fileobj=io.BytesIO(archive), mode="r:gz") as tar:
         tar.extractall(out, filter="data")

@@ -18,13 +18,16 @@
 #       packed for the next session (carry_run.py, label NAME: run.tgz, the checkpoint without SGD momentum in parts
 #       of 15.9 MiB, carry.json). COMPILE=none|reduce-overhead (default reduce-overhead: SoLar 1.3-1.5 s an epoch on
 #       an H100 with its evaluation, fifth H100 session). Here: copy run.tgz, carry.json and ckpt.part* into
-#       .paperrun/ (ignored by .gitignore) and name .paperrun in `carry` next session: a fresh machine unpacks it and
-#       resumes with momentum restarted (benchmarks/momentum-restart/ measures what that does). Commit run.tgz's small
-#       files (no checkpoint) with the command. finals.tgz: each NAME/ into benchmarks/paper/results/NAME/ (so the
+#       .paperrun/ and commit it (tracked: only what main holds reaches the next session, whose checkout is laid
+#       anew; it travels with the tree): a fresh machine unpacks it and resumes with momentum restarted
+#       (benchmarks/momentum-restart/ measures what that does). Commit the logs with the command. finals.tgz: each NAME/ into benchmarks/paper/results/NAME/ (so the
 #       queue skips it next time), then `python benchmarks/paper/run.py table`.
 set -uo pipefail
 out="${OUT:?set OUT}"; data="${DATA_DIR:-.devdata}"; what="${1:?speed or paper}"
 export PYTHONUNBUFFERED=1
+# a new checkout has no .devdata (ignored): without it every run would fail after the install, so stop at once
+[ -f "$data/cifar10_jpeg/train_jpeg.npz" ] || {
+  echo "next.sh: no CIFAR copy in $data; make it here (python benchmarks/gpu/slim_cifar.py --data-dir ../shared/data --out .devdata) and carry it" | tee "$out/env.txt"; exit 2; }
 # from /: `python3 -c` in the repository root imports ./pllzoo and skipped the install (fifth H100 session's call 1)
 (cd / && python3 -c "import pllzoo, pllzoo_solar, pllzoo_baselines, pllzoo_ltpll") 2>/dev/null || \
   python3 -m pip install -q --no-deps --no-build-isolation -e . -e plugins/solar -e plugins/baselines \
