@@ -41,6 +41,7 @@ from typing import Any, Callable, Iterator
 
 import torch
 
+from pllzoo import interrupts
 from pllzoo.errors import PLLZooError
 from pllzoo.state import PLLState
 
@@ -72,10 +73,15 @@ class Abandoned(KeyboardInterrupt):
 
 
 def from_signal(exc: KeyboardInterrupt) -> bool:
-    """Whether ``exc`` came from a stop signal, not from code that raised it: an :class:`Abandoned`, or any
-    ``KeyboardInterrupt`` while SIGINT is neither this module's (:func:`stop_signals` is not active, so Python's
-    Ctrl-C handler may have raised it) nor ignored (``nohup cmd &``: no signal raises anything then)."""
-    return isinstance(exc, Abandoned) or signal.getsignal(signal.SIGINT) not in (_on_signal, signal.SIG_IGN)
+    """Whether ``exc`` came from a stop signal, not from code that raised it: an :class:`Abandoned`; under
+    :func:`pllzoo.interrupts.watch` (the CLI), one after a SIGINT arrived; else any ``KeyboardInterrupt`` while
+    SIGINT is neither this module's (:func:`stop_signals` is not active, so Python's Ctrl-C handler may have
+    raised it) nor ignored (``nohup cmd &``: no signal raises anything then)."""
+    if isinstance(exc, Abandoned):
+        return True
+    if interrupts.watching():
+        return interrupts.arrived()
+    return signal.getsignal(signal.SIGINT) not in (_on_signal, signal.SIG_IGN)
 
 
 FORMAT = "pllzoo-checkpoint"  # the marker key ``format`` of every checkpoint
@@ -304,7 +310,7 @@ def stop_signals() -> Iterator[None]:
     previous = {}
     if _depth == 0:
         _received = None
-        defaults = (signal.SIG_DFL, signal.default_int_handler)
+        defaults = (signal.SIG_DFL, signal.default_int_handler, interrupts.on_sigint)
         previous = {s: signal.signal(s, _on_signal) for s in (signal.SIGINT, signal.SIGTERM)
                     if signal.getsignal(s) in defaults}
     _depth += 1

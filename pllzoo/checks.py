@@ -165,7 +165,9 @@ def check_logits(slot: str, comp: Component, adjusted: object, logits: torch.Ten
 
 #: the names of a record's own fields (with the test metrics' keys): no component may log under them
 RECORD_KEYS = frozenset({"method", "dataset", "seed", "stage", "stage_index", "epoch", "epochs", "final_stage",
-                         "lr", "loss", "wall_s", "momentum_restarted"})
+                         "lr", "loss", "wall_s", "momentum_restarted",
+                         # the columns that reading the records adds (pllzoo.results.load) and results.csv's last two
+                         "run", "setting", "train_counts", "status", "error"})
 
 
 def _json_ready(value: object) -> object:

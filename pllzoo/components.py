@@ -321,19 +321,49 @@ def check_name(what: str, name: Any) -> None:
                           "not 'none'")
 
 
+#: the values a component may declare in ``views`` and ``ignores`` (what the trainer and the checks act on)
+KNOWN_VIEWS: frozenset[str] = frozenset({"strong", "features", "joint"})
+KNOWN_IGNORES: frozenset[str] = frozenset({"mask"})
+SYNC_MODES: frozenset[str] = frozenset({"rows", "replicated"})
+
+
+def _check_declarations(cls: type[Component], label: str) -> None:
+    """The class attributes the host reads (``needs``, ``provides``, ``reads``, ``ignores``, ``views``,
+    ``strong_view``, ``sync``) have the declared types, and ``views``/``ignores`` hold values the host acts on: a
+    string where a set is expected (``needs = "prior"``) or a misspelled view (``"strnog"``, which would leave
+    ``step.logits_strong`` unset all run) is one line when the plugin registers, not a failure in a run."""
+    for attr in ("needs", "provides", "reads", "ignores", "views"):
+        value = getattr(cls, attr)
+        if not isinstance(value, (frozenset, set, tuple, list)) or not all(isinstance(v, str) for v in value):
+            shown = f"the str {value!r}" if isinstance(value, str) else repr(value)
+            raise PLLZooError(f"{label}.{attr} must be a set of names, e.g. frozenset({{'prior'}}); got {shown}")
+    for attr, known in (("views", KNOWN_VIEWS), ("ignores", KNOWN_IGNORES)):
+        for value in sorted(set(getattr(cls, attr)) - known):
+            near = difflib.get_close_matches(value, sorted(known), n=1)
+            hint = f"did you mean {near[0]!r}? " if near else ""
+            raise PLLZooError(f"{label}.{attr}: unknown {attr[:-1]} {value!r} ({hint}known: {', '.join(sorted(known))})")
+    if cls.strong_view is not None and not (isinstance(cls.strong_view, str) and cls.strong_view):
+        raise PLLZooError(f"{label}.strong_view must be a view's name or None, got {cls.strong_view!r}")
+    sync = cls.sync
+    if not isinstance(sync, Mapping) or not all(isinstance(k, str) and v in SYNC_MODES for k, v in sync.items()):
+        raise PLLZooError(f"{label}.sync must map state keys to one of {', '.join(sorted(SYNC_MODES))}, got {sync!r}")
+
+
 def check_component(cls: Any, slot: str) -> None:
     """Raise ``PLLZooError`` (one line) unless ``cls`` is a valid component for ``slot``.
 
     Checked when a plugin registers it, so ``pllzoo plugins`` reports the plugin as failed and
     no run starts with it: a :class:`Component` subclass; every ``@hookimpl`` names a run hook
     (a misspelled hook would otherwise be found only when a run starts) and asks only for
-    arguments that hook's spec has; the slot's role hook is implemented with ``@hookimpl``;
+    arguments that hook's spec has, and none is a hook wrapper; the slot's role hook is implemented
+    with ``@hookimpl``; the declared attributes have their types (:func:`_check_declarations`);
     ``HParams`` is a dataclass whose defaults construct it.
     """
     from pllzoo import hookspecs  # the specs import nothing at run time; deferred to keep this module light
 
     if not (isinstance(cls, type) and issubclass(cls, Component)):
-        raise PLLZooError(f"{cls!r} is not a pllzoo.Component subclass")
+        what = f"an instance of {type(cls).__qualname__}" if isinstance(cls, Component) else repr(cls)
+        raise PLLZooError(f"{what} is not a pllzoo.Component subclass (register the class, not an instance)")
     label = cls.__qualname__
     run_specs = _spec_args(hookspecs.RunSpec)
     discovery = _spec_args(hookspecs.DiscoverySpec)
@@ -359,7 +389,10 @@ def check_component(cls: Any, slot: str) -> None:
         if kwonly:
             raise PLLZooError(f"{label}.{attr}: required keyword-only argument(s) {', '.join(map(repr, kwonly))} "
                               f"are never passed; make them positional ({hook}({', '.join(run_specs[hook])}))")
+        if opts.get("wrapper") or opts.get("hookwrapper"):
+            raise PLLZooError(f"{label}.{attr}: {hook} is a hook wrapper; run hooks take plain implementations")
         implemented.add(hook)
+    _check_declarations(cls, label)
     role = hookspecs.SLOT_HOOKS[slot]
     if role not in implemented:
         if callable(getattr(cls, role, None)):

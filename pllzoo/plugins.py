@@ -12,7 +12,8 @@
   :meth:`pllzoo.registry.Registry.build`).  An outside entry point that reuses a
   shipped entry point's name is refused too.
 * A distribution whose ``Requires-Dist: pllzoo...`` excludes this version is refused before import.
-* ``PLLZOO_LOAD_PLUGINS=a,b`` loads only those entry points (empty: none).
+* ``PLLZOO_LOAD_PLUGINS=a,b`` loads only those entry points (empty: none); the names of a shipped plugin it
+  leaves out stay reserved (:func:`shipped_left_out`).
 * ``PLLZOO_DEBUG=1`` (or ``pllzoo plugins --debug``) shows the full traceback of
   each plugin that failed to load; without it, one line per failure.
 * ``PLLZOO_TRACE_PLUGINS=1`` prints every hook call (pluggy's hook-call monitoring).
@@ -142,6 +143,17 @@ def _entry_points() -> list[tuple[md.EntryPoint, str, str]]:
     return [(ep, dist, version) for *_, ep, dist, version in sorted(found, key=lambda f: f[:3])]
 
 
+def shipped_left_out() -> list[tuple[md.EntryPoint, str, str]]:
+    """The shipped entry points installed here that ``PLLZOO_LOAD_PLUGINS`` leaves out: their names stay theirs
+    (:meth:`pllzoo.registry.Registry.build` reserves them), so leaving a shipped plugin out never lets an outside
+    one run under a shipped method's name."""
+    allowed = _allowed()
+    if allowed is None:
+        return []
+    return [(ep, dist, version) for ep, dist, version in _entry_points()
+            if (ep.name, dist) in SHIPPED and ep.name not in allowed]
+
+
 def _load_entrypoints(pm: pluggy.PluginManager) -> list[PluginInfo]:
     infos: list[PluginInfo] = []
     allowed = _allowed()
@@ -164,8 +176,10 @@ def _load_entrypoints(pm: pluggy.PluginManager) -> list[PluginInfo]:
             infos.append(info)
             continue
         started = _clock()
+        defaults = _torch_defaults()
         try:
             plugin = ep.load()
+            _check_torch_defaults(defaults)
             if not isinstance(plugin, ModuleType) and not hasattr(plugin, "__dict__"):
                 raise TypeError(f"entry point must name a module or object, got {type(plugin).__name__}")
             holder = pm.get_name(plugin)
@@ -186,6 +200,31 @@ def _load_entrypoints(pm: pluggy.PluginManager) -> list[PluginInfo]:
         taken[ep.name] = info
         infos.append(info)
     return infos
+
+
+def _torch_defaults() -> tuple[object, object]:
+    """torch's default dtype and device now (torch's own defaults when no one imported torch yet: the CLI
+    does not)."""
+    torch = sys.modules.get("torch")
+    if torch is None:
+        return "torch.float32", "cpu"
+    device = getattr(torch, "get_default_device", None)  # torch >= 2.3
+    return str(torch.get_default_dtype()), str(device()) if device is not None else "cpu"
+
+
+def _check_torch_defaults(before: tuple[object, object]) -> None:
+    """Refuse (:class:`RuntimeError`, one line) a plugin whose import changed torch's default dtype or device:
+    every run of every method would then compute in it, with nothing naming the plugin.  The defaults are put back."""
+    after = _torch_defaults()
+    if after == before:
+        return
+    torch = sys.modules["torch"]
+    torch.set_default_dtype(getattr(torch, before[0].removeprefix("torch.")))
+    torch.set_default_device(before[1])
+    what = [f"{name} to {new}" for name, old, new in zip(("default dtype", "default device"), before, after)
+            if old != new]
+    raise RuntimeError(f"its import changes torch's {' and '.join(what)}, which every run would compute with; "
+                       "set them inside your own code, not at import")
 
 
 def _unmet_pllzoo_requirement(dist: md.Distribution | None) -> str | None:

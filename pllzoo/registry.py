@@ -31,7 +31,7 @@ from pllzoo.data.base import DatasetSpec
 from pllzoo.errors import PLLZooError, UnknownNameError
 from pllzoo.hparams import override
 from pllzoo.observers import Observer, check_observer
-from pllzoo.plugins import SHIPPED, PluginInfo, make_plugin_manager, one_line
+from pllzoo.plugins import SHIPPED, PluginInfo, make_plugin_manager, one_line, shipped_left_out
 
 IMAGEFOLDER_PREFIX = "imagefolder:"  # --dataset imagefolder:PATH (pllzoo.data.imagefolder)
 
@@ -46,6 +46,8 @@ class Registry:
     models: dict[str, tuple[Callable[..., Any], str]] = field(default_factory=dict)  # name -> (factory, plugin)
     views: dict[str, tuple[Callable[..., Any], str]] = field(default_factory=dict)  # name -> (view, plugin)
     observers: dict[str, tuple[type[Observer], str]] = field(default_factory=dict)
+    #: names of the shipped plugins PLLZOO_LOAD_PLUGINS leaves out, by kind ("component": any slot), with their owner
+    reserved: dict[str, dict[str, PluginInfo]] = field(default_factory=dict)
 
     # ------------------------------------------------------------------ building
     @classmethod
@@ -65,6 +67,8 @@ class Registry:
             for name, obj in pm.list_name_plugin() if name not in known
         ]
         reg = cls(pm=pm, plugins=plugins, components={s: {} for s in SLOTS})
+        if any(not _shipped(p) and p.error is None for p in plugins):
+            reg.reserved = _left_out_names()
         for info in sorted(plugins, key=lambda p: not p.shipped):  # stable: entry-point order within each group
             if info.error is None and pm.get_plugin(info.name) is not None:
                 reg._load_plugin(info)
@@ -154,6 +158,10 @@ class Registry:
                check: Callable[[str, Any], None] = check_name) -> None:
         """Refuse ``name`` if ``check`` refuses it, this plugin offered it already or another plugin holds it."""
         check(what, name)
+        owner = self.reserved.get("component" if what in SLOTS else what, {}).get(name)
+        if owner is not None and not _shipped(info):
+            raise PLLZooError(f"{what} {name!r} is a name of plugin {owner.origin}, shipped with pllzoo and left out "
+                              f"by PLLZOO_LOAD_PLUGINS; plugin {info.origin} is refused as a whole")
         if name in table:
             raise PLLZooError(f"{what} {name!r} is registered twice by plugin {info.origin}")
         if name in committed:
@@ -389,6 +397,32 @@ class Registry:
 def _shipped(info: PluginInfo) -> bool:
     """Whether ``info`` is pllzoo's built-ins or one of the plugins shipped beside it."""
     return info.builtin or (info.name, info.dist) in SHIPPED
+
+
+def _left_out_names() -> dict[str, dict[str, PluginInfo]]:
+    """The names the shipped plugins that ``PLLZOO_LOAD_PLUGINS`` leaves out would register, by kind
+    ("component" for every slot, "method", "dataset", "model", "view", "observer"), each with its plugin: loaded
+    in a manager of their own, never used for anything else.  A shipped plugin that fails to load reserves
+    nothing here (it fails where it is loaded)."""
+    left = shipped_left_out()
+    if not left:
+        return {}
+    pm = pluggy.PluginManager(hookspecs.PROJECT)
+    pm.add_hookspecs(hookspecs.DiscoverySpec)
+    infos = []
+    for ep, dist, version in left:
+        try:
+            pm.register(ep.load(), name=ep.name)
+            pm.check_pending()
+        except (Exception, SystemExit):
+            continue
+        infos.append(PluginInfo(ep.name, version, ep.value, builtin=False, dist=dist))
+    side = Registry.build(pm, infos)  # shipped plugins only: no outside one, so nothing reserved again
+    tables = {"method": side.methods, "dataset": side.datasets, "model": side.models, "view": side.views,
+              "observer": side.observers}
+    names = {kind: {n: side._info(p) for n, (_, p) in table.items()} for kind, table in tables.items()}
+    names["component"] = {n: side._info(p) for table in side.components.values() for n, (_, p) in table.items()}
+    return names
 
 
 def _by_slot(hparams: Mapping[str, Any]) -> dict[str, dict[str, Any]]:

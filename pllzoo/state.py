@@ -20,7 +20,7 @@ Stages: a new stage starts from an empty state except the keys in
 ``stage.carry``.  Declare the keys a component writes (``provides``) and the
 keys of other components it reads (``needs``) on the component class.  A key
 one component provides is its own: another component that assigns it
-(``state.confidence = ...`` inside one of its hooks) is refused, one line
+(``state.confidence = ...`` inside one of its hooks) or deletes it is refused, one line
 naming both (:meth:`PLLState.set_owners`), and so is one that changes it in
 place (``state.confidence[i] = ...``, ``state.prior.mul_(2)``) without listing
 it in its ``needs`` (PiCO's loss, which updates the confidences in place, lists
@@ -93,7 +93,13 @@ class PLLState:
         self._tensors[key] = value
 
     def __delattr__(self, key: str) -> None:
-        del self._tensors[key]
+        owner, writer = self._owners.get(key), WRITER.get()
+        if owner is not None and writer is not None and writer != owner[0]:
+            raise PLLZooError(f"it deletes state.{key}, which {owner[1]} provides (its own key)")
+        try:
+            del self._tensors[key]
+        except KeyError:
+            raise AttributeError(f"PLLState has no tensor {key!r} (has: {sorted(self._tensors)})") from None
 
     def __contains__(self, key: object) -> bool:
         return key in self._tensors

@@ -229,6 +229,39 @@ class NoneOfAFloat(SelectAll):
         tau: float = None
 
 
+class NeedsAString(SelectAll):
+    needs = "prior"  # a str: every letter would be a key
+
+
+class MisspelledView(SelectAll):
+    views = frozenset({"strnog"})  # would never get step.logits_strong
+
+
+class UnknownIgnore(SelectAll):
+    ignores = frozenset({"masks"})
+
+
+class BadSync(SelectAll):
+    provides = frozenset({"t"})
+    sync = {"t": "row"}
+
+
+class EmptyStrongView(SelectAll):
+    strong_view = ""
+
+
+class Wrapper(SelectAll):
+    @hookimpl(wrapper=True)
+    def pllzoo_post_step(self, step, state):
+        return (yield)
+
+
+class OldWrapper(SelectAll):
+    @hookimpl(hookwrapper=True)
+    def pllzoo_on_epoch_start(self, run, epoch, state):
+        yield
+
+
 def _registering(bad_slot: str, bad_name: str, bad) -> object:
     class P:
         @hookimpl
@@ -269,6 +302,18 @@ def _registering(bad_slot: str, bad_name: str, bad) -> object:
     ("selection", "t+bad", Good, "bad selection name 't+bad'"),
     ("selection", "t.good", Good, "selection 't.good' is registered twice by plugin 'p0' (in-process)"),
     ("selection", "t.bad", object, "is not a pllzoo.Component subclass"),
+    ("selection", "t.bad", SelectAll(), "an instance of SelectAll is not a pllzoo.Component subclass (register the "
+                                        "class, not an instance)"),
+    ("selection", "t.bad", NeedsAString, "NeedsAString.needs must be a set of names, e.g. frozenset({'prior'}); got "
+                                         "the str 'prior'"),
+    ("selection", "t.bad", MisspelledView, "MisspelledView.views: unknown view 'strnog' (did you mean 'strong'? "
+                                           "known: features, joint, strong)"),
+    ("selection", "t.bad", UnknownIgnore, "UnknownIgnore.ignores: unknown ignore 'masks' (did you mean 'mask'?"),
+    ("selection", "t.bad", BadSync, "BadSync.sync must map state keys to one of replicated, rows, got {'t': 'row'}"),
+    ("selection", "t.bad", EmptyStrongView, "EmptyStrongView.strong_view must be a view's name or None, got ''"),
+    ("selection", "t.bad", Wrapper, "Wrapper.pllzoo_post_step: pllzoo_post_step is a hook wrapper; run hooks take "
+                                    "plain implementations"),
+    ("selection", "t.bad", OldWrapper, "OldWrapper.pllzoo_on_epoch_start: pllzoo_on_epoch_start is a hook wrapper"),
     ("method", "", Method(name="proden+x", loss="pllzoo.soft_ce"), "bad method name 'proden+x'"),
     ("method", "", Method(name="a,b", loss="pllzoo.soft_ce"), "bad method name 'a,b'"),  # --methods a,b: two
     ("method", "", Method(name="pc:x", loss="pllzoo.soft_ce"), "bad method name 'pc:x'"),  # --hp pc:x:...
@@ -485,3 +530,51 @@ def test_a_name_in_pllzoo_load_plugins_that_no_plugin_has_is_said(monkeypatch):
             assert "PLLZOO_LOAD_PLUGINS names 'baselinez', which no installed plugin is (installed: " in res.output
     finally:
         reset_registry()
+
+
+@pytest.mark.parametrize("ep", ["aaa", "zzz"])
+def test_leaving_the_shipped_plugin_out_does_not_free_its_names(install, monkeypatch, ep):
+    """``PLLZOO_LOAD_PLUGINS`` without ``baselines``: ``proden`` stays PRODEN's name, so an outside plugin that
+    registers it is refused as a whole (and ``--methods proden`` is an unknown name, not the impostor)."""
+    install("pllzoo-impostor", "6.6.6", ep, IMPOSTOR)
+    monkeypatch.setenv("PLLZOO_LOAD_PLUGINS", f"solar,{ep}")
+    reset_registry()
+    reg = get_registry()
+    base = md.version("pllzoo-baselines")
+    assert _info(reg, ep).error == (
+        f"method 'proden' is a name of plugin 'baselines' (pllzoo-baselines {base}), shipped with pllzoo and left "
+        f"out by PLLZOO_LOAD_PLUGINS; plugin '{ep}' (pllzoo-impostor 6.6.6) is refused as a whole")
+    assert "proden" not in reg.methods and reg.pm.get_plugin(ep) is None
+    assert {n for n, (_, p) in reg.methods.items() if p == "solar"} >= {"solar"}  # the loaded shipped plugin
+
+
+def test_an_outside_plugin_with_its_own_names_loads_beside_a_left_out_shipped_one(install, monkeypatch):
+    install("pllzoo-own", "1.0", "own", '''
+from pllzoo import Method, hookimpl
+
+@hookimpl
+def pllzoo_register_methods(register):
+    register(Method(name="own-method", loss="pllzoo.soft_ce"))
+''')
+    monkeypatch.setenv("PLLZOO_LOAD_PLUGINS", "own")
+    reset_registry()
+    reg = get_registry()
+    assert _info(reg, "own").error is None and "own-method" in reg.methods
+    assert "proden" not in reg.methods  # the reservation registers nothing
+
+
+@pytest.mark.parametrize("change, said", [
+    ("torch.set_default_dtype(torch.float64)", "default dtype to torch.float64"),
+    ("torch.set_default_device('meta')", "default device to meta"),
+])
+def test_a_plugin_that_changes_torchs_defaults_at_import_is_refused(install, change, said):
+    """Its import made every shipped method compute in float64 (PRODEN then failed in a matmul, naming no
+    plugin); now the plugin is refused, named, and torch's defaults are put back."""
+    import torch
+
+    install("pllzoo-dtype", "1.0", "dtype", f"import torch\n{change}\n")
+    reg = get_registry()
+    assert _info(reg, "dtype").error == (f"RuntimeError: its import changes torch's {said}, which every run would "
+                                         "compute with; set them inside your own code, not at import")
+    assert torch.get_default_dtype() == torch.float32 and torch.empty(1).device.type == "cpu"
+    assert _info(reg, "baselines").error is None

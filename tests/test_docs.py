@@ -124,3 +124,20 @@ def test_shipped_component_declares_what_it_reads_and_writes(label, cls):
     assert used == declared, f"{label}: touches {sorted(used)}, declares {sorted(declared)}"
     assert assigned <= set(cls.provides), f"{label}: assigns {sorted(assigned - set(cls.provides))} undeclared"
     assert describe_component(cls)["needs"] == sorted(cls.needs)
+
+
+def test_no_reference_to_a_spec_section_outside_the_repository():
+    """Issue 12 item 8: sections of the maintainers' spec (not in the repository) are no reference for a reader;
+    the code cites the papers' sections and the released code's files instead.  Two came back once."""
+    import re
+    import subprocess
+
+    try:
+        names = subprocess.run(["git", "ls-files", "*.py", "*.md", "*.toml", "*.sh"], cwd=REPO, capture_output=True,
+                               check=True, text=True).stdout.split()
+    except (OSError, subprocess.CalledProcessError):
+        pytest.skip("not a git checkout")
+    pattern = re.compile(r"\bspec\s*§", re.IGNORECASE)
+    found = [f"{n}:{i}" for n in names if (REPO / n).is_file()
+             for i, line in enumerate((REPO / n).read_text(errors="replace").splitlines(), 1) if pattern.search(line)]
+    assert found == []

@@ -279,3 +279,52 @@ def test_an_abandon_exits_with_the_second_signal_and_one_line(monkeypatch, tmp_p
     last = res.output.strip().splitlines()[-1]
     assert last.startswith("abandoned by a second SIGTERM; each unfinished run continues from its last checkpoint; "
                            "continue with: pllzoo bench --methods proden --out ") and last.endswith(" --resume")
+
+
+def test_a_keyboardinterrupt_a_plugin_raises_while_the_bench_times_its_steps_fails_its_run_only(
+        boom_registry, keep_threads, tmp_path, monkeypatch):
+    """Through the CLI, whose cost estimate times each method's first steps before any run starts (outside the
+    trainer's clean-stop window): the plugin's ``KeyboardInterrupt`` used to end the whole bench as Ctrl-C
+    (exit 130, nothing written); now its run fails and PRODEN trains (:mod:`pllzoo.interrupts`)."""
+    import signal as signal_module
+
+    from click.testing import CliRunner
+
+    import pllzoo.registry as registry_module
+    from pllzoo.cli import cli
+
+    monkeypatch.setattr(registry_module, "_REGISTRY", boom_registry)
+    assert signal_module.getsignal(signal_module.SIGINT) is signal_module.default_int_handler
+    res = CliRunner().invoke(cli, ["bench", "--methods", "jobtest-ctrlc,proden", "--dataset", "synthetic-lt",
+                                   "--subset", "200", "--epochs", "2", "--batch-size", "64", "--threads", "1",
+                                   "--out", str(tmp_path)])
+    assert res.exit_code == 1, res.output
+    assert "interrupted" not in res.output and "Traceback" not in res.output
+    assert "1 of 2 runs failed: jobtest-ctrlc seed 1" in res.output
+    rows = pd.read_csv(tmp_path / "results.csv")
+    assert list(rows["status"]) == ["failed", "ok"]
+    assert signal_module.getsignal(signal_module.SIGINT) is signal_module.default_int_handler  # put back
+
+
+def test_ctrl_c_while_the_bench_plans_still_ends_it(boom_registry, keep_threads, tmp_path, monkeypatch):
+    """A real SIGINT before training (here while the data loads) ends the command with 130, as before."""
+    import os
+    import signal as signal_module
+
+    from click.testing import CliRunner
+
+    import pllzoo.registry as registry_module
+    from pllzoo import planning
+    from pllzoo.cli import cli
+
+    monkeypatch.setattr(registry_module, "_REGISTRY", boom_registry)
+    real_load = planning.load
+
+    def load_then_ctrl_c(*args, **kwargs):
+        os.kill(os.getpid(), signal_module.SIGINT)
+        return real_load(*args, **kwargs)
+
+    monkeypatch.setattr(planning, "load", load_then_ctrl_c)
+    res = CliRunner().invoke(cli, ["bench", "--methods", "proden", "--dataset", "synthetic-lt", "--subset", "200",
+                                   "--epochs", "2", "--batch-size", "64", "--threads", "1", "--out", str(tmp_path)])
+    assert res.exit_code == 130 and "interrupted (Ctrl-C)" in res.output, res.output

@@ -34,7 +34,8 @@ class EpochEnd(Component):
         return self.answer
 
 
-@pytest.mark.parametrize("key", ["seed", "method", "epoch", "final_stage", "acc_all"])
+@pytest.mark.parametrize("key", ["seed", "method", "epoch", "final_stage", "acc_all", "status", "error", "run",
+                                 "setting"])
 def test_epoch_end_logs_cannot_relabel_the_record(tiny_data, key):
     with pytest.raises(PLLZooError, match=rf"estimator component 'EpochEnd' .* logs '{key}', a field of the record"):
         trainer_for(tiny_data, {"estimator": EpochEnd({key: 1.0})}, record_base={"method": "m"}).fit()
@@ -296,6 +297,23 @@ def test_a_key_another_component_provides_cannot_be_assigned(tiny_data):
         trainer_for(tiny_data, {"estimator": Owns(), "predict": Clobbers()}).fit()
     rec = trainer_for(tiny_data, {"estimator": Owns()}).fit()  # the owner alone trains
     assert rec[-1]["epoch"] == 2
+
+
+class Deletes(Component):
+    @hookimpl
+    def pllzoo_predict(self, logits):
+        return logits
+
+    @hookimpl
+    def pllzoo_on_epoch_end(self, run, state):
+        del state.k
+
+
+def test_a_key_another_component_provides_cannot_be_deleted(tiny_data):
+    """Deleting another's key used to succeed, and the owner then failed, named as the culprit."""
+    with pytest.raises(ComponentError, match=r"^predict component 'Deletes' .* failed in pllzoo_on_epoch_end: "
+                                             r"PLLZooError: it deletes state.k, which estimator component 'Owns'"):
+        trainer_for(tiny_data, {"estimator": Owns(), "predict": Deletes()}).fit()
 
 
 class ChangesInPlace(Component):

@@ -15,14 +15,15 @@ import warnings
 
 import click
 
-from pllzoo import __version__
+from pllzoo import __version__, interrupts
 from pllzoo.errors import PLLZooError, UnknownNameError
 
 
 class _Group(click.Group):
     def invoke(self, ctx: click.Context):
         try:
-            return super().invoke(ctx)
+            with interrupts.watch():  # a KeyboardInterrupt that a plugin raises is not Ctrl-C (checkpoint.from_signal)
+                return super().invoke(ctx)
         except UnknownNameError as exc:
             _debug_traceback(exc)
             raise click.UsageError(str(exc)) from None

@@ -1,6 +1,6 @@
 """Long-tailed subsampling of a balanced labelled set, as SoLar does it.
 
-Spec §2.2 (SOLAR:utils/utils_data.py ``get_img_num_per_cls``, ``gen_imbalanced_data``):
+The SoLar code (utils/utils_data.py ``get_img_num_per_cls``, ``gen_imbalanced_data``):
 class 0 is the head and class K-1 the tail; the imbalance ratio is
 ``gamma = n_0 / n_{K-1}``.  The per-class counts are truncated with ``int`` and the
 kept examples are the first ``n_j`` of an in-place shuffle of each class's indices,

@@ -49,8 +49,9 @@ def test_switches_and_tabular_defaults():
 
 
 def test_lws_consistency_and_mixup_are_ce_on_its_targets_by_hand():
-    """Spec §3.0: a method that keeps a per-sample target (LWS: its weights re-normalised on the candidates)
-    adds CE(f(x^s), t) and CE(f(x_mix), t_mix); its own loss, the LWS sigmoid loss, stays on the weak view."""
+    """The SoLar paper's baseline protocol (§4.1): a method that keeps a per-sample target (LWS: its weights
+    re-normalised on the candidates) adds CE(f(x^s), t) and CE(f(x_mix), t_mix); its own loss, the LWS sigmoid
+    loss, stays on the weak view."""
     from pllzoo.losses import normalize_rows, soft_cross_entropy
     from pllzoo_baselines.lws import LWSHParams, LWSLoss, lws_loss
 

@@ -10,8 +10,8 @@ Algorithm (per mini-batch, no warm-up; z raw logits, σ the sigmoid):
 
 Defaults: α = ``lw0`` = 1; β = ``lw`` = 1, the README's best for CIFAR-10 (the argparse default 0
 silently drops the non-candidate term).  The targets handed to other components (selection, and the
-SoLar protocol's consistency and mixup terms, which are CE on them: spec §3.0, ``protocol.py``) are w
-re-normalised within the candidate set.
+SoLar protocol's consistency and mixup terms, which are CE on them: the SoLar paper, §4.1,
+``protocol.py``) are w re-normalised within the candidate set.
 
 Deviations: none in the maths; σ is torch's stable sigmoid (the official code computes it piecewise).
 

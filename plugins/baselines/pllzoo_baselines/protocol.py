@@ -10,7 +10,8 @@ How is not public; this is our inference (SoLar paper §4.1), modelled on SoLar'
 where a_i is what the method's loss reads for sample i.  A target-free loss (CC, MSE, EXP) repeats itself
 on the candidate row: ℓ' = ℓ, b_i = a_i.  A method that keeps a per-sample target t_i (PRODEN's confidences,
 LWS's weights re-normalised on the candidates: ``protocol_terms = "targets"``) adds CE on it: ℓ' = soft CE,
-b_i = t_i, the label update's targets (spec §3.0; for PRODEN, whose own loss is that CE, the two are one).
+b_i = t_i, the label update's targets (the SoLar paper's baseline protocol, §4.1; for PRODEN, whose own loss is
+that CE, the two are one).
 For soft-target CE the mixed term equals CE with mixed targets.
 ``cr`` and ``mixup`` are on by default and off on tabular data ("not applicable to tabular data").
 
