@@ -139,12 +139,28 @@ def from_folder(run_dir: Path) -> ArchivedRun | None:
     return ArchivedRun(run_dir.name, (run_dir / "done").exists(), config, env, records, error)
 
 
+def _check_rebuild(out: Path) -> None:
+    """Refuse (one line) a ``--rebuild`` that would lose runs: of a readable archive (it may hold runs that
+    ``runs/`` lacks: a plain ``pllzoo archive`` merges the two), or with no run folder to rebuild from."""
+    try:
+        read(out)
+    except PLLZooError:
+        pass
+    else:
+        raise PLLZooError(f"{out / NAME} is readable; --rebuild replaces an unreadable archive only (pllzoo archive "
+                          f"{out} adds runs/ to it)")
+    if not any(p.is_dir() and (p / "log.jsonl").exists() for p in (out / "runs").glob("*")):
+        raise PLLZooError(f"{out / 'runs'}/ holds no run folder to rebuild {out / NAME} from; restore the archive "
+                          "from git instead (it stays as it is)")
+
+
 def write(out: Path, rebuild: bool = False) -> tuple[Path, int, int, bool]:
     """(Re)build ``out``'s archive from its ``runs/`` folders and its current archive (a run in both is
     taken as :mod:`pllzoo.results` reads it: the local copy when finished).  Run
     :func:`pllzoo.migrate.migrate` first: the archive holds path-free configs only.
 
-    ``rebuild``: from ``runs/`` alone, the current archive (unreadable, say) kept beside as ``*.damaged``.
+    ``rebuild``: from ``runs/`` alone, the current archive, which must be unreadable, kept beside as ``*.damaged``
+    (:func:`_check_rebuild` refuses a readable one, and one with no run folder to rebuild from).
 
     :returns: ``(path, runs archived, runs taken from runs/, whether the file changed)``.
     :raises PLLZooError: one line, for a run folder recorded with machine paths, or a damaged log.
@@ -159,6 +175,7 @@ def write(out: Path, rebuild: bool = False) -> tuple[Path, int, int, bool]:
         raise PLLZooError(f"{out / 'runs' / old}: recorded under an old run id (with machine paths); "
                           f"migrate it first (pllzoo archive does; a run a bench holds moves once that bench is done)")
     if rebuild and (out / NAME).exists():
+        _check_rebuild(out)
         aside = out / f"{NAME}.damaged"
         n = 1
         while aside.exists():  # an earlier rebuild's: kept too

@@ -140,9 +140,26 @@ def test_an_unreadable_archive_is_rebuilt_from_runs_as_its_message_says(out):
     res = CliRunner().invoke(cli, ["archive", "--rebuild", str(out)])
     assert res.exit_code == 0, res.output
     assert (out / archive.NAME).read_bytes() == good and (out / f"{archive.NAME}.damaged").read_bytes() == b"not xz"
+    (out / archive.NAME).write_bytes(b"broken again")
     assert CliRunner().invoke(cli, ["archive", "--rebuild", str(out)]).exit_code == 0  # again: the aside files stay
     assert (out / f"{archive.NAME}.damaged").read_bytes() == b"not xz"
-    assert (out / f"{archive.NAME}.damaged.1").read_bytes() == good
+    assert (out / f"{archive.NAME}.damaged.1").read_bytes() == b"broken again"
+    assert (out / archive.NAME).read_bytes() == good
+
+
+def test_rebuild_never_sets_a_readable_archive_aside_nor_one_it_cannot_rebuild(out):
+    """``--rebuild`` of a readable archive, or with no run folder (the state of every committed study: the archive
+    alone), used to set the archive aside as damaged and leave the folder with no runs at all."""
+    _archive_only(out)
+    good = (out / archive.NAME).read_bytes()
+    res = CliRunner().invoke(cli, ["archive", "--rebuild", str(out)])
+    assert res.exit_code == 1 and "is readable; --rebuild replaces an unreadable archive only" in res.output
+    (out / archive.NAME).write_bytes(b"not xz")
+    res = CliRunner().invoke(cli, ["archive", "--rebuild", str(out)])
+    assert res.exit_code == 1 and "holds no run folder to rebuild" in res.output, res.output
+    assert (out / archive.NAME).read_bytes() == b"not xz" and not list(out.glob(f"{archive.NAME}.damaged*"))
+    (out / archive.NAME).write_bytes(good)
+    assert CliRunner().invoke(cli, ["report", str(out)]).exit_code == 0
 
 
 def test_report_missing_ok_leaves_out_methods_without_runs(out, tmp_path):

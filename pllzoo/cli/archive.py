@@ -39,7 +39,8 @@ def prune(out: Path) -> tuple[int, dict[str, list[Path]]]:
 @click.option("--prune", "do_prune", is_flag=True,
               help="Then remove the run folders that hold nothing but what the archive holds (not checkpoints).")
 @click.option("--rebuild", is_flag=True,
-              help="Build the archive from runs/ alone (an unreadable one is kept as runs.jsonl.xz.damaged).")
+              help="Replace an unreadable archive by one built from runs/ alone (the old one is kept as "
+                   "runs.jsonl.xz.damaged); a readable one is refused.")
 def archive(results: tuple[Path, ...], do_prune: bool, rebuild: bool) -> None:
     """Write RESULTS/runs.jsonl.xz from RESULTS/runs/ and the archive already there.
 
