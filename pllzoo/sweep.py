@@ -24,6 +24,8 @@ from typing import Any, Callable
 import pandas as pd
 
 from pllzoo.bench import execute, plan
+from pllzoo.costs import RunCost, run_costs
+from pllzoo.costs import plan_lines as bench_plan_lines
 from pllzoo.data.base import DataOptions
 from pllzoo.errors import PLLZooError
 from pllzoo.hparams import as_dict, override
@@ -112,8 +114,9 @@ def plan_sweep(registry: Registry, methods: list[str], dataset: str, seeds: list
     return trials
 
 
-def claim(out: Path, ident: dict[str, Any], trials: list[Trial]) -> None:
-    """Write ``OUT/sweep.json``; refuse an ``OUT`` that holds another sweep (one line)."""
+def check_claim(out: Path, ident: dict[str, Any]) -> dict[int, dict[str, Any]]:
+    """The trials ``OUT/sweep.json`` lists (none: no manifest); refuse an ``OUT`` that holds another sweep, or a
+    file that is no manifest (one line).  Writes nothing (``--dry-run``)."""
     path = Path(out) / MANIFEST
     if path.exists():
         try:
@@ -129,9 +132,14 @@ def claim(out: Path, ident: dict[str, Any], trials: list[Trial]) -> None:
             diff = next(k for k in ident if old[k] != ident[k])
             raise PLLZooError(f"--out {out} holds another sweep ({diff}: {old[diff]} there, {ident[diff]} now); "
                               f"pick another --out or repeat that sweep's arguments")
-        kept = {t["trial"]: t for t in listed}
-    else:
-        kept = {}
+        return {t["trial"]: t for t in listed}
+    return {}
+
+
+def claim(out: Path, ident: dict[str, Any], trials: list[Trial]) -> None:
+    """Write ``OUT/sweep.json``; refuse an ``OUT`` that holds another sweep (one line, :func:`check_claim`)."""
+    kept = check_claim(out, ident)
+    path = Path(out) / MANIFEST
     for t in trials:
         kept[t.index] = {"trial": t.index, "overrides": t.overrides, "runs": [p.run_id for p in t.plans]}
     Path(out).mkdir(parents=True, exist_ok=True)
@@ -139,9 +147,12 @@ def claim(out: Path, ident: dict[str, Any], trials: list[Trial]) -> None:
 
 
 def run_sweep(registry: Registry, trials: list[Trial], out: Path, jobs: int = 1,
-              on_run: Callable[[Trial, RunPlan, str], None] | None = None) -> dict[int, str]:
+              on_run: Callable[[Trial, RunPlan, str], None] | None = None,
+              on_epoch: Callable[[Trial, RunPlan, dict[str, Any]], None] | None = None,
+              threads: int | None = None) -> dict[int, str]:
     """Train every trial into ``OUT/trials/<k>/``, reusing finished runs; return failed trials → the reason of
-    the first failed run (one line).
+    the first failed run (one line).  ``on_run``/``on_epoch``/``threads``: as :func:`pllzoo.bench.execute`'s,
+    with the trial first.
 
     A failed run does not stop the sweep (its trial is left out of the selection);
     a clean stop (:class:`pllzoo.checkpoint.Stopped`, a signal) propagates.
@@ -149,12 +160,40 @@ def run_sweep(registry: Registry, trials: list[Trial], out: Path, jobs: int = 1,
     failed = {}
     for t in trials:
         report = (lambda p, status, t=t: on_run(t, p, status)) if on_run else None
+        epoch = (lambda p, rec, t=t: on_epoch(t, p, rec)) if on_epoch else None
         try:
-            execute(registry, t.plans, trial_dir(out, t.index), resume=True, on_run=report, jobs=jobs)
+            execute(registry, t.plans, trial_dir(out, t.index), resume=True, on_run=report, on_epoch=epoch,
+                    jobs=jobs, threads=threads)
         except RunsFailed as exc:  # the reason of its first failed run (pllzoo.jobs.record_failure)
             plan_, why = exc.failed[0]
             failed[t.index] = f"{plan_.method.name} seed {plan_.seed}: {why}"
     return failed
+
+
+def trial_costs(registry: Registry, trials: list[Trial], out: Path) -> list[list[RunCost]]:
+    """Each trial's :class:`~pllzoo.costs.RunCost` list, read in its own folder as its bench would (finished runs
+    reused, unfinished ones resumed: ``execute(resume=True)``)."""
+    return [run_costs(registry, t.plans, trial_dir(out, t.index), resume=True) for t in trials]
+
+
+def plan_lines(trials: list[Trial], costs: list[list[RunCost]], jobs: int = 1) -> list[str]:
+    """The sweep's plan: one line for the whole, then one per trial and method (the bench plan's method line,
+    after the trial and its overrides: the space may change epochs, stages or steps)."""
+    flat = [c for cs in costs for c in cs]
+    if not flat:
+        return []
+    methods = list(dict.fromkeys(c.method for c in flat))
+    seeds = list(dict.fromkeys(c.seed for c in flat))
+    reused = sum(c.reused for c in flat)
+    resumed = sum(bool(c.done) for c in flat)
+    lines = [f"plan: {len(trials)} trial(s) x {len(methods)} method(s) x {len(seeds)} seed(s) = {len(flat)} run(s) "
+             f"on {flat[0].device}" + (f", {jobs} at once" if jobs > 1 else "")
+             + (f"; {reused} finished under --out, reused" if reused else "")
+             + (f"; {resumed} resumed" if resumed else "")]
+    for t, cs in zip(trials, costs):
+        for line in bench_plan_lines(cs, jobs)[1:]:
+            lines.append(f"  trial {t.index} ({t.label}): {line.strip()}")
+    return lines
 
 
 def trial_records(out: Path, trials: list[Trial]) -> pd.DataFrame:

@@ -299,3 +299,33 @@ def test_a_stopped_sweep_exits_with_the_stop_status_and_says_how_to_continue(sto
     last = res.output.strip().splitlines()[-1]
     assert "Error" not in res.output and "the sweep continues where it stopped with the same command: " in last
     assert shlex.split(last.split("same command: ")[1]) == ["pllzoo", *args]
+
+
+def test_the_sweep_shows_the_plan_the_estimate_and_each_trials_progress_as_bench_does(swept):
+    """Issue 16 items 1 and 6: each trial is a bench run, so the sweep has bench's cost guard before anything
+    trains (it used to print one "started" line, then nothing for hours) and its progress, each run named by its
+    trial."""
+    _, output = swept
+    lines = output.splitlines()
+    head = next(i for i, line in enumerate(lines) if line.startswith("plan: "))
+    assert lines[head] == "plan: 3 trial(s) x 1 method(s) x 1 seed(s) = 3 run(s) on cpu"
+    draws = draw_trials(parse_space(SPACE), 3, 0)
+    for k, draw in enumerate(draws):
+        label = " ".join(f"{key}={value}" for key, value in draw.items())
+        assert lines[head + 1 + k].startswith(f"  trial {k} ({label}): proden  seeds 1  model mlp  train 2 epochs, ")
+        assert f"trial {k} proden seed 1 [train 1/1] epoch 2/2 (run 2/2) loss " in output
+    assert lines[head + 4].startswith("estimate: ~") and "timing of the first steps of proden seed 1" in lines[head + 4]
+    assert output.index("estimate: ~") < output.index("trial 0 proden seed 1 started")
+
+
+def test_a_dry_run_sweep_writes_nothing_and_threads_reach_the_runs(tmp_path):
+    args = ["sweep", "--methods", "proden", "--trials", "2", "--space", "train.lr=uniform(0.01,0.1)", "--subset",
+            "200", "--batch-size", "50", "--epochs", "1", "--threads", "1", "--out", str(tmp_path / "sw")]
+    res = CliRunner().invoke(cli, [*args, "--dry-run"])
+    assert res.exit_code == 0, res.output
+    assert "plan: 2 trial(s) x 1 method(s)" in res.output and "dry run: nothing trained or written" in res.output
+    assert not (tmp_path / "sw").exists()
+    res = CliRunner().invoke(cli, args)
+    assert res.exit_code == 0, res.output
+    envs = [json.loads(p.read_text()) for p in (tmp_path / "sw").glob("trials/*/runs/*/env.json")]
+    assert len(envs) == 2 and {e["torch_threads"] for e in envs} == {1}

@@ -42,18 +42,31 @@ from pllzoo.model_selection import RULES
 @click.option("--hp", "hps", multiple=True, help="A fixed override for every trial, as in pllzoo bench.")
 @click.option("--device", default="auto", show_default=True, help="auto | cpu | cuda[:i].")
 @click.option("--jobs", type=click.IntRange(min=1), default=1, show_default=True, help="Runs at once (pllzoo bench).")
+@click.option("--threads", type=click.IntRange(min=1, max=1024), default=None,
+              help="Torch CPU threads per run, as pllzoo bench's --threads (default: the CPUs this process may use, "
+                   "divided by --jobs).")
 @click.option("--offline", is_flag=True, help="Never download data.")
 @click.option("--out", type=click.Path(path_type=Path), default=Path("results/sweep"), show_default=True)
+@click.option("--dry-run", is_flag=True, help="Print the plan and the estimate, then stop: nothing trained or written.")
 def sweep(methods, dataset, seeds, specs, space_file, trials, draw_seed, rule, holdout, epochs, batch_size,
-          data_dir, split, phi, imb, imb_type, subset, hps, device, jobs, offline, out) -> None:
+          data_dir, split, phi, imb, imb_type, subset, hps, device, jobs, threads, offline, out, dry_run) -> None:
     """Draw TRIALS hyper-parameter settings from --space, train each as a bench under OUT/trials/<k>/, and
-    pick the best trial per method and seed by --select; prints the trials table and the winners."""
+    pick the best trial per method and seed by --select; prints the trials table and the winners.
+
+    Before training it prints the plan (every trial), an estimated duration from a timing of the first steps
+    and a warning when the plan looks too long, as pllzoo bench does; then the progress of every run."""
+    import dataclasses
+    from types import SimpleNamespace
+
     from rich.console import Console
 
     from pllzoo import checkpoint
+    from pllzoo import costs as cost_lib
     from pllzoo import sweep as sw
     from pllzoo.bench import parse_overrides
     from pllzoo.cli.bench import check_out
+    from pllzoo.cli.bench_plan import estimate
+    from pllzoo.progress import BenchProgress
     from pllzoo.data.base import DataOptions
     from pllzoo.registry import get_registry
     from pllzoo.report import to_markdown, to_rich
@@ -66,20 +79,50 @@ def sweep(methods, dataset, seeds, specs, space_file, trials, draw_seed, rule, h
     seed_list = _seeds(seeds)
     reg = get_registry()
     warn_failed_plugins(reg)
-    check_out(Path(out))
+    check_out(Path(out), write=not dry_run)
     options = DataOptions(data_dir=data_dir, split=split, phi=phi, imb=imb, imb_type=imb_type,
                           download=not offline, holdout=holdout, subset=subset)
     fixed = parse_overrides(hps)
     planned = sw.plan_sweep(reg, _csv(methods), dataset, seed_list, options, space, trials, draw_seed, fixed,
                             epochs, batch_size, device)
-    sw.claim(Path(out), sw.identity(_csv(methods), dataset, seed_list, options, space, draw_seed, fixed, epochs,
-                                    batch_size), planned)
-
-    def on_run(t, p, status):
-        click.echo(f"trial {t.index} ({t.label}): {p.method.name} seed {p.seed} {status}", err=True)
-
+    ident = sw.identity(_csv(methods), dataset, seed_list, options, space, draw_seed, fixed, epochs, batch_size)
+    if dry_run:
+        sw.check_claim(Path(out), ident)
+    else:
+        sw.claim(Path(out), ident, planned)
+    # the cost guard of pllzoo bench over every trial (pllzoo.cli.bench_plan): the plan, the estimate, the warning
+    per_trial = sw.trial_costs(reg, planned, Path(out))
+    for line in sw.plan_lines(planned, per_trial, jobs):
+        click.echo(line, err=True)
+    flat_plans, flat = [p for t in planned for p in t.plans], [c for cs in per_trial for c in cs]
+    seconds, total = {}, None
+    if jobs == 1:
+        seconds, timed, why = estimate(reg, flat_plans, flat, threads, jobs)
+        if why is not None:
+            click.echo(f"estimate: none, {why}", err=True)
+        elif timed:
+            click.echo(cost_lib.estimate_line(flat, seconds, timed, jobs), err=True)
+            total = cost_lib.bench_seconds(list(seconds.values()), jobs)
+    else:
+        click.echo("estimate: from the first epochs, in the progress (no timing here with --jobs)", err=True)
+    warning = cost_lib.cost_warning(flat, total)
+    if warning is not None:
+        click.echo(warning, err=True)
+    if dry_run:
+        click.echo("dry run: nothing trained or written", err=True)
+        return
+    # the progress names each run by its trial; a run id is keyed by its trial too (two trials may draw alike)
+    shown = [dataclasses.replace(c, method=f"trial {t.index} {c.method}", run_id=f"{t.index}:{c.run_id}")
+             for t, cs in zip(planned, per_trial) for c in cs]
+    estimates = {f"{t.index}:{c.run_id}": seconds[c.run_id] for t, cs in zip(planned, per_trial) for c in cs
+                 if c.run_id in seconds}
+    err = Console(stderr=True)
     try:
-        failed = sw.run_sweep(reg, planned, Path(out), jobs=jobs, on_run=on_run)
+        with BenchProgress(shown, estimates, jobs, live=err.is_terminal, console=err) as progress:
+            failed = sw.run_sweep(
+                reg, planned, Path(out), jobs=jobs, threads=threads,
+                on_run=lambda t, p, status: progress.on_run(SimpleNamespace(run_id=f"{t.index}:{p.run_id}"), status),
+                on_epoch=lambda t, p, rec: progress.on_epoch(SimpleNamespace(run_id=f"{t.index}:{p.run_id}"), rec))
     except (checkpoint.Stopped, KeyboardInterrupt) as exc:  # finished runs stay; each trial resumes its runs
         code = getattr(exc, "exit_code", 130)  # Stopped, Abandoned (a second signal): 128 + its number
         what = (str(exc) if isinstance(exc, checkpoint.Stopped) else
