@@ -50,8 +50,22 @@ EMPTY = (None, 0, False, "none")  # a key a later pllzoo records, absent from ol
 EXPECTED = {"method": str, "dataset": str, "seed": int, "device": str, "train": dict, "hparams": dict, "data": dict}
 
 
+def _archived_config(path: Path) -> Any:
+    """The config of run ``path.name`` in ``OUT/runs.jsonl.xz`` when ``path`` is ``OUT/runs/<run-id>`` and the
+    archive holds that run (git keeps a study's archive, not its run folders: :mod:`pllzoo.archive`), else None.
+
+    :raises PLLZooError: one line, for an unreadable archive."""
+    from pllzoo import archive
+
+    if path.parent.name != "runs" or not (path.parent.parent / archive.NAME).is_file():
+        return None
+    run = archive.read(path.parent.parent).get(path.name)
+    return run.config if run is not None else None
+
+
 def read_config(path: Path) -> dict[str, Any]:
-    """The config recorded in a run folder (``OUT/runs/<run-id>``, or its ``config.json``).
+    """The config recorded in a run folder (``OUT/runs/<run-id>``, or its ``config.json``), or, for a run folder
+    that is gone, in ``OUT/runs.jsonl.xz``.
 
     :raises PLLZooError: one line: no such folder, no config.json, or a damaged one (not JSON, or
         without the keys and types a bench writes).
@@ -60,14 +74,18 @@ def read_config(path: Path) -> dict[str, Any]:
 
     file = path if path.name == "config.json" else path / "config.json"
     if not path.exists():
-        raise PLLZooError(f"--from-run {path}: no such run folder (a run folder is OUT/runs/<run-id>)")
-    if not file.is_file():
+        config = _archived_config(path)
+        if config is None:
+            raise PLLZooError(f"--from-run {path}: no such run folder (a run folder is OUT/runs/<run-id>, or a run "
+                              f"that OUT/runs.jsonl.xz holds)")
+    elif not file.is_file():
         raise PLLZooError(f"--from-run {path}: no config.json in it (a run folder is OUT/runs/<run-id>)")
-    try:
-        config = json.loads(file.read_text())
-    except (OSError, UnicodeDecodeError, ValueError) as exc:
-        why = "not JSON: truncated or garbage" if isinstance(exc, ValueError) else type(exc).__name__
-        raise DamagedRun(f"--from-run {path}: damaged run (config.json {why})") from None
+    else:
+        try:
+            config = json.loads(file.read_text())
+        except (OSError, UnicodeDecodeError, ValueError) as exc:
+            why = "not JSON: truncated or garbage" if isinstance(exc, ValueError) else type(exc).__name__
+            raise DamagedRun(f"--from-run {path}: damaged run (config.json {why})") from None
     if not isinstance(config, dict):
         raise DamagedRun(f"--from-run {path}: damaged run (config.json is not a JSON object)")
     for key, kind in EXPECTED.items():

@@ -163,6 +163,24 @@ def test_from_run_replays_every_run_exactly(finished, tmp_path):
     assert sorted(p.name for p in (replay / "runs").iterdir()) == sorted(p.name for p in (finished / "runs").iterdir())
 
 
+def test_from_run_replays_a_run_that_only_the_archive_holds(finished, tmp_path):
+    """A committed study keeps ``runs.jsonl.xz``, not its run folders: ``--from-run OUT/runs/<run-id>`` reads the
+    run's config from the archive when the folder is gone (it used to be "no such run folder")."""
+    lean = Path(shutil.copytree(finished, tmp_path / "lean"))
+    for ckpt in lean.glob("runs/*/checkpoint.pt"):
+        ckpt.unlink()
+    assert CliRunner().invoke(cli, ["archive", "--prune", str(lean)]).exit_code == 0
+    run = sorted((finished / "runs").iterdir())[0]
+    assert not (lean / "runs" / run.name).exists()
+    res = _run(["--from-run", str(lean / "runs" / run.name), "--out", str(tmp_path / "replay")])
+    assert res.exit_code == 0, res.output
+    again = tmp_path / "replay" / "runs" / run.name
+    assert (again / "config.json").read_text() == (run / "config.json").read_text()
+    assert _metrics(again) == _metrics(run)
+    res = _run(["--from-run", str(lean / "runs" / "nope__x__s1-00000000"), "--out", str(tmp_path / "r2")])
+    assert res.exit_code == 1 and "or a run that OUT/runs.jsonl.xz holds" in _error_line(res)
+
+
 def test_from_run_without_data_dir_in_the_record(finished, tmp_path):
     """Records may keep no machine-specific path: the replay takes --data-dir from the command line then."""
     run = Path(shutil.copytree(next((finished / "runs").glob("cc__*")), tmp_path / "cc-run"))

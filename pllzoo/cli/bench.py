@@ -126,7 +126,8 @@ _OUT = _Folder(path_type=Path)
                    "options given on the command line win (docs/config-example.toml).")
 @click.option("--from-run", "from_run", type=click.Path(path_type=Path), default=None, is_eager=True,
               expose_value=False, callback=replay.use_run, metavar="RUN_DIR",
-              help="Replay OUT/runs/<run-id> exactly from its config.json; beside it only options that change no "
+              help="Replay OUT/runs/<run-id> exactly from its config.json (from OUT/runs.jsonl.xz when the folder "
+                   "is gone); beside it only options that change no "
                    "number (--out, --resume, ...) and --data-dir, --offline, --device.")
 @click.option("--shard", default=None, metavar="I/N", callback=lambda ctx, param, v: _shard(v),
               help="Run only the I-th of N disjoint parts of the method x seed grid (1 <= I <= N), into the same "
