@@ -134,6 +134,12 @@ def _assert_same_run(got: dict, ref: dict, rtol: float = RTOL, atol: float = ATO
         for key in a:
             if isinstance(b[key], float) and not key.startswith("acc"):
                 assert math.isclose(a[key], b[key], rel_tol=rtol, abs_tol=atol), (key, a[key], b[key])
+            elif isinstance(b[key], list) and b[key] and all(isinstance(v, float) for v in b[key]):
+                # logged vectors (the prior) are rounded to 6 decimals: a last-bit difference of the sums under
+                # another reduction order may land one rounding step away (seen on another CPU)
+                assert len(a[key]) == len(b[key]) and all(
+                    math.isclose(x, y, rel_tol=rtol, abs_tol=atol + 1e-6) for x, y in zip(a[key], b[key])), \
+                    (key, a[key], b[key])
             else:
                 assert a[key] == b[key], (key, a[key], b[key])
     assert got["state"].keys() == ref["state"].keys()
