@@ -217,6 +217,26 @@ def quick_check(path: Path) -> None:
                               f"{type(exc).__name__})") from None
 
 
+_CPU_RNG_SHAPE = torch.get_rng_state().shape  # torch's CPU generator state: any other size cannot be restored
+
+
+def _records_ok(records: list[Any]) -> bool:
+    """Whether ``records`` read as a run's log: dicts with whole ``stage_index``, ``epoch`` and ``epochs``,
+    ``1 <= epoch <= epochs``, in training order (stage by stage, epochs one after another)."""
+    last = None
+    for r in records:
+        if not isinstance(r, dict):
+            return False
+        pos = tuple(r.get(k) for k in ("stage_index", "epoch", "epochs"))
+        if not all(isinstance(v, int) and not isinstance(v, bool) for v in pos) or not 1 <= pos[1] <= pos[2]:
+            return False
+        if last is not None and not (pos[0] == last[0] and pos[1] == last[1] + 1 or
+                                     pos[0] > last[0] and pos[1] == 1):
+            return False
+        last = pos
+    return True
+
+
 def _check_layout(path: Path, ckpt: Any) -> None:
     if not isinstance(ckpt, dict) or ckpt.get("format") != FORMAT:
         old = isinstance(ckpt, dict) and {"model", "rng", "records"} <= set(ckpt)
@@ -232,12 +252,15 @@ def _check_layout(path: Path, ckpt: Any) -> None:
                                ("state", dict), ("records", list), ("rng", dict), ("modules", dict))
              if not isinstance(ckpt[k], kind) or isinstance(ckpt[k], bool)]
     rng = ckpt["rng"].get("torch") if isinstance(ckpt["rng"], dict) else None
-    if not (isinstance(rng, torch.Tensor) and rng.dtype == torch.uint8):
+    if not (isinstance(rng, torch.Tensor) and rng.dtype == torch.uint8 and rng.shape == _CPU_RNG_SHAPE):
         wrong.append("rng.torch")
-    if isinstance(ckpt["records"], list) and not all(isinstance(r, dict) for r in ckpt["records"]):
+    if isinstance(ckpt["records"], list) and not _records_ok(ckpt["records"]):
         wrong.append("records")
     if not wrong and (ckpt["stage"] < 0 or ckpt["epoch"] < 0):
         wrong.append("stage/epoch")
+    last = ckpt["records"][-1] if not wrong and ckpt["records"] else None
+    if last is not None and (last["stage_index"], last["epoch"]) != (ckpt["stage"], ckpt["epoch"] + 1):
+        wrong.append("records: the last is not the checkpoint's epoch")
     if wrong:
         raise CheckpointError(f"{path}: damaged checkpoint (bad {', '.join(dict.fromkeys(wrong))})")
 
@@ -270,9 +293,12 @@ def load_checkpoint(run_dir: Path) -> dict[str, Any] | None:
 def restore_rng(ckpt: dict[str, Any]) -> None:
     """Put a checkpoint's RNG states in place (:func:`load_checkpoint` does; so does a DDP rank that
     received the checkpoint from rank 0)."""
-    torch.set_rng_state(ckpt["rng"]["torch"])
-    if "cuda" in ckpt["rng"] and torch.cuda.is_available():
-        torch.cuda.set_rng_state_all(ckpt["rng"]["cuda"])
+    try:
+        torch.set_rng_state(ckpt["rng"]["torch"])
+        if "cuda" in ckpt["rng"] and torch.cuda.is_available():
+            torch.cuda.set_rng_state_all(ckpt["rng"]["cuda"])
+    except (RuntimeError, TypeError, ValueError) as exc:  # a state torch cannot take (another build, another GPU count)
+        raise CheckpointError(f"damaged checkpoint (its RNG state cannot be restored: {exc})") from None
 
 
 # ---------------------------------------------------------------------- signals

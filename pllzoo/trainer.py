@@ -417,7 +417,8 @@ class Trainer:
                             [r.get("wall_s", 0.0) for r in records])
         plan = self.stages()
         if ckpt and ckpt["stage"] >= len(plan):
-            raise PLLZooError(f"checkpoint of stage {ckpt['stage']}, but this recipe has {len(plan)} stage(s): "
+            where = f"{Path(self.run_dir) / CHECKPOINT}: " if self.run_dir is not None else ""
+            raise PLLZooError(f"{where}checkpoint of stage {ckpt['stage']}, but this recipe has {len(plan)} stage(s): "
                               "it belongs to another run")
         for stage in plan:
             if ckpt and stage.index < ckpt["stage"]:
