@@ -22,7 +22,7 @@ from pllzoo.data.base import DataOptions
 from pllzoo.errors import PLLZooError
 from pllzoo.portable import portable
 from pllzoo.registry import Registry
-from pllzoo.results import DamagedRun, read_log, run_id
+from pllzoo.results import DamagedRun, check_same_run, read_log, run_id
 from pllzoo.run import TrainConfig
 from pllzoo.devices import resolve_device
 from pllzoo.trainer import Trainer
@@ -76,6 +76,7 @@ def rescore(registry: Registry, run_dir: Path, overrides: dict[str, str], predic
         raise PLLZooError(f"{run_dir}: no checkpoint.pt (checkpoints are not kept in git; re-run the training)")
     records = read_log(run_dir)  # DamagedRun: one line
     config = _config(run_dir)
+    check_same_run(config, records[0], run_dir)  # the log of another run (a copied or pasted log.jsonl)
     try:
         ckpt = load_checkpoint(run_dir)
         check_owner(ckpt, run_dir / NAME, run=run_id(portable(config)), method=config["method"],

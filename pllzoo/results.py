@@ -228,6 +228,9 @@ def _finite_number(v: Any) -> bool:
     return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
 
 
+RUN_KEYS = ("method", "dataset", "seed")  # what names a run in its records and its config.json
+
+
 def _check_record_types(records: list[dict[str, Any]], where: Path | str) -> None:
     """The fields the tables read of each record have the types pllzoo writes: ``method``, ``dataset`` and
     ``stage`` strings, ``seed``, ``epoch`` and ``epochs`` integers, the accuracies finite numbers or null,
@@ -240,11 +243,20 @@ def _check_record_types(records: list[dict[str, Any]], where: Path | str) -> Non
               **{c: (lambda v: v is None or _finite_number(v), "a finite number or null") for c in ACC_COLUMNS},
               "class_acc": (lambda v: v is None or isinstance(v, list) and all(
                   x is None or _finite_number(x) for x in v), "a list of finite numbers")}
+    first = records[0] if records else {}
     for rec in records:
         for key, (ok, what) in checks.items():
             if key in rec and not ok(rec[key]):
                 raise DamagedRun(f"{where}: damaged run (log.jsonl's {key} at epoch {rec.get('epoch')!r} is "
                                  f"{rec[key]!r:.60}, not {what})")
+        for key in ACC_COLUMNS:
+            if rec.get(key) is not None and not 0 <= rec[key] <= 100:
+                raise DamagedRun(f"{where}: damaged run (log.jsonl's {key} at epoch {rec.get('epoch')!r} is "
+                                 f"{rec[key]!r:.60}, not a percentage)")
+        for key in RUN_KEYS:  # one run's records: lines of another run pasted in would be averaged as a seed
+            if key in first and rec.get(key, first[key]) != first[key]:
+                raise DamagedRun(f"{where}: damaged run (log.jsonl's {key} at epoch {rec.get('epoch')!r} is "
+                                 f"{rec[key]!r:.60}, its first epoch's {first[key]!r:.60}: lines of two runs)")
 
 
 def _check_types(records: list[dict[str, Any]], config: dict[str, Any], where: Path) -> None:
@@ -254,6 +266,7 @@ def _check_types(records: list[dict[str, Any]], config: dict[str, Any], where: P
     def number(v: Any) -> bool:
         return v is None or isinstance(v, (int, float)) and not isinstance(v, bool)
 
+    check_same_run(config, records[0], where)
     data = config.get("data", {})
     if not isinstance(data, dict):
         raise DamagedRun(f"{where}: damaged run (config.json's data is a {type(data).__name__}, not a mapping)")
@@ -533,7 +546,16 @@ def run_config(run_dir: Path, first: dict[str, Any]) -> dict[str, Any]:
         config = None
     if not isinstance(config, dict) or "dataset" not in config:
         raise DamagedRun(f"{run_dir}: damaged run (config.json is not a pllzoo run config)")
+    check_same_run(config, first, run_dir)
     return config
+
+
+def check_same_run(config: dict[str, Any], first: dict[str, Any], where: Path | str) -> None:
+    """:raises DamagedRun: the log's first record names another method, dataset or seed than ``config``."""
+    other = next((k for k in RUN_KEYS if k in config and k in first and config[k] != first[k]), None)
+    if other is not None:
+        raise DamagedRun(f"{where}: damaged run (log.jsonl's {other} is {first[other]!r:.60}, config.json's "
+                         f"{config[other]!r:.60}: the log of another run)")
 
 
 def final_rows(df: pd.DataFrame) -> pd.DataFrame:

@@ -58,6 +58,14 @@ def _edit(key: str, value: str):
     return damage
 
 
+def _every(key: str, value: str):
+    """Set ``key`` of every record to the JSON text ``value``."""
+    def damage(run: Path) -> None:
+        recs = [{**json.loads(line), key: json.loads(value)} for line in _lines(run)]
+        (run / "log.jsonl").write_text("".join(json.dumps(r) + "\n" for r in recs))
+    return damage
+
+
 # name → (damage, what the one line says, what bench --resume then does)
 DAMAGE = {
     "truncated log": (_cut_log, "log.jsonl line 2 is not a JSON record", "resuming it from its checkpoint"),
@@ -84,6 +92,13 @@ DAMAGE = {
                           "resuming it from its checkpoint"),
     "class accuracies not a list": (_edit("class_acc", '"x"'), "log.jsonl's class_acc at epoch 2 is 'x', not a list",
                                     "resuming it from its checkpoint"),
+    # parseable, of the right types, and still not this run's (an outside review: averaged as a second seed)
+    "a line of another method": (_edit("method", '"cc"'), "log.jsonl's method at epoch 2 is 'cc', its first "
+                                 "epoch's 'proden': lines of two runs", "resuming it from its checkpoint"),
+    "accuracy above 100": (_edit("acc_all", "420.3"), "log.jsonl's acc_all at epoch 2 is 420.3, not a percentage",
+                           "resuming it from its checkpoint"),
+    "the log of another seed": (_every("seed", "9"), "log.jsonl's seed is 9, config.json's 1: the log of another run",
+                                "resuming it from its checkpoint"),
     "truncated checkpoint": (_cut_checkpoint, "truncated or corrupt", "retraining the run from the start"),
     "empty checkpoint": (lambda r: (r / "checkpoint.pt").write_bytes(b""), "empty, 0 bytes",
                          "retraining the run from the start"),
