@@ -52,8 +52,8 @@ from pllzoo.registry import Registry
 from pllzoo.results import (RESULT_COLUMNS, env_info, final_rows, load, order_methods, plugins_env, write_json,
                             write_jsonl)
 from pllzoo.run import BOOKKEEPING_FIELDS
-from pllzoo.runfolders import (data_change, finished_records, recorded_env, results_lock, reusable, settle, settle_all,
-                               supplier_change, take_lock)
+from pllzoo.runfolders import (data_change, finished_records, recorded_env, recover, results_lock, retrain_note,
+                               reusable, settle, settle_all, supplier_change, take_lock)
 from pllzoo.threads import default_threads, set_threads
 from pllzoo.trainer import Trainer
 
@@ -80,7 +80,10 @@ def execute(
 
     Finished runs are never lost: without ``resume`` a finished run is reused with a one-line warning,
     or with ``overwrite`` retrained into ``runs/.<run-id>.tmp-<pid>`` and swapped in only when it finished
-    (a failure or a stop keeps the old run); an unfinished run folder is retrained the same way.  Each run
+    (a failure or a stop keeps the old run); an unfinished or damaged run folder is retrained the same way, with a
+    one-line note (:func:`~pllzoo.runfolders.retrain_note`), and stays when the retraining stops before it gets
+    further (:func:`~pllzoo.runfolders.settle`).  What a bench killed during a swap left is put right first
+    (:func:`~pllzoo.runfolders.recover`).  Each run
     folder is locked (``runs/<run-id>.lock``) while this bench works on it: a run locked by another live
     bench is skipped with one warning (and the bench ends with :class:`~pllzoo.checkpoint.Stopped`, exit 75, once
     the others are done).  ``results.csv`` is rebuilt, under ``OUT/results.lock``, from every
@@ -143,6 +146,9 @@ def execute(
                     finals.append(None)
                     continue
                 locks.append(lock)
+                put_back = recover(runs_dir, p.run_id)
+                if put_back is not None:
+                    warnings.warn(put_back)
                 target = run_dir
                 if p.run_id in archived and not overwrite and (not run_dir.exists() or
                                                                finished_records(run_dir) is None):
@@ -166,6 +172,10 @@ def execute(
                             on_run(p, "reused")
                         finals.append(records[-1])
                         continue
+                    if records is None and not resume and not overwrite:
+                        note = retrain_note(run_dir)
+                        if note is not None:
+                            warnings.warn(f"{_name(p)}: {note}")
                     target = runs_dir / f".{p.run_id}.tmp-{os.getpid()}"
                     shutil.rmtree(target, ignore_errors=True)
                     swaps[len(finals)] = (target, run_dir, records is not None)

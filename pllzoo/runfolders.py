@@ -72,16 +72,34 @@ def settle_all(swaps: dict[int, tuple[Path, Path, bool]], finals: list, failed: 
             failed[i] += "; the earlier finished run is kept"
 
 
+def progress(folder: Path) -> int:
+    """The epochs a run folder holds that a bench can use: its log's lines when it finished or has a checkpoint to
+    resume from, else 0."""
+    if not ((folder / "done").exists() or (folder / checkpoint.NAME).exists()):
+        return 0
+    try:
+        return sum(1 for line in (folder / "log.jsonl").read_text(errors="replace").splitlines() if line.strip())
+    except OSError:
+        return 0
+
+
 def settle(swaps: dict[int, tuple[Path, Path, bool]], i: int, ok: bool, discard: bool = False) -> bool:
-    """Put run ``i``'s temporary folder in place of its run folder when it finished (``ok``) or the old folder
-    held no finished run (a failed or stopped retraining of an unfinished run replaces it, for its error.txt or
-    ``--resume``); otherwise, or with ``discard`` (an interruption), remove the temporary folder.  True when
-    an old finished run was kept."""
+    """Put run ``i``'s temporary folder in place of its run folder when it finished (``ok``), or when it failed or
+    stopped further along than the old folder, which held no finished run (for its error.txt or ``--resume``);
+    otherwise, or with ``discard`` (an interruption), remove the temporary folder: a retraining that stops early
+    never costs the epochs an unfinished or damaged run folder holds (the failure's error.txt goes into the kept
+    folder).  True when an old finished run was kept."""
     if i not in swaps:
         return False
     tmp, run_dir, old_finished = swaps.pop(i)
     if not tmp.exists():
         return old_finished
+    if not discard and not ok and not old_finished and run_dir.exists() and progress(run_dir) > progress(tmp):
+        if (tmp / "error.txt").exists():
+            shutil.copyfile(tmp / "error.txt", run_dir / "error.txt")
+        warnings.warn(f"{run_dir}: kept as it was ({progress(run_dir)} epochs); the retraining that stopped "
+                      f"after {progress(tmp)} did not get as far")
+        discard = True
     if discard or (old_finished and not ok):
         shutil.rmtree(tmp, ignore_errors=True)
         return old_finished
@@ -94,18 +112,63 @@ def settle(swaps: dict[int, tuple[Path, Path, bool]], i: int, ok: bool, discard:
     return False
 
 
+def recover(runs_dir: Path, run_id: str) -> str | None:
+    """Put right what a bench that died while it held run ``run_id`` left (call with the run's lock held: its
+    temporary folders are then no live bench's).  A swap (:func:`settle`) is two renames; killed between them, the
+    run folder is missing and the finished run lies set aside as ``.<id>.old-<pid>``, the new one as
+    ``.<id>.tmp-<pid>``: the new one goes in place when it finished, else the old one.  Every other leftover
+    temporary folder of the run (a killed ``--overwrite`` retraining) is removed.  Returns what was put back, for
+    a warning, or None."""
+    run_dir = runs_dir / run_id
+    olds, tmps = sorted(runs_dir.glob(f".{run_id}.old-*")), sorted(runs_dir.glob(f".{run_id}.tmp-*"))
+    said = None
+    if not run_dir.exists() and (olds or tmps):
+        new = next((t for t in tmps if (t / "done").exists()), None)
+        back = new or (olds[-1] if olds else None)
+        if back is not None:
+            os.replace(back, run_dir)
+            said = (f"{run_dir}: put back from {back.name}, where a bench that was killed while it swapped the run "
+                    f"in left it ({'the retrained, finished run' if back is new else 'the earlier run'})")
+    for leftover in (*olds, *tmps):
+        shutil.rmtree(leftover, ignore_errors=True)
+    return said
+
+
 def finished_records(run_dir: Path) -> list[dict[str, Any]] | None:
     """The records of the finished, undamaged run in ``run_dir`` (as ``report`` reads it), else None; changes nothing."""
+    return _finished(run_dir)[0]
+
+
+def _finished(run_dir: Path) -> tuple[list[dict[str, Any]] | None, str | None]:
+    """(the records of the finished, undamaged run in ``run_dir``, None) or (None, why it is damaged: one line, or
+    None when it did not finish)."""
     if not (run_dir / "done").exists():
-        return None
+        return None, None
     try:
         records = read_log(run_dir)
         run_config(run_dir, records[0])  # a finished run's config.json must be whole too
         if (run_dir / checkpoint.NAME).exists():
             checkpoint.quick_check(run_dir / checkpoint.NAME)
-    except (DamagedRun, checkpoint.CheckpointError):
+    except (DamagedRun, checkpoint.CheckpointError) as exc:
+        return None, str(exc)
+    return records, None
+
+
+def retrain_note(run_dir: Path) -> str | None:
+    """What a bench without ``--resume`` says before it trains again over ``run_dir``, which holds no usable
+    finished run: a finished run that is damaged, or an unfinished one it could continue; None for a folder with
+    nothing to lose (a failed run without a checkpoint).  The old folder stays until the new run gets further
+    (:func:`settle`)."""
+    records, why = _finished(run_dir)
+    if records is not None:
         return None
-    return records
+    kept = "the folder stays until the new run gets further"
+    if why is not None:
+        return f"{why}; retraining it ({kept}; --resume may restore it from its checkpoint)"
+    if (run_dir / checkpoint.NAME).exists():
+        return (f"{run_dir}: unfinished, {progress(run_dir)} epoch(s) with a checkpoint; retraining it from the start "
+                f"without --resume ({kept}; --resume continues it)")
+    return None
 
 
 STALE_LOCK_S = 30.0  # a lock file without a PID (its writer died between creating and writing it) after this

@@ -232,3 +232,81 @@ def test_a_finished_run_of_another_plugins_component_is_retrained_not_reused(tmp
                "of plugin 'pb' (in-process); it is retrained" in m for m in said), said
     env = (tmp_path / "runs" / first.run_id / "env.json").read_text()
     assert '"plugin": "pb"' in env and read_jsonl(tmp_path / "runs" / first.run_id / "log.jsonl") != log
+
+
+LONG = ["--epochs", "6", "--hp", "train.checkpoint_every=1"]  # a checkpoint at every epoch
+
+
+def _stop_after(epochs: int):
+    """Trainer.fit that trains ``epochs`` epochs (checkpointed) and then stops as a SIGINT's clean stop does."""
+    from pllzoo.checkpoint import Stopped
+
+    real = Trainer._epoch
+
+    def epoch(self, stage, e, *args, **kwargs):
+        if e >= epochs:
+            raise Stopped(f"stopped by SIGINT after epoch {e}/6 of stage 'train'", 130)
+        return real(self, stage, e, *args, **kwargs)
+
+    return epoch
+
+
+def _lines(run: Path) -> int:
+    return len((run / "log.jsonl").read_text().splitlines())
+
+
+@pytest.mark.parametrize("damage", ["unfinished", "damaged checkpoint", "damaged log"])
+def test_a_plain_bench_says_what_it_retrains_and_an_early_stop_keeps_the_further_folder(tmp_path, monkeypatch,
+                                                                                       damage):
+    """An outside review lost runs this way: a bench without --resume over an unfinished run (or a finished one
+    whose checkpoint or log was damaged) retrained it silently, and a Ctrl-C after a few epochs replaced the folder
+    with the shorter retraining.  Now one line says what it does, and the folder that got further stays."""
+    out = tmp_path / "o"
+    with monkeypatch.context() as m:
+        if damage == "unfinished":
+            m.setattr(Trainer, "_epoch", _stop_after(4))
+        res = _bench(out, "--methods", "proden", *LONG)
+    run = _run(out)
+    if damage == "unfinished":
+        assert res.exit_code == 130 and _lines(run) == 4 and not (run / "done").exists()
+        says = "unfinished, 4 epoch(s) with a checkpoint; retraining it from the start without --resume"
+    elif damage == "damaged checkpoint":
+        data = (run / "checkpoint.pt").read_bytes()
+        (run / "checkpoint.pt").write_bytes(data[: len(data) // 2])
+        says = "checkpoint.pt: damaged checkpoint"
+    else:
+        text = (run / "log.jsonl").read_text().splitlines()
+        (run / "log.jsonl").write_text("\n".join(text[:-1]) + "\n")
+        says = "log.jsonl ends at epoch 5 of 6"
+    before = _snapshot(run)
+    with monkeypatch.context() as m:
+        m.setattr(Trainer, "_epoch", _stop_after(2))
+        res = _bench(out, "--methods", "proden", *LONG)
+    assert res.exit_code == 130, res.output
+    notes = [line for line in res.output.splitlines() if line.startswith("Warning: proden seed 1: ")]
+    assert len(notes) == 1 and says in notes[0] and "the folder stays until the new run gets further" in notes[0]
+    assert any("kept as it was" in line and "after 2 did not get as far" in line for line in res.output.splitlines())
+    assert _snapshot(run) == before and sorted(p.name for p in (out / "runs").iterdir()) == [run.name]
+    res = _bench(out, "--methods", "proden", *LONG, "--resume")  # and what was kept is what --resume uses
+    assert res.exit_code == 0 and (run / "done").exists() and _lines(run) == 6, res.output
+
+
+@pytest.mark.parametrize("new_done", [True, False])
+def test_a_swap_killed_between_its_renames_is_put_right_by_the_next_bench(out, new_done):
+    """``--overwrite`` swaps a retrained run in with two renames; a kill between them left the run folder missing
+    (report and evaluate lost it) and both copies hidden for good.  The next bench holding the run's lock puts
+    the finished new copy in place, else the old one, and removes the leftovers."""
+    run = _run(out)
+    old = out / "runs" / f".{run.name}.old-99999"
+    new = out / "runs" / f".{run.name}.tmp-99999"
+    shutil.copytree(run, new)
+    if not new_done:
+        (new / "done").unlink()
+    (new / "marker").write_text("new")
+    os.replace(run, old)
+    res = _bench(out, "--methods", "proden")
+    assert res.exit_code == 0, res.output
+    assert f"put back from {(new if new_done else old).name}" in res.output
+    assert sorted(p.name for p in (out / "runs").iterdir()) == [run.name] and (run / "done").exists()
+    assert (run / "marker").exists() == new_done
+    assert "reusing finished run" in res.output  # the put-back run is the finished run, reused
