@@ -115,6 +115,27 @@ def read(out: Path) -> dict[str, ArchivedRun]:
     return runs
 
 
+def finished(out: Path) -> tuple[dict[str, list[dict[str, Any]]], dict[str, dict[str, Any]], dict[str, str]]:
+    """The finished runs archived in ``out``, by run id: the records and the env of each undamaged one, and the
+    one-line damage of the others (a log that is not whole, or of another run than its config:
+    :func:`pllzoo.results.check_log`, :func:`~pllzoo.results.check_same_run`), which a bench retrains."""
+    from pllzoo.results import DamagedRun, check_log, check_same_run
+
+    found, envs, damaged = {}, {}, {}
+    for name, run in read(out).items():
+        if run.done:
+            where = Path(out) / NAME / name
+            try:
+                found[name] = check_log(run.records, where)
+                check_same_run(run.config, run.records[0], where)
+            except DamagedRun as exc:
+                found.pop(name, None)
+                damaged[name] = str(exc)
+                continue
+            envs[name] = run.env
+    return found, envs, damaged
+
+
 def from_folder(run_dir: Path) -> ArchivedRun | None:
     """The archive entry of the run folder ``run_dir``; None when it has no log or config (nothing to keep).
 

@@ -109,7 +109,7 @@ def execute(
     runs_dir = Path(out) / "runs"
     runs_dir.mkdir(parents=True, exist_ok=True)
     _migrate(out)
-    archived, archived_env = _archived(out)  # run id → records (and env) of the finished runs in OUT/runs.jsonl.xz
+    archived, archived_env, archived_damage = archive.finished(out)  # run id → records, env, damage of OUT's archive
     shas: dict[int, str] = {}  # id(p.data) → its fingerprint, made only for runs that are reused
 
     def reuse_warning(p: RunPlan, env: dict[str, Any] | None, where: str) -> str:
@@ -159,6 +159,8 @@ def execute(
                         on_run(p, "reused")
                     finals.append(archived[p.run_id][-1])
                     continue
+                if p.run_id in archived_damage and not run_dir.exists():  # retrained, as a damaged folder is
+                    warnings.warn(f"{_name(p)}: {archived_damage[p.run_id]}; retraining it")
                 records = (reusable(run_dir) if resume else finished_records(run_dir)) if run_dir.exists() else None
                 changed = supplier_change(run_dir, p.plugins or plugins_env(registry, p.method)) \
                     if records is not None and not overwrite else None
@@ -273,22 +275,6 @@ def _migrate(out: Path) -> None:
     if moved:
         warnings.warn(f"{out}: moved {len(moved)} run(s) recorded under old run ids (with machine paths) to their "
                       f"new ids, e.g. {next(iter(moved))} -> {next(iter(moved.values()))}")
-
-
-def _archived(out: Path) -> tuple[dict[str, list[dict[str, Any]]], dict[str, dict[str, Any]]]:
-    """The records, and the env, of the finished, undamaged runs archived in ``out`` (:mod:`pllzoo.archive`),
-    by run id."""
-    from pllzoo.results import DamagedRun, check_log
-
-    found, envs = {}, {}
-    for name, run in archive.read(out).items():
-        if run.done:
-            try:
-                found[name] = check_log(run.records, Path(out) / archive.NAME / name)
-            except DamagedRun:
-                continue  # retrained; report names it
-            envs[name] = run.env
-    return found, envs
 
 
 def agree_on_plans(plans: list[RunPlan]) -> None:

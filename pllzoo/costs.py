@@ -94,8 +94,8 @@ def run_costs(registry: Registry, plans: list[RunPlan], out: Path, overwrite: bo
     with ``resume``, ``done`` counts the epochs an unfinished run with a checkpoint has trained already."""
     from pllzoo import archive
 
-    try:  # finished runs kept in OUT/runs.jsonl.xz are reused as run folders are (pllzoo.bench.execute)
-        archived = {name for name, run in archive.read(Path(out)).items() if run.done}
+    try:  # finished, undamaged runs kept in OUT/runs.jsonl.xz are reused as run folders are (pllzoo.bench.execute)
+        archived = set(archive.finished(Path(out))[0])
     except PLLZooError:  # an unreadable archive: bench says so when it runs
         archived = set()
     from pllzoo.runfolders import finished_records

@@ -294,3 +294,27 @@ def test_the_plan_counts_archived_runs_as_finished(out, tmp_path):
     res = CliRunner().invoke(cli, [*FINISHED_ARGS, "--out", str(out), "--dry-run"])
     assert res.exit_code == 0, res.output
     assert "4 finished under --out, reused" in res.stderr
+
+
+@pytest.mark.parametrize("damage, says", [
+    ("cut", "ends at epoch 1 of 2"),
+    ("another method", "log.jsonl's method is 'cc', config.json's 'proden': the log of another run"),
+])
+def test_a_bench_over_a_damaged_archived_run_says_so_and_retrains_it(out, damage, says):
+    """An archive-only folder (as git keeps a study) with a damaged run: the plan counted it as reused and the
+    bench retrained it without a word; now the plan counts it for training and one line says why."""
+    import dataclasses
+
+    _archive_only(out)
+    runs = archive.read(out)
+    name = next(n for n in sorted(runs) if n.startswith("proden") and "__s1-" in n)
+    run = runs[name]
+    records = run.records[:1] if damage == "cut" else [{**r, "method": "cc"} for r in run.records]
+    runs[name] = dataclasses.replace(run, records=records)
+    (out / archive.NAME).write_bytes(archive.encode(list(runs.values())))
+    res = CliRunner().invoke(cli, [*FINISHED_ARGS, "--out", str(out)])
+    assert res.exit_code == 0, res.output
+    assert "3 finished under --out, reused" in res.output
+    notes = [line for line in res.output.splitlines() if line.startswith("Warning: proden seed 1: ")]
+    assert len(notes) == 1 and says in notes[0] and notes[0].endswith("; retraining it")
+    assert (out / "runs" / name / "done").exists()
