@@ -4,6 +4,7 @@
 # and mixup off on tabular data). Writes results/ next to this file.
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
+out="${OUT:-results}"; [[ "$out" = /* ]] || out="$here/$out"  # OUT: absolute, or under this folder
 data="${DATA_DIR:-$here/../../../shared/data}"
 pllzoo bench --methods solar,proden,cc,lws,mse,exp,valen,pico --dataset birdsong --data-dir "$data" \
-  --seeds 1,2 --device cpu --out "$here/${OUT:-results}" "$@"
+  --seeds 1,2 --device cpu --out "$out" "$@"

@@ -5,6 +5,7 @@
 #   EST_EPOCHS (solar's pre-estimation, default 20), OUT (default results)
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
+out="${OUT:-results}"; [[ "$out" = /* ]] || out="$here/$out"  # OUT: absolute, or under this folder
 data="${DATA_DIR:-$here/../../../shared/data}"
 methods="${METHODS:-solar,proden}"
 per_method=()  # each method's flags (bench refuses a METHOD: prefix that is not in --methods)
@@ -21,4 +22,4 @@ done
 pllzoo bench --methods "$methods" --dataset cifar10lt --data-dir "$data" --phi "${PHI:-0.5}" --imb 100 \
   --seeds "${SEEDS:-1}" --epochs "${EPOCHS:-40}" --device cpu \
   --hp train.model=cnn --hp train.lr=0.05 --hp train.schedule=cosine --hp train.weight_decay=5e-4 \
-  "${per_method[@]}" --out "$here/${OUT:-results}" "$@"
+  "${per_method[@]}" --out "$out" "$@"
