@@ -61,6 +61,30 @@ def estimate(registry: Registry, plans: list[RunPlan], costs: list[cost_lib.RunC
     return seconds, timed, None
 
 
+def show_estimate(registry: Registry, plans: list[RunPlan], costs: list[cost_lib.RunCost], threads: int | None,
+                  jobs: int, time: bool, untimed: str) -> tuple[dict[str, float], float | None]:
+    """Print the estimate (from a timing of the first steps when ``time``; else a line that the progress gives it,
+    ``untimed`` saying when that is) and the cost warning; ``pllzoo sweep`` shows its trials' with it too.
+
+    :returns: the estimated seconds per run id (empty without an estimate) and their total (None: none).
+    """
+    seconds: dict[str, float] = {}
+    total = None
+    if time:
+        seconds, timed, why = estimate(registry, plans, costs, threads, jobs)
+        if why is not None:
+            click.echo(f"estimate: none, {why}", err=True)
+        elif timed:
+            click.echo(cost_lib.estimate_line(costs, seconds, timed, jobs), err=True)
+            total = cost_lib.bench_seconds(list(seconds.values()), jobs)
+    else:
+        click.echo(f"estimate: from the first epochs, in the progress (no timing here {untimed})", err=True)
+    warning = cost_lib.cost_warning(costs, total)
+    if warning is not None:
+        click.echo(warning, err=True)
+    return seconds, total
+
+
 def show_plan(registry: Registry, plans: list[RunPlan], out: Path, overwrite: bool = False, jobs: int = 1,
               threads: int | None = None, time: bool = True, dry_run: bool = False, resume: bool = False,
               ) -> tuple[list[cost_lib.RunCost], dict[str, float]]:
@@ -76,21 +100,7 @@ def show_plan(registry: Registry, plans: list[RunPlan], out: Path, overwrite: bo
     costs = cost_lib.run_costs(registry, plans, out, overwrite=overwrite, resume=resume)
     for line in cost_lib.plan_lines(costs, jobs):
         click.echo(line, err=True)
-    seconds: dict[str, float] = {}
-    total = None
-    if time:
-        seconds, timed, why = estimate(registry, plans, costs, threads, jobs)
-        if why is not None:
-            click.echo(f"estimate: none, {why}", err=True)
-        elif timed:
-            click.echo(cost_lib.estimate_line(costs, seconds, timed, jobs), err=True)
-            total = cost_lib.bench_seconds(list(seconds.values()), jobs)
-    else:
-        click.echo("estimate: from the first epochs, in the progress (no timing here with --jobs or torchrun)",
-                   err=True)
-    warning = cost_lib.cost_warning(costs, total)
-    if warning is not None:
-        click.echo(warning, err=True)
+    seconds, total = show_estimate(registry, plans, costs, threads, jobs, time, "with --jobs or torchrun")
     tip = cost_lib.graphs_tip(costs, all(p.train.compile != "none" for p in plans), total)
     if tip is not None:
         click.echo(tip, err=True)

@@ -61,11 +61,10 @@ def sweep(methods, dataset, seeds, specs, space_file, trials, draw_seed, rule, h
     from rich.console import Console
 
     from pllzoo import checkpoint
-    from pllzoo import costs as cost_lib
     from pllzoo import sweep as sw
     from pllzoo.bench import parse_overrides
     from pllzoo.cli.bench import check_out
-    from pllzoo.cli.bench_plan import estimate
+    from pllzoo.cli.bench_plan import show_estimate
     from pllzoo.progress import BenchProgress
     from pllzoo.data.base import DataOptions
     from pllzoo.registry import get_registry
@@ -95,19 +94,7 @@ def sweep(methods, dataset, seeds, specs, space_file, trials, draw_seed, rule, h
     for line in sw.plan_lines(planned, per_trial, jobs):
         click.echo(line, err=True)
     flat_plans, flat = [p for t in planned for p in t.plans], [c for cs in per_trial for c in cs]
-    seconds, total = {}, None
-    if jobs == 1:
-        seconds, timed, why = estimate(reg, flat_plans, flat, threads, jobs)
-        if why is not None:
-            click.echo(f"estimate: none, {why}", err=True)
-        elif timed:
-            click.echo(cost_lib.estimate_line(flat, seconds, timed, jobs), err=True)
-            total = cost_lib.bench_seconds(list(seconds.values()), jobs)
-    else:
-        click.echo("estimate: from the first epochs, in the progress (no timing here with --jobs)", err=True)
-    warning = cost_lib.cost_warning(flat, total)
-    if warning is not None:
-        click.echo(warning, err=True)
+    seconds, _ = show_estimate(reg, flat_plans, flat, threads, jobs, jobs == 1, "with --jobs")
     if dry_run:
         click.echo("dry run: nothing trained or written", err=True)
         return

@@ -63,9 +63,16 @@ def test_tail_target_by_hand():
     assert not y.requires_grad  # a target: no gradient through it
     # not masked by Y: with the candidate set {0} the target's argmax is a non-candidate
     assert int(y.argmax(1)) != 0
-    # a class without candidate mass (π_j = 0): finite (clamped at 1e-12), the code's log 0 gives NaN
-    y0 = tail_target(z_head, torch.tensor([0.75, 0.25, 0.0]), tau=2.0)
-    assert torch.isfinite(y0).all() and int(y0.argmax(1)) == 2
+    # a class without candidate mass (π_j = 0): finite (clamped at 1e-12), the code's log 0 gives NaN; the clamp
+    # gives it e^0/1e-24 against e/0.5625 + 1/0.0625: all of the target, to float precision
+    zero = torch.tensor([0.75, 0.25, 0.0])
+    y0 = tail_target(z_head, zero, tau=2.0)
+    assert torch.isfinite(y0).all() and int(y0.argmax(1)) == 2 and float(y0[0, 2]) == 1.0
+    # "exclude" leaves it out: softmax over classes 0 and 1 alone, ∝ [e/0.5625, 1/0.0625] = [4.832501, 16]
+    y1 = tail_target(z_head, zero, tau=2.0, zero_prior="exclude")
+    torch.testing.assert_close(y1, torch.tensor([[4.832501 / 20.832501, 16 / 20.832501, 0.0]]), atol=2e-6, rtol=0)
+    # with no class of prior 0 the two are the same bits
+    assert torch.equal(tail_target(z_head, PRIOR, 2.0, "exclude"), y)
 
 
 def test_fusion_loss_by_hand():

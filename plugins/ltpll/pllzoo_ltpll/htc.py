@@ -50,7 +50,11 @@ Deviations:
     (0/0 = NaN).
     Test: tests/unit/test_htc.py::test_post_step_moves_w_towards_the_pre_step_tail_prediction
   * Step 4 takes log π^H of π^H clamped at 1e-12 (the code: log π^H, so a class without any candidate
-    mass would give −∞ and NaN targets); identical otherwise.  Test: ::test_tail_target_by_hand
+    mass would give −∞ and NaN targets); identical otherwise.  Such a class is no sample's label, and the
+    clamp gives it e^z/1e-24: all of ỹ, in every row.  Italian has 11 labels that are no candidate of any
+    training row, so there the tail branch trains towards them all run; ``loss.zero_prior=exclude`` leaves
+    them out of ỹ instead (the same bits where every class has candidate mass).  Measured in
+    benchmarks/realworld/README.md ("HTC's classes of prior 0").  Test: ::test_tail_target_by_hand
   * A branch with one selected row skips L_mix.  The code mixes that row with itself, i.e. adds
     η·CE(f(x_i), u_i) from a forward of one row, whose BatchNorm statistics are that one sample's (and
     BatchNorm1d, pllzoo's MLP, refuses one row in train mode).  |R| is at least the number of distinct
@@ -108,9 +112,17 @@ def ensemble(attention: torch.nn.Module, z_head: torch.Tensor, z_tail: torch.Ten
     return torch.softmax(w[:, :1] * q1 + w[:, 1:] * q2, dim=1)
 
 
-def tail_target(z_head: torch.Tensor, prior: torch.Tensor, tau: float) -> torch.Tensor:
-    """ỹ = softmax(z^H − τ·log π^H), detached, over all K classes (Alg. l.4)."""
-    return torch.softmax(z_head.detach().float() - tau * torch.log(prior.clamp_min(1e-12)), dim=1)
+def tail_target(z_head: torch.Tensor, prior: torch.Tensor, tau: float, zero_prior: str = "clamp") -> torch.Tensor:
+    """ỹ = softmax(z^H − τ·log π^H), detached, over all K classes (Alg. l.4).
+
+    A class of head prior π^H_j = 0 has no candidate mass in any row (W's update is masked by Y), so it is no
+    sample's label; the formula gives it +∞ (the code: NaN targets).  ``zero_prior="clamp"`` takes π^H clamped at
+    1e-12, which puts (almost) all of ỹ on those classes; ``"exclude"`` leaves them out of the softmax.  With no
+    such class the two are the same bits."""
+    z = z_head.detach().float() - tau * torch.log(prior.clamp_min(1e-12))
+    if zero_prior == "exclude":
+        z = z.masked_fill(prior <= 0, float("-inf"))
+    return torch.softmax(z, dim=1)
 
 
 def fusion_loss(targets: torch.Tensor, p_fused: torch.Tensor) -> torch.Tensor:
@@ -207,6 +219,9 @@ class HTCLossHParams:
     fusion_weight: float = hp(0.5, "final weight ω of the fusion loss, ramped over all epochs", ge=0)
     weight_eps: float = hp(1e-5, "ε in log(π^H + ε) of the ensemble's head input (> 0: a class of prior 0 "
                                  "would give NaN)", gt=0)
+    zero_prior: str = hp("clamp", "classes of head prior 0 (no sample's candidate) in the tail target: clamp "
+                         "(π^H at 1e-12: they take the target's mass) | exclude (left out; the code: NaN)",
+                         choices=("clamp", "exclude"), unnamed_when="clamp")
 
 
 class HTCLoss(Component):
@@ -241,7 +256,7 @@ class HTCLoss(Component):
         t, z_hw, z_hs = step.targets, step.logits, step.logits_strong
         z_tw, z_ts = self.tail(step.features), self.tail(step.features_strong)  # [B, K]
         step.scratch["htc_tail_logits"] = z_tw.detach()
-        y_tail = tail_target(z_hw, self.prior_head, self.hp.tau)  # l.4
+        y_tail = tail_target(z_hw, self.prior_head, self.hp.tau, self.hp.zero_prior)  # l.4
         batch = step.batch.size * step.dist.world  # B: the global batch's size (code: X_w.shape[0])
         rows_h = select(z_hw, t, self.prior_head, self.alpha, batch, step.dist)  # [B], the same on every rank
         rows_t = select(z_tw, y_tail, self.prior_tail, self.alpha, batch, step.dist)
