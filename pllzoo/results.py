@@ -215,6 +215,8 @@ def setting_label(config: dict[str, Any]) -> str:
         parts.append(f"φ={d['phi']:g}")
     if d.get("imb") is not None:
         parts.append(f"γ={d['imb']:g}")
+    if d.get("imb_type") == "step":  # exp, the default profile, goes unsaid
+        parts.append("step")
     if "layout" in d:  # the real-world .mat sets: the test protocol matters
         parts.append(str(d.get("split", "uniform")))
     for key in ("holdout", "subset"):
@@ -278,6 +280,9 @@ def _check_types(records: list[dict[str, Any]], config: dict[str, Any], where: P
 
 #: config keys that vary from seed to seed, or that the setting label and the method name already say
 _NOT_A_VARIANT = frozenset({"seed", "data", "method", "dataset"})
+#: keys of a config's data block that say what the data are and do not move with the seed (the rest of the block
+#: does: the split's counts, the candidate statistics): runs that differ in one are other experiments
+SEED_FREE_DATA = ("layout", "candidates", "source", "d", "n", "imb_type")
 
 
 def _flat(d: Any, prefix: str = "") -> dict[str, Any]:
@@ -300,7 +305,8 @@ def _settings(configs: dict[str, dict[str, Any]]) -> dict[str, str]:
         groups.setdefault((labels[key], str(c.get("method"))), []).append(key)
     out = dict(labels)
     for keys in groups.values():
-        flats = {k: _flat({n: v for n, v in configs[k].items() if n not in _NOT_A_VARIANT}) for k in keys}
+        flats = {k: {**_flat({n: v for n, v in configs[k].items() if n not in _NOT_A_VARIANT}),
+                     **{f"data.{n}": v for n, v in _seed_free(configs[k]).items()}} for k in keys}
         names = sorted({n for f in flats.values() for n in f})
         differ = [n for n in names if len({repr(f.get(n, "–")) for f in flats.values()}) > 1]
         if any(n.startswith("hparams.") for n in differ):  # a field left out at its recorded value: that value
@@ -310,6 +316,16 @@ def _settings(configs: dict[str, dict[str, Any]]) -> dict[str, str]:
             shown = ", ".join(f"{n.removeprefix('hparams.')}={flats[k].get(n, 'default')}" for n in differ)
             out[k] = f"{labels[k]} [{shown}]"
     return _tell_data_apart(configs, out)
+
+
+def _seed_free(config: dict[str, Any]) -> dict[str, Any]:
+    """The :data:`SEED_FREE_DATA` values of ``config``'s data block (``imb_type`` None, the dataset's default, as
+    exp: an explicit ``--imb-type exp`` is the same data)."""
+    data = config.get("data") if isinstance(config.get("data"), dict) else {}
+    out = {n: data[n] for n in SEED_FREE_DATA if n in data}
+    if out.get("imb_type") is None and data.get("imb") is not None:
+        out["imb_type"] = "exp"
+    return out
 
 
 def _tell_data_apart(configs: dict[str, dict[str, Any]], labels: dict[str, str]) -> dict[str, str]:

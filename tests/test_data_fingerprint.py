@@ -174,3 +174,30 @@ def test_runs_that_differ_only_in_how_the_data_came_count_once(tmp_path, shared_
     assert list(table["setting"]) == ["lost uniform"] and list(table["n"]) == [2]  # seeds 1 and 2, each once
     assert "the same setting, seed and data as" in res.output
     assert "which differs only in how the data came (e.g. --offline); each run counts once" in res.output
+
+
+def test_runs_of_other_seeds_on_other_data_are_not_pooled_either(tmp_path, shared_data):
+    """An outside review: the PALM lost.mat (seed 1) and the PRODEN-layout copy of it (seed 2) were averaged as
+    two seeds of "lost uniform", and so were a step-profile run and an exp one of synthetic-lt.  What the data
+    are and does not move with the seed (the layout, the long-tail profile) now makes a setting of its own, while
+    an explicit --imb-type exp is the default's setting."""
+    import pandas as pd
+
+    out = tmp_path / "out"
+    args = ["bench", "--methods", "proden", "--epochs", "1", "--threads", "1", "--out", str(out)]
+    proden_copy = shared_data / "pll" / "variants_proden_format" / "lost.mat"
+    if not proden_copy.exists():
+        pytest.skip(f"{proden_copy} is absent")
+    for extra in (["--dataset", "lost", "--data-dir", str(shared_data), "--seeds", "1"],
+                  ["--dataset", str(proden_copy), "--seeds", "2"],
+                  ["--dataset", "synthetic-lt", "--subset", "300", "--imb-type", "step", "--seeds", "1"],
+                  ["--dataset", "synthetic-lt", "--subset", "300", "--imb-type", "exp", "--seeds", "2"],
+                  ["--dataset", "synthetic-lt", "--subset", "300", "--seeds", "3"]):
+        res = CliRunner().invoke(cli, [*args, *extra])
+        assert res.exit_code == 0, res.output
+    res = CliRunner().invoke(cli, ["report", str(out), "--csv", str(tmp_path / "t.csv")])
+    assert res.exit_code == 0, res.output
+    table = pd.read_csv(tmp_path / "t.csv")
+    assert dict(zip(table["setting"], table["n"])) == {
+        "lost uniform [data.layout=palm]": 1, "lost uniform [data.layout=proden]": 1,
+        "synthetic-lt φ=0.5 γ=100 step subset=300": 1, "synthetic-lt φ=0.5 γ=100 subset=300": 2}
