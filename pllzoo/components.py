@@ -35,7 +35,7 @@ from types import MappingProxyType
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Mapping
 
-from pllzoo.errors import PLLZooError
+from pllzoo.errors import PLLZooError, UnknownNameError
 from pllzoo import hparams
 from pllzoo.hparams import NoHParams
 
@@ -157,8 +157,10 @@ def parse_method_string(text: str) -> tuple[str, dict[str, str | None]]:
         slot, comp = slot.strip(), comp.strip()
         if not eq or not comp:
             raise PLLZooError(f"bad swap {part!r} in {text!r}; write +slot=component, slots: {', '.join(SLOTS)}")
-        if slot not in SLOTS:
-            raise PLLZooError(f"unknown slot {slot!r} in {text!r}; slots: {', '.join(SLOTS)}")
+        if slot not in SLOTS:  # an unknown name, as an unknown method or component: exit 2 (README)
+            near = difflib.get_close_matches(slot, SLOTS, n=1)
+            raise UnknownNameError(f"unknown slot {slot!r} in {text!r}{f' (did you mean {near[0]}?)' if near else ''}; "
+                                   f"slots: {', '.join(SLOTS)}")
         if slot in swaps:
             raise PLLZooError(f"slot {slot!r} is swapped twice in {text!r}; swap each slot once")
         if comp == "none" and slot not in OPTIONAL_SLOTS:

@@ -182,6 +182,8 @@ CASES = [
     Case("unknown method", lambda c: _good(c, "--methods", "nope"), 2, "unknown method 'nope'; valid: "),
     Case("unknown component", lambda c: _good(c, "--methods", "proden+selection=x.y"), 2,
          "unknown selection component 'x.y'"),
+    Case("unknown slot", lambda c: _good(c, "--methods", "proden+selectoin=pllzoo.all"), 2,
+         "unknown slot 'selectoin' in 'proden+selectoin=pllzoo.all' (did you mean selection?)"),
     Case("unknown dataset", lambda c: ["--methods", "proden", "--dataset", "nope"], 2, "unknown dataset 'nope'"),
     Case("missing .mat", lambda c: ["--methods", "proden", "--dataset", str(c.tmp / "nowhere.mat")], 1,
          "no such file"),
