@@ -278,7 +278,9 @@ def _migrate(out: Path) -> None:
 
 
 def agree_on_plans(plans: list[RunPlan]) -> None:
-    """Under torchrun, before any run: every process planned rank 0's runs (the same run ids, in order).
+    """Under torchrun, before any run: every process planned rank 0's runs (the same run ids, in order), on the
+    same data (:func:`~pllzoo.data.base.fingerprint`: a run id names the data by name, shape and counts) with
+    the same plugin distributions and versions (``env.json`` records rank 0's).
 
     Rank 0 announces runs by their place in the plan (:func:`follow`), so a process started with other
     arguments, another config file, other data or other package versions would train another run beside
@@ -289,20 +291,26 @@ def agree_on_plans(plans: list[RunPlan]) -> None:
     dist = distributed.current()
     if not dist.active:
         return
-    mine = [p.run_id for p in plans]
+    shas: dict[int, str] = {}  # id(p.data) → its fingerprint: a run id names data by name, shape and counts only
+    mine = [(p.run_id, shas.setdefault(id(p.data), fingerprint(p.data)), json.dumps(p.plugins, sort_keys=True,
+                                                                                   default=str)) for p in plans]
     ours = dist.broadcast_object(mine)
-    differs = dist.sum_ints([int(r == dist.rank and mine != ours) for r in range(dist.world)])
+    parts = ("runs", "data", "plugin versions")  # what a rank's plan differs in first: 1 + its index, 0 if none
+    own = 1 if len(mine) != len(ours) else \
+        next((1 + i for i in range(len(parts)) if [m[i] for m in mine] != [o[i] for o in ours]), 0)
+    differs = dist.sum_ints([own if r == dist.rank else 0 for r in range(dist.world)])
     if any(differs):
-        ranks = ", ".join(str(r) for r, d in enumerate(differs) if d)
+        ranks = ", ".join(f"{r} ({parts[d - 1]})" for r, d in enumerate(differs) if d)
         raise PLLZooError(f"the {dist.world} processes planned different runs (rank {ranks} against rank 0: "
-                          f"{len(ours)} run(s), e.g. {ours[0] if ours else 'none'}); start every process with "
+                          f"{len(ours)} run(s), e.g. {ours[0][0] if ours else 'none'}); start every process with "
                           "the same arguments, config file, data and package versions")
 
 
 def follow(registry: Registry, plans: list[RunPlan], time_limit: float | None = None) -> None:
     """A rank other than 0 under torchrun: train each run rank 0 announces, with it, until it says done.
 
-    Nothing is written.  A run that stops here stops on rank 0 too (stops are decided collectively); a run
+    Nothing is written.  A run that stops here stops on rank 0 too (stops are decided collectively; once rank 0
+    says done, the stop is raised here too, for the same line and exit status on every process); a run
     that fails here usually fails on every rank (the same replicated computation, rank 0's verdict on its
     checkpoint), and then this rank goes on to rank 0's next announcement.  A failure that is this rank's
     alone (its device, its disk: the others do not report it within :func:`~pllzoo.distributed.failure_wait_s`)
@@ -313,10 +321,13 @@ def follow(registry: Registry, plans: list[RunPlan], time_limit: float | None = 
     dist = distributed.current()
     deadline = checkpoint.clock() + 60 * time_limit if time_limit is not None else None
     bench_no = next(_BENCHES)
+    stopped: checkpoint.Stopped | None = None
     with checkpoint.stop_signals():
         while True:
             message = dist.broadcast_object(None)
             if message[0] == "done":
+                if stopped is not None:  # every process ends with the stop's status, as rank 0 does
+                    raise stopped
                 return
             _, i, resume = message
             p = plans[i]
@@ -328,8 +339,8 @@ def follow(registry: Registry, plans: list[RunPlan], time_limit: float | None = 
                                       {"method": p.method.name, "dataset": p.data.name}, None, p.view_workers,
                                       deadline=deadline, check=p.check, dist=dist, registry=registry)
                     trainer.fit(resume=resume)
-            except checkpoint.Stopped:  # decided collectively: rank 0 stops too and records it
-                pass
+            except checkpoint.Stopped as exc:  # decided collectively: rank 0 stops too and records it
+                stopped = stopped or exc
             except Exception as exc:  # rank 0 records it when it failed there too; else this rank's alone
                 why = (str(exc).strip().splitlines() or [""])[0][:200]
                 alone = _failed_alone(dist, f"{bench_no}/{i}",

@@ -255,17 +255,24 @@ def valen_draw(ctx, s: torch.Tensor, seed: int) -> tuple[torch.Tensor, torch.Ten
 
 
 def plan_agreement(ctx) -> list[str]:
-    """``bench.agree_on_plans`` with the same plan on both ranks, then with rank 1 planning seed 2: each
-    answer is "" (agreed) or the one-line error; the same on every rank."""
+    """``bench.agree_on_plans`` with the same plan on both ranks, then with rank 1 planning seed 2, the same run
+    on other data, and with another plugin version: each answer is "" (agreed) or the one-line error; the same on
+    every rank."""
     from pllzoo import bench
     from pllzoo.data.base import DataOptions
     from pllzoo.errors import PLLZooError
     from pllzoo.registry import get_registry
 
     out = []
-    for seeds in ([1], [1] if ctx.rank == 0 else [2]):
+    for case in ("same", "seeds", "data", "plugins"):
+        seeds = [2] if case == "seeds" and ctx.rank == 1 else [1]
         plans = bench.plan(get_registry(), ["proden"], "synthetic-lt", seeds, DataOptions(subset=64), epochs=1,
                            batch_size=16, device="cpu")
+        if ctx.rank == 1 and case == "data":  # the same run id on other data (another file of the same name)
+            plans[0].data.x_train[0] += 1
+        if ctx.rank == 1 and case == "plugins":  # another version of a plugin on this process's path
+            plans[0].plugins = {**plans[0].plugins, "components": {"loss": {"plugin": "baselines", "dist": "x",
+                                                                            "version": "9"}}}
         try:
             bench.agree_on_plans(plans)
             out.append("")

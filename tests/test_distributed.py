@@ -516,10 +516,13 @@ def test_processes_that_planned_different_runs_end_the_bench_alike(small_jobs):
     """Rank 1 started with other seeds: every process gets the same one line, before any run trains."""
     answers = [rank[9] for rank in small_jobs]
     assert answers[0] == answers[1]
-    agreed, differs = answers[0]
+    agreed, differs, data, plugins = answers[0]
     assert agreed == ""
-    assert differs.startswith("the 2 processes planned different runs (rank 1 against rank 0: 1 run(s), e.g. "
-                              "proden__synthetic-lt__s1-") and "\n" not in differs
+    assert differs.startswith("the 2 processes planned different runs (rank 1 (runs) against rank 0: 1 run(s), "
+                              "e.g. proden__synthetic-lt__s1-") and "\n" not in differs
+    # the same run ids on other data, or with another plugin version: an outside review trained them together
+    assert data.startswith("the 2 processes planned different runs (rank 1 (data) against rank 0")
+    assert plugins.startswith("the 2 processes planned different runs (rank 1 (plugin versions) against rank 0")
 
 
 @pytest.mark.parametrize("method", ["ranktest-boom", "ranktest-all"])
@@ -547,3 +550,27 @@ def test_a_run_failing_on_one_process_ends_the_bench_soon(tmp_path, method):
     assert "timeout" not in (rank0 + rank1).lower()  # ended it (a count of messages, no wall-clock assert)
     assert list(rows["method"]) == ["ranktest-boom"] and list(rows["status"]) == ["failed"]
     assert "boom on rank 1" in rows["error"][0]  # the first cause, not rank 0's closed connection
+
+
+def test_a_collective_stop_ends_every_process_with_its_status(tmp_path):
+    """A --time-limit stop under torchrun: every process prints the stop line and exits 75 (rank 1 used to exit 0
+    with no line, so a job script on another node could not tell a clean stop from a finished bench)."""
+    import os
+    import stat
+    import subprocess
+    import sys
+
+    status = tmp_path / "status"
+    wrapper = tmp_path / "rank.sh"
+    wrapper.write_text(f'#!/bin/sh\n"{sys.executable}" -m pllzoo "$@"\nrc=$?\necho "$RANK $rc" >> "{status}"\n'
+                       'exit $rc\n')
+    wrapper.chmod(wrapper.stat().st_mode | stat.S_IEXEC)
+    args = ["bench", "--methods", "proden", "--dataset", "synthetic-lt", "--subset", "256", "--epochs", "100000",
+            "--batch-size", "32", "--device", "cpu", "--threads", "1", "--hp", "train.model=linear",
+            "--time-limit", "0.05", "--out", str(tmp_path / "out")]
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "PLLZOO_DIST_TIMEOUT_S": "30"}
+    res = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2",
+                          "--no-python", str(wrapper), *args], env=env, capture_output=True, text=True, timeout=150)
+    assert sorted(status.read_text().split("\n")[:-1]) == ["0 75", "1 75"], res.stderr[-3000:]
+    stops = [line for line in res.stderr.splitlines() if "to stay within the time limit" in line]
+    assert len(stops) == 2 and all(line.endswith("--resume") for line in stops), res.stderr[-3000:]

@@ -205,6 +205,9 @@ def _bench(ctx, dist, methods, dataset, seeds, epochs, batch_size, data_dir, spl
     replay.check(ctx, plans)  # --from-run: the recorded config, or one line
     check_batches(plans)
     bench_lib.agree_on_plans(plans)  # torchrun: every process planned rank 0's runs, or one line on each
+    if dist.active and any(p.train.sync_bn and not p.config["device"].startswith("cuda") for p in plans):
+        raise PLLZooError("train.sync_bn=true needs CUDA (torch's SyncBatchNorm works on GPU modules only); on "
+                          "the CPU each process normalises its own rows: leave it out")
     for p in plans:  # each run's process makes its observers (pllzoo.observers); not part of the run id
         p.observers = observers
     if part is not None and dist.is_main:
@@ -214,7 +217,10 @@ def _bench(ctx, dist, methods, dataset, seeds, epochs, batch_size, data_dir, spl
     if not dist.is_main:  # torchrun: train rank 0's runs with it, write and print nothing
         if dry_run:
             return
-        bench_lib.follow(reg, plans, time_limit)
+        try:
+            bench_lib.follow(reg, plans, time_limit)
+        except checkpoint.Stopped as exc:  # the collective stop: its line and exit status here too
+            _stop(ctx, exc, Path(out))
         return
     err = Console(stderr=True)
     costs, estimates = show_plan(reg, plans, Path(out), overwrite=overwrite, jobs=jobs, threads=threads,
