@@ -153,6 +153,29 @@ def test_post_step_writes_normalised_masked_predictions():
     torch.testing.assert_close(state.confidence[8:], before[8:])
 
 
+def test_post_step_never_writes_a_zero_row_when_the_candidates_underflow():
+    """A row whose candidates' probabilities all underflow (the network puts its mass on a non-candidate) used to
+    become an all-zero confidence row, which dropped the sample from ℓ_rn; it is now the softmax of its logits over
+    its candidates (the same weights in exact arithmetic), and every other row is as before, bit for bit."""
+    comp, state = _setup()
+    step = _step(1)
+    cand = step.batch.candidates
+    i = int((cand < 1).any(1).nonzero()[0])  # a row with a label outside its candidate set
+    outside = int((cand[i] == 0).nonzero()[0])
+    step.logits[i] = -200.0
+    step.logits[i, outside] = 200.0  # p of every candidate of row i underflows to 0
+    step.probs = torch.softmax(step.logits, 1)
+    assert float((step.probs[i] * cand[i]).sum()) == 0.0
+    comp.pllzoo_post_step(step, state)
+    row = state.confidence[step.batch.index[i]]
+    on = cand[i].bool()
+    torch.testing.assert_close(row[on], torch.full((int(on.sum()),), 1.0 / int(on.sum())))  # equal logits: uniform
+    assert torch.all(row[~on] == 0)
+    others = torch.arange(B) != i
+    p, y = step.probs[others], cand[others]
+    assert torch.equal(state.confidence[step.batch.index[others]], (p * y) / (p * y).sum(1, keepdim=True))
+
+
 def test_warm_start_state(calls):
     comp, state = _setup(queue_length=1)
     for t in range(3):

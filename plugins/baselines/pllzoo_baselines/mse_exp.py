@@ -11,8 +11,9 @@ Deviation (``full_set``): when every label is a candidate (|S| = K, possible und
 flipping: ~0.2 % of CIFAR-10-LT at φ = 0.5) both losses divide by zero (EXP: ∞, MSE: ∞·0 = NaN);
 the official code has no guard.  ``mask`` (default) leaves such samples out — they carry no
 supervision; ``clamp`` uses K − |S| ≥ 1; ``none`` keeps the division by zero, so the loss is not finite
-as the official one (MSE here gives ±∞ where the official estimator gives NaN: the closed form divides before
-it multiplies) and the run fails with "non-finite training loss" either way.
+as the official one (MSE here gives ±∞, or NaN where P_S rounds to 1 and the term is 0/0, where the official
+estimator gives NaN: the closed form divides before it multiplies) and the run fails with "non-finite
+training loss" either way.
 Test: tests/unit/test_mse_exp.py::test_full_candidate_set_guard.  With ``mask`` the protocol's mixup term
 (``protocol.py``) still averages over all B rows, a left-out row (or partner) counting 0: a weight of
 |informative| / B on that term (≈ 0.998 at φ = 0.5), where the main and consistency terms average over the

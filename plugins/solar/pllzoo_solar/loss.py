@@ -47,7 +47,7 @@ from pllzoo_solar.ramps import linear_ramp
 
 @dataclass(frozen=True)
 class SolarLossHParams:
-    eta: float = hp(0.9, "final weight η of the reliable-sample terms", ge=0)
+    eta: float = hp(0.9, "final weight η of the reliable-sample terms (1 − η weighs the others)", ge=0, le=1)
     warmup_epochs: int = hp(50, "epochs of the linear η ramp", ge=0)
     cr: bool = hp(True, "consistency regularisation on the strong view of reliable samples")
     mixup: bool = hp(True, "mixup within the reliable samples (an extra forward pass)")

@@ -19,6 +19,9 @@ Deviations (each a hyper-parameter where it can change results):
     batch's rows; the solution is that of the solver on [queue; C] built from scratch (bitwise on CPU).
     Tests: test_solar_refinery.py::test_kernel_queue_equals_solving_from_scratch,
     test_kernel_queue_rebuilt_after_a_restore
+  * the re-normalised confidence (l.5) of a row whose candidates' probabilities all underflow is their softmax of
+    the logits (``pllzoo.losses.normalize_masked``), where the code writes 0/0; every other row is the code's,
+    bit for bit.  Test: test_solar_refinery.py::test_post_step_never_writes_a_zero_row_when_the_candidates_underflow
 
 Under torchrun (G > 1 processes, ``beyond.md`` D3, the replicated design): the masked log-probabilities
 log C of the ranks' slices are gathered (B×K numbers per step, rank order = the one-process batch, D1);
@@ -45,7 +48,7 @@ import torch
 
 from pllzoo import Component, PLLState, Run, Step, hookimpl, hp
 from pllzoo.ddp import rank_slice
-from pllzoo.losses import normalize_rows
+from pllzoo.losses import normalize_masked, normalize_rows
 from pllzoo.syncs import host_reads_are_free
 from pllzoo_solar.kernel_queue import KernelQueue
 from pllzoo_solar.kernel import RowKernel
@@ -144,4 +147,6 @@ class SinkhornRefinery(Component):
 
     @hookimpl
     def pllzoo_post_step(self, step: Step, state: PLLState) -> None:
-        state.confidence[step.batch.index] = normalize_rows(step.probs * step.batch.candidates)  # l.5
+        # l.5; a row whose candidates' probabilities all underflow is their softmax of the logits, not a zero row
+        # (which dropped the sample from ℓ_rn; an outside review), bit for bit the same elsewhere (Deviations)
+        state.confidence[step.batch.index] = normalize_masked(step.probs, step.batch.candidates, step.logits.float())
