@@ -92,8 +92,10 @@ def _dist_name(dist: md.Distribution | None) -> str:
     return name or "unknown"
 
 
-def make_plugin_manager(load_entrypoints: bool = True) -> tuple[pluggy.PluginManager, list[PluginInfo]]:
-    """A fresh manager with the discovery specs, built-ins and (optionally) entry points."""
+def make_plugin_manager(load_entrypoints: bool = True, only: set[str] | None = None
+                        ) -> tuple[pluggy.PluginManager, list[PluginInfo]]:
+    """A fresh manager with the discovery specs, built-ins and (optionally) entry points: those
+    ``PLLZOO_LOAD_PLUGINS`` allows, or the entry points named in ``only``."""
     pm = pluggy.PluginManager(hookspecs.PROJECT)
     pm.add_hookspecs(hookspecs.DiscoverySpec)
     infos: list[PluginInfo] = []
@@ -104,7 +106,7 @@ def make_plugin_manager(load_entrypoints: bool = True) -> tuple[pluggy.PluginMan
         pm.check_pending()
         infos.append(PluginInfo(modname, __version__, modname, builtin=True, dist="pllzoo"))
     if load_entrypoints:
-        infos += _load_entrypoints(pm)
+        infos += _load_entrypoints(pm, only)
     if os.environ.get("PLLZOO_TRACE_PLUGINS"):
         pm.trace.root.setwriter(lambda msg: print(msg, end="", file=sys.stderr))
         pm.enable_tracing()
@@ -154,9 +156,9 @@ def shipped_left_out() -> list[tuple[md.EntryPoint, str, str]]:
             if (ep.name, dist) in SHIPPED and ep.name not in allowed]
 
 
-def _load_entrypoints(pm: pluggy.PluginManager) -> list[PluginInfo]:
+def _load_entrypoints(pm: pluggy.PluginManager, only: set[str] | None = None) -> list[PluginInfo]:
     infos: list[PluginInfo] = []
-    allowed = _allowed()
+    allowed = _allowed() if only is None else only
     taken: dict[str, PluginInfo] = {}
     for ep, dist, version in _entry_points():
         if allowed is not None and ep.name not in allowed:
@@ -202,7 +204,7 @@ def _load_entrypoints(pm: pluggy.PluginManager) -> list[PluginInfo]:
     return infos
 
 
-def _torch_defaults() -> tuple[object, object]:
+def _torch_defaults() -> tuple[str, str]:
     """torch's default dtype and device now (torch's own defaults when no one imported torch yet: the CLI
     does not)."""
     torch = sys.modules.get("torch")
@@ -212,7 +214,7 @@ def _torch_defaults() -> tuple[object, object]:
     return str(torch.get_default_dtype()), str(device()) if device is not None else "cpu"
 
 
-def _check_torch_defaults(before: tuple[object, object]) -> None:
+def _check_torch_defaults(before: tuple[str, str]) -> None:
     """Refuse (:class:`RuntimeError`, one line) a plugin whose import changed torch's default dtype or device:
     every run of every method would then compute in it, with nothing naming the plugin.  The defaults are put back."""
     after = _torch_defaults()

@@ -407,17 +407,8 @@ def _left_out_names() -> dict[str, dict[str, PluginInfo]]:
     left = shipped_left_out()
     if not left:
         return {}
-    pm = pluggy.PluginManager(hookspecs.PROJECT)
-    pm.add_hookspecs(hookspecs.DiscoverySpec)
-    infos = []
-    for ep, dist, version in left:
-        try:
-            pm.register(ep.load(), name=ep.name)
-            pm.check_pending()
-        except (Exception, SystemExit):
-            continue
-        infos.append(PluginInfo(ep.name, version, ep.value, builtin=False, dist=dist))
-    side = Registry.build(pm, infos)  # shipped plugins only: no outside one, so nothing reserved again
+    pm, infos = make_plugin_manager(only={ep.name for ep, _, _ in left})  # loaded as ever, failures recorded
+    side = Registry.build(pm, infos)  # built-in and shipped plugins only: nothing is reserved again
     tables = {"method": side.methods, "dataset": side.datasets, "model": side.models, "view": side.views,
               "observer": side.observers}
     names = {kind: {n: side._info(p) for n, (_, p) in table.items()} for kind, table in tables.items()}
