@@ -74,7 +74,7 @@ class Component:
       ones are refused.
     * ``name`` / ``slot`` — set by the registry on registration.
     * ``distributed`` — ``True`` once the component is correct under DDP (G > 1 processes with
-      the trainer's contiguous slices of each global batch, ``beyond.md`` §4.3): the trainer refuses,
+      the trainer's contiguous slices of each global batch, ``docs/distributed.md``): the trainer refuses,
       before training, a multi-process run with a component that has not opted in.  Declared on the
       class itself (a subclass does not inherit it: it may change what is synchronised) or set on the
       instance from ``self.hp`` (:func:`is_distributed`).
@@ -93,7 +93,7 @@ class Component:
       A component that forms a statistic over the batch (a mean, a count, a quota) must form it
       over the *global* batch through ``step.dist``; a per-sample-mean loss over the local slice
       is already right (DDP averages the gradients of equal slices), a mean over a subset is not
-      (``masked_mean(values, mask, step.dist)`` scales it, ``beyond.md`` D5), and mixup pairs over
+      (``masked_mean(values, mask, step.dist)`` scales it, ``docs/distributed.md``), and mixup pairs over
       the global batch (:mod:`pllzoo.mixup`).
     """
 

@@ -1,4 +1,4 @@
-"""What the trainer does differently under G > 1 processes (``beyond.md`` §4.3-4.4): the rules in one place.
+"""What the trainer does differently under G > 1 processes (``docs/distributed.md``): the rules in one place.
 
 * :func:`check_ready` — before training: every component of the run opted in
   (``distributed = True``), its ``sync`` declarations are valid, and the batch splits into G

@@ -7,8 +7,8 @@ process group (NCCL on CUDA, device ``cuda:LOCAL_RANK``; gloo on CPU) and every 
 :func:`current` returns a context over it.  A test may build one by hand over a group it
 initialised itself (``init_method="file://..."``).
 
-Semantics (``beyond.md`` §4.4): :meth:`DistContext.gather` concatenates in rank order, so with the
-trainer's contiguous per-rank slices of the global batch (D1) gathering a per-sample tensor gives
+Semantics (``docs/distributed.md``): :meth:`DistContext.gather` concatenates in rank order, so with the
+trainer's contiguous per-rank slices of the global batch gathering a per-sample tensor gives
 back the 1-process batch in its order (:meth:`DistContext.gather_with_grad` does so with a gradient, for a
 loss of the local rows against the global batch: PiCO's contrast set, D11); :meth:`DistContext.all_reduce_sum` sums over ranks;
 :meth:`DistContext.broadcast` copies rank ``src``'s tensor.  Every rank must call a collective

@@ -29,7 +29,7 @@ def masked_mean(values: torch.Tensor, mask: torch.Tensor | None, dist: DistConte
     """Mean of ``values [B]`` over a bool mask or float weights ``[B]``; 0 when the mask is empty.
 
     ``dist`` (``step.dist``): under G > 1 processes, ``values`` and ``mask`` are this rank's slice and
-    the mean is over the *global* batch's mask (``beyond.md`` D5): the local loss is
+    the mean is over the *global* batch's mask (``docs/distributed.md``): the local loss is
     G·Σ_i w_i·v_i / Σ_G w (one all-reduce of the weight sum), so that DDP's average of the ranks'
     gradients is the gradient of the global masked mean.  Every rank must call it.  Without a mask the
     local mean is already right (equal slices).

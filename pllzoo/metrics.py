@@ -35,7 +35,7 @@ class ShotGroups:
         return (
             f"Many: train count > {self.many_thr} ({int(self.many.sum())} classes), "
             f"Few: < {self.few_thr} ({int(self.few.sum())}), Medium: the rest ({int(self.medium.sum())}); "
-            f"thresholds from sorted training counts with M = F = {self.m} (SoLar §1.11)"
+            f"thresholds from sorted training counts with M = F = {self.m}, as in SoLar's code"
         )
 
 

@@ -5,7 +5,7 @@ One coefficient per batch, l = max(l', 1 − l') with l' ~ Beta(α, α) (SoLar's
 per-sample loss ℓ(z, a) is mixed as l·ℓ(z, a) + (1 − l)·ℓ(z, a[π]).  For soft-target cross-entropy
 (linear in its targets) this equals CE with mixed targets l·q + (1 − l)·q[π].
 
-Under torchrun (G > 1 processes, ``beyond.md`` D7, exact pairing) the mixup is the one-process mixup
+Under torchrun (G > 1 processes, exact pairing) the mixup is the one-process mixup
 of the global batch: every rank draws l and π of the n mixed rows (n = B, or |R_G| over a subset)
 from its generators, which stay in lockstep (every rank makes the same draws in the same order: the
 same number of rows, decided from replicated or gathered values), so l and π are the same on every

@@ -52,7 +52,7 @@ def shot_caption(train_counts: list[tuple[int, ...]]) -> str:
         return shot_groups(torch.tensor(next(iter(distinct)))).caption
     k = len(next(iter(distinct))) if distinct else 0
     return (f"Many / Few: about the {k // 3} classes with the most / fewest training examples of each run, "
-            "Medium: the rest (SoLar §1.11 thresholds on each run's own counts, which differ between seeds)")
+            "Medium: the rest (SoLar's code's thresholds on each run's own counts, which differ between seeds)")
 
 
 def caption(rule: str, train_counts: list[tuple[int, ...]] | None = None) -> str:

@@ -196,7 +196,7 @@ def module_grads(ctx) -> dict[str, Any]:
 def sinkhorn_rows(ctx, logits: list[torch.Tensor], candidates: list[torch.Tensor], prior: torch.Tensor,
                   queue_length: int) -> dict[str, Any]:
     """SoLar's refinery (``solar.sinkhorn``) over a few global batches ``logits[t]`` ``[B, K]``, each rank holding
-    its slice: this rank's pseudo-label rows per step and the final queue state (``beyond.md`` D3)."""
+    its slice: this rank's pseudo-label rows per step and the final queue state."""
     from types import SimpleNamespace
 
     from pllzoo import ddp

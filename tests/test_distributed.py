@@ -1,6 +1,6 @@
 """Multi-process training (torchrun/DDP) on CPU: 2 gloo processes equal 1 process with the global batch.
 
-``beyond.md`` §4.6.  One pair of processes (tests/ddp_workers.py, spawned once per module) trains every
+The rules D1–D11 of ``docs/distributed.md``.  One pair of processes (tests/ddp_workers.py, spawned once per module) trains every
 ready method with per-rank batch B/2; the references train here in one process with batch B.
 Tolerance (float32, the mlp-nobn of ddp_workers, 3 epochs of 6 steps): the gradients are averaged
 over 2 slices instead of summed over one batch, so the numbers agree up to float32 reduction order:

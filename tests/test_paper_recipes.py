@@ -47,7 +47,7 @@ def test_cells_are_unique_and_complete():
 
 def test_runnable_paper_values_are_numbers():
     published = paper.runnable(CELLS)
-    published = published[published["table"] != "H"]  # HTC: no published number (beyond.md §2.7)
+    published = published[published["table"] != "H"]  # HTC: no published number (its README gives none)
     for value in published["paper"]:
         assert re.fullmatch(r"\d+\.\d\d", value), value
         assert math.isfinite(float(value))
@@ -79,7 +79,7 @@ SPEC = REPO.parent / "shared" / "spec" / "beyond.md"
 
 @pytest.mark.skipif(not SPEC.is_file(), reason=f"{SPEC} is absent")
 def test_records_values_are_the_readme_rows():
-    """Each RECORDS cell is in its row of the README's tables (as beyond.md §1.8 quotes them), in its column."""
+    """Each RECORDS cell is in its row of the README's tables (as the maintainers' notes in ../shared/spec quote them), in its column."""
     text = SPEC.read_text()
     section = text[text.index("### 1.8"):text.index("### 1.9")]
     c10, c100 = section.split("CIFAR-100-LT")[0], section.split("CIFAR-100-LT")[1]

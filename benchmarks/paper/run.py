@@ -45,7 +45,7 @@ class Table(NamedTuple):
 
 
 SOLAR_TEX = "the SoLar paper's LaTeX (../shared/spec/solar-paper.tex)"
-RECORDS_README = "the RECORDS README (MediaBrain-SJTU/RECORDS-LTPLL, as quoted in ../shared/spec/beyond.md §1.8)"
+RECORDS_README = "the RECORDS README (MediaBrain-SJTU/RECORDS-LTPLL)"
 # table id -> Table; see README.md for the numbering
 TABLES = {
     "1": Table("Table 1: accuracy on CIFAR10-LT / CIFAR100-LT across φ and γ (mean ± std over 3 seeds in the paper)",
@@ -58,7 +58,7 @@ TABLES = {
     "4f": Table("SUN397 (φ=0.05): the fourth table float in the LaTeX, not runnable", SOLAR_TEX, 1000, "tab:sun197"),
     "R": Table("RECORDS README: CORR, CORR + RECORDS (w/o and w/ mixup), their SoLar re-run; 800 epochs",
                RECORDS_README, 800),
-    "H": Table("HTC README commands (no published numbers found: beyond.md §2.7); 800 epochs", "HTC README", 800),
+    "H": Table("HTC README commands (no published numbers found); 800 epochs", "HTC README", 800),
 }
 PAPER_EPOCHS = TABLES["1"].epochs  # every SoLar CIFAR cell: final-stage epochs in the paper and the released commands
 

@@ -1,5 +1,6 @@
 """CORR + RECORDS (Hong et al., ICLR 2023) over whole training steps against an independent re-derivation
-from the spec (beyond.md §1.3–1.5), and the ``proden-records`` recipe's hyper-parameters.
+from the released code (RECORDS-LTPLL utils/utils_loss.py ``CORR_loss``, ``CORR_loss_RECORDS``, their mixup
+variant), and the ``proden-records`` recipe's hyper-parameters.
 
 The case: K = 3, N = 6, B = 4 distinct samples, a linear encoder (3 → 2) under the linear head, the
 components ``records.prior`` (μ, π̂ and the offset log(π̂ + ε)), ``corr.confidence`` with

@@ -1,5 +1,5 @@
 """HTC (Jia et al., AAAI 2024): one whole training step of ``htc.loss`` + ``htc.confidence`` against an
-independent re-derivation from the spec (beyond.md §2.2–2.3), at epochs 0, 1, 30 and 60.
+independent re-derivation from the released code (HTC-LTPLL train.py ``train_loop``, utils/utils_loss.py ``PLL_loss``), at epochs 0, 1, 30 and 60.
 
 The case: K = 3, N = 10, B = 8 distinct samples, a linear encoder (4 → 2) under the head classifier, the
 tail classifier and the weighting module A with fixed weights.  Compared: the loss, the gradient of every
@@ -110,7 +110,7 @@ def _ref_select(loss_vec, u, prior, alpha):
 
 
 def _ref_step(c, epoch: int, draws: list):
-    """Loss, gradients and W after the step, written from beyond.md §2.2–2.3; ``draws``: the (l, σ) of the head's,
+    """Loss, gradients and W after the step, written from HTC's ``train_loop`` and ``PLL_loss``; ``draws``: the (l, σ) of the head's,
     then the tail's mixup pass."""
     w = c.w0.clone()
     r = min(epoch / 50, 1.0)  # lin(e, 50)

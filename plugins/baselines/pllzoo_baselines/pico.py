@@ -14,7 +14,7 @@ Algorithm (per mini-batch; q, k are L2-normalised 128-d projections of x^w and x
 
 Deviations:
   * no shuffle-BN (the key encoder sees the strong batch unshuffled; under torchrun use SyncBN,
-    ``beyond.md`` D11); ``concat_all_gather`` is ``step.dist.gather``, and the contrast set is built from
+    ``train.sync_bn``); ``concat_all_gather`` is ``step.dist.gather``, and the contrast set is built from
     the gathered q (with its gradient) and k, so a G-process run is the 1-process run with the global batch
     (upstream's contrast set holds the rank's own q and k and the queue); the queue is a ring buffer, so its length need not be a
     multiple of the batch size (upstream asserts it).

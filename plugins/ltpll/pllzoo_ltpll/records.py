@@ -61,7 +61,7 @@ class FeaturePrior(Component):
     HParams = FeaturePriorHParams
     views = frozenset({"features"})
     provides = frozenset({"prior", "records_mu"})
-    distributed = True  # μ from the global batch's feature mean (beyond.md D9); both keys replicated
+    distributed = True  # μ from the global batch's feature mean (step.dist.batch_mean); both keys replicated
 
     @hookimpl
     def pllzoo_setup_stage(self, run: Run, state: PLLState) -> None:

@@ -15,7 +15,7 @@ RELEASED = "hbzju/SoLar README commands"
 OURS_SYNTHETIC = "ours: the ramps finish inside synthetic-lt's 30-epoch default run"
 # The README has no CIFAR-100-H-LT command and the paper (App.) says only that it adopts "the default parameter
 # configurations": we read that as the CIFAR-100 command's values (its φ and γ, the same dataset), not the argparse
-# defaults (γ1 0.1, ρ_end 0.8), which no released CIFAR-100 command uses (methods.md §1.13).
+# defaults (γ1 0.1, ρ_end 0.8), which no released CIFAR-100 command uses (SoLar's README commands).
 OURS_H = "ours: the paper's 'default parameter configurations' for CIFAR-100-H-LT read as the CIFAR-100 command's"
 
 TABLE: dict[str, list[tuple[str, dict[str, Any], str]]] = {

@@ -22,7 +22,7 @@ the batch's fixed size with BatchNorm's statistics over R only — the same valu
 same l and π (:func:`pllzoo.mixup.padded_mixup_loss`), π from another stream — and nothing is read.
 Tests: tests/test_sync_free.py, tests/test_padded_mixup.py.
 
-Under torchrun (G > 1, ``beyond.md`` D5/D7): the mask is this rank's slice of the global R (the selection
+Under torchrun (G > 1, ``docs/distributed.md``): the mask is this rank's slice of the global R (the selection
 gathers), the means over R (L_ce, L_cr) and over U are the global ones (``masked_mean(..., step.dist)``:
 local G·Σ/|R_G|, whose DDP average is the global mean), the "R empty" branch and the mixup's "|R| > 1"
 are decided from |R_G| (one all-reduce of the local count; the host read stays one, with mixup only), and

@@ -28,7 +28,7 @@ Deviations:
   * ``init="oracle"`` keeps the oracle prior fixed (γ = 0), our reading of "trains from the real
     class prior". Test: tests/unit/test_solar_prior.py::test_oracle_is_fixed.
 
-Under torchrun (G > 1, ``beyond.md`` D8): the prior is ``"replicated"``.  Offline votes come from the
+Under torchrun (G > 1, ``docs/distributed.md``): the prior is ``"replicated"``.  Offline votes come from the
 evaluation pass over the whole training set that every rank makes with its identical replica (no
 collective; the votes are the same integers on every rank); online votes of each step are counted on
 the rank's slice and all-reduced (K integer-valued counts, exact), so ``prior_votes`` stays equal on every

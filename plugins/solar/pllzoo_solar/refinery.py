@@ -23,8 +23,8 @@ Deviations (each a hyper-parameter where it can change results):
     the logits (``pllzoo.losses.normalize_masked``), where the code writes 0/0; every other row is the code's,
     bit for bit.  Test: test_solar_refinery.py::test_post_step_never_writes_a_zero_row_when_the_candidates_underflow
 
-Under torchrun (G > 1 processes, ``beyond.md`` D3, the replicated design): the masked log-probabilities
-log C of the ranks' slices are gathered (B×K numbers per step, rank order = the one-process batch, D1);
+Under torchrun (G > 1 processes, the replicated design): the masked log-probabilities
+log C of the ranks' slices are gathered (B×K numbers per step, rank order = the one-process batch);
 every rank builds the kernel rows of the global batch, solves the same Sinkhorn problem over
 [queue; C_G] with the same prior and warm start, keeps its rows g·b … (g+1)·b − 1 of the batch's
 solution as its targets and pushes C_G into its queue, so the queue, its pointer and the warm start

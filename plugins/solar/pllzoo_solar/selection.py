@@ -17,7 +17,7 @@ Deviations:
     ties in the loss keep batch order (the reference's sort is unstable).
     Test: tests/unit/test_solar_selection.py
   * ``confidence="cosine"`` normalises e_i, as the paper's text says; the code's dot product is the default.
-Under torchrun (G > 1, ``beyond.md`` D4): ℓ, ŷ and e of the ranks' slices are gathered (3B numbers per step),
+Under torchrun (G > 1, ``docs/distributed.md``): ℓ, ŷ and e of the ranks' slices are gathered (3B numbers per step),
 every rank computes the global mask with the budgets of the global B (the shared :mod:`pllzoo.selection`
 routines, ties in batch order) and keeps its slice, so |R_G| is the same on every rank; the selected
 fractions are logged over the global batch.  Test: tests/test_distributed.py (solar cases).
