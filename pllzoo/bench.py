@@ -48,6 +48,7 @@ from pllzoo.jobs import RunsFailed, failure_line, record_failure
 from pllzoo.observers import RunInfo, observing
 from pllzoo.planning import (DEVICE_VIEWS, RunPlan, _route, carve, check_seeds, device_views, hashed_train,
                              parse_overrides, plan, train_config)
+from pllzoo.plugins import one_line
 from pllzoo.registry import Registry
 from pllzoo.results import (RESULT_COLUMNS, env_info, final_rows, load, order_methods, plugins_env, write_json,
                             write_jsonl)
@@ -277,7 +278,7 @@ def _migrate(out: Path) -> None:
                       f"new ids, e.g. {next(iter(moved))} -> {next(iter(moved.values()))}")
 
 
-def agree_on_plans(plans: list[RunPlan]) -> None:
+def agree_on_plans(plans: list[RunPlan] | None, failed: BaseException | None = None) -> None:
     """Under torchrun, before any run: every process planned rank 0's runs (the same run ids, in order), on the
     same data (:func:`~pllzoo.data.base.fingerprint`: a run id names the data by name, shape and counts) with
     the same plugin distributions and versions (``env.json`` records rank 0's).
@@ -286,24 +287,52 @@ def agree_on_plans(plans: list[RunPlan]) -> None:
     arguments, another config file, other data or other package versions would train another run beside
     rank 0's and be averaged with it.  A collective check; no-op in one process.
 
-    :raises PLLZooError: on every process alike, one line naming the processes whose plan differs.
+    ``failed``: this process could not plan (its error, which the caller raises after this returns): it takes part
+    in the check all the same, so that the others, waiting in it, end at once with its line instead of at the
+    process group's timeout.  (The same error on every process, e.g. an unknown method: each raises its own.)
+
+    :raises PLLZooError: on every process alike, one line naming the processes whose plan differs, or, on the
+        processes that planned, the line of one that could not.
     """
     dist = distributed.current()
     if not dist.active:
         return
-    shas: dict[int, str] = {}  # id(p.data) → its fingerprint: a run id names data by name, shape and counts only
-    mine = [(p.run_id, shas.setdefault(id(p.data), fingerprint(p.data)), json.dumps(p.plugins, sort_keys=True,
-                                                                                   default=str)) for p in plans]
+    if failed is not None:  # said before the collectives, so that it is there when they return
+        dist.end(f"rank {dist.rank} could not plan the bench: {failed_line(failed)}")
+        mine = None
+    else:
+        shas: dict[int, str] = {}  # id(p.data) → its fingerprint: a run id names data by name, shape and counts
+        mine = [(p.run_id, shas.setdefault(id(p.data), fingerprint(p.data)), json.dumps(p.plugins, sort_keys=True,
+                                                                                       default=str)) for p in plans]
     ours = dist.broadcast_object(mine)
-    parts = ("runs", "data", "plugin versions")  # what a rank's plan differs in first: 1 + its index, 0 if none
-    own = 1 if len(mine) != len(ours) else \
-        next((1 + i for i in range(len(parts)) if [m[i] for m in mine] != [o[i] for o in ours]), 0)
+    parts = ("runs", "data", "plugin versions", "planning")  # what a rank's plan differs in first: 1 + its index
+    if mine is None:
+        own = len(parts)
+    elif ours is None:  # rank 0 could not plan: its line, below
+        own = 0
+    else:
+        own = 1 if len(mine) != len(ours) else \
+            next((1 + i for i in range(len(parts) - 1) if [m[i] for m in mine] != [o[i] for o in ours]), 0)
     differs = dist.sum_ints([own if r == dist.rank else 0 for r in range(dist.world)])
+    if failed is not None:
+        return
+    if len(parts) in differs or ours is None:
+        raise PLLZooError(f"the bench ends: {dist.ended() or 'another process could not plan it'}")
     if any(differs):
         ranks = ", ".join(f"{r} ({parts[d - 1]})" for r, d in enumerate(differs) if d)
         raise PLLZooError(f"the {dist.world} processes planned different runs (rank {ranks} against rank 0: "
                           f"{len(ours)} run(s), e.g. {ours[0][0] if ours else 'none'}); start every process with "
                           "the same arguments, config file, data and package versions")
+
+
+def failed_line(exc: BaseException) -> str:
+    """A planning error in one line: the message of pllzoo's and click's own errors, else ``Type: message``."""
+    import click
+
+    if isinstance(exc, (PLLZooError, click.ClickException)):
+        text = exc.format_message() if isinstance(exc, click.ClickException) else str(exc)
+        return (text.strip().splitlines() or [type(exc).__name__])[0]
+    return one_line(exc)
 
 
 def follow(registry: Registry, plans: list[RunPlan], time_limit: float | None = None) -> None:

@@ -157,33 +157,64 @@ def bench(ctx, methods, dataset, seeds, epochs, batch_size, data_dir, split, phi
     from pllzoo import distributed
 
     dist = distributed.init_from_env(device)
+    status = 0
     try:
         _bench(ctx, dist, methods, dataset, seeds, epochs, batch_size, data_dir, split, phi, imb, imb_type, holdout,
                subset, device, view_workers, hps, out, resume, overwrite, offline, check, jobs, threads, time_limit,
                shard, observe, tensorboard, dry_run)
-    finally:  # every way out (a table, failed runs, a stop, a planning error) is reached by all ranks, but
-        # after a run failed on some ranks only (FailedAlone) the others may wait in a collective: no barrier
-        if dist.active:
+    except (PLLZooError, click.ClickException) as exc:
+        if not dist.active:
+            raise
+        # torchrun stops the other processes (SIGTERM) as soon as one exits non-zero: each says its line before
+        # the closing barrier, not after it, or the first to leave would cut the others' short
+        status = _say_error(exc)
+        alone = isinstance(exc, distributed.FailedAlone)
+        distributed.shutdown(wait=not alone)  # after a run failed on some ranks only the others may wait in a
+    finally:  # collective: no barrier.  Every other way out (a table, failed runs, a stop) is reached by all ranks
+        if dist.active and status == 0:
             distributed.shutdown(wait=not isinstance(sys.exc_info()[1], distributed.FailedAlone))
+    if status:
+        ctx.exit(status)
+
+
+def _say_error(exc: PLLZooError | click.ClickException) -> int:
+    """``Error: <line>`` to stderr, as the command group says it; its exit status (2 for a name or usage error)."""
+    from pllzoo.cli import _debug_traceback
+    from pllzoo.errors import UnknownNameError
+
+    _debug_traceback(exc)
+    text = exc.format_message() if isinstance(exc, click.ClickException) else str(exc)
+    click.echo(f"Error: {text}", err=True)
+    return 2 if isinstance(exc, (UnknownNameError, click.UsageError)) else getattr(exc, "exit_code", 1) or 1
 
 
 def _bench(ctx, dist, methods, dataset, seeds, epochs, batch_size, data_dir, split, phi, imb, imb_type, holdout,
            subset, device, view_workers, hps, out, resume, overwrite, offline, check, jobs, threads, time_limit,
            shard, observe=(), tensorboard=None, dry_run=False) -> None:
-    from rich.console import Console
-
     from pllzoo import bench as bench_lib
-    from pllzoo import checkpoint
-    from pllzoo import report as rep
-    from pllzoo.cli.bench_plan import show_plan
-    from pllzoo.planning import check_batches
-    from pllzoo.data.base import DataOptions
-    from pllzoo.jobs import RunsFailed
-    from pllzoo.progress import BenchProgress
-    from pllzoo.results import load
 
     if not dist.is_main:  # torchrun: rank 0 reports warnings (the data's, reused runs, ...) once
         warnings.simplefilter("ignore")
+    try:
+        reg, plans, observers, part = _plans(ctx, dist, methods, dataset, seeds, epochs, batch_size, data_dir, split,
+                                             phi, imb, imb_type, holdout, subset, device, view_workers, hps, out,
+                                             resume, overwrite, offline, check, jobs, shard, observe, tensorboard,
+                                             dry_run)
+    except Exception as exc:  # torchrun: a process refused alone would leave the others waiting in the plans'
+        bench_lib.agree_on_plans(None, failed=exc)  # comparison (a 300 s timeout, then gloo's traceback)
+        raise
+    bench_lib.agree_on_plans(plans)  # torchrun: every process planned rank 0's runs, or one line on each
+    _run_plans(ctx, dist, reg, plans, observers, part, out, resume, overwrite, jobs, threads, time_limit, dry_run)
+
+
+def _plans(ctx, dist, methods, dataset, seeds, epochs, batch_size, data_dir, split, phi, imb, imb_type, holdout,
+           subset, device, view_workers, hps, out, resume, overwrite, offline, check, jobs, shard, observe, tensorboard,
+           dry_run):
+    """(registry, plans, observers, shard) of the bench's arguments, checked; nothing trained or written."""
+    from pllzoo import bench as bench_lib
+    from pllzoo.data.base import DataOptions
+    from pllzoo.planning import check_batches
+
     reg = get_registry()
     if dist.active and jobs > 1:  # before rank 0 and the others part ways
         raise PLLZooError(f"--jobs {jobs} under torchrun: the {dist.world} processes train one run at a time")
@@ -204,7 +235,22 @@ def _bench(ctx, dist, methods, dataset, seeds, epochs, batch_size, data_dir, spl
     )
     replay.check(ctx, plans)  # --from-run: the recorded config, or one line
     check_batches(plans)
-    bench_lib.agree_on_plans(plans)  # torchrun: every process planned rank 0's runs, or one line on each
+    return reg, plans, observers, part
+
+
+def _run_plans(ctx, dist, reg, plans, observers, part, out, resume, overwrite, jobs, threads, time_limit,
+               dry_run) -> None:
+    """Train ``plans`` (every process under torchrun) and print the table (rank 0)."""
+    from rich.console import Console
+
+    from pllzoo import bench as bench_lib
+    from pllzoo import checkpoint
+    from pllzoo import report as rep
+    from pllzoo.cli.bench_plan import show_plan
+    from pllzoo.jobs import RunsFailed
+    from pllzoo.progress import BenchProgress
+    from pllzoo.results import load
+
     if dist.active and any(p.train.sync_bn and not p.config["device"].startswith("cuda") for p in plans):
         raise PLLZooError("train.sync_bn=true needs CUDA (torch's SyncBatchNorm works on GPU modules only); on "
                           "the CPU each process normalises its own rows: leave it out")

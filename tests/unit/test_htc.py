@@ -55,6 +55,29 @@ def test_ensemble_by_hand():
     torch.testing.assert_close(p, torch.tensor([[0.351755, 0.324122, 0.324122]]), atol=1e-5, rtol=0)
 
 
+def test_ensemble_with_a_class_of_prior_zero_by_hand():
+    """A class no training row has as a candidate (π_j = 0; Italian has 11): the code's log(π + ε) gives it
+    −log 1e-5 = 11.51 nats of head input against −log 0.5 = 0.69 for the others, so the ensemble predicts it;
+    ``zero_prior="exclude"`` leaves it out of both inputs (an outside review: 40 % against the head's 97.5 %
+    on a 5-class set with one such label)."""
+    zero = torch.tensor([0.5, 0.5, 0.0])
+    z_head, z_tail = torch.zeros(2, 3), torch.zeros(2, 3)
+    att = _attention(None, [0.0, 0.0])  # a = [0.5, 0.5] → (w1, w2) = (1/√2, 1/√2)
+    p = ensemble(att, z_head, z_tail, zero)
+    # q1 ∝ [1/(0.5 + ε), 1/(0.5 + ε), 1/ε] → q1[2] = 1e5/(1e5 + 2/(0.5 + 1e-5)) = 0.999960; q2 = 1/3 each
+    # mix[2] = (0.999960 + 1/3)/√2 = 0.942781, mix[0] = (0.000020 + 1/3)/√2 = 0.235716
+    assert p.argmax(1).tolist() == [2, 2]
+    torch.testing.assert_close(p[0, 2] / p[0, 0], torch.tensor(math.exp(0.942781 - 0.235716)), atol=1e-5, rtol=0)
+    # excluded: q1 = q2 = [0.5, 0.5, 0]; mix = [1/√2, 1/√2, 0]; e^0.707107 = 2.028115 → [2.028115, 2.028115, 1]/5.05623
+    p = ensemble(att, z_head, z_tail, zero, zero_prior="exclude")
+    torch.testing.assert_close(p, torch.tensor([[0.401112, 0.401112, 0.197776]] * 2), atol=1e-6, rtol=0)
+    assert torch.isfinite(p.log()).all()  # a prediction the trainer accepts (finite logits)
+    # with no class of prior 0 the two are the same bits
+    z_head, z_tail = torch.randn(4, 3, generator=torch.Generator().manual_seed(0)), torch.randn(4, 3)
+    att = _attention([[0.3, -0.2, 0.1, 0.5, 0.0, -0.4]] * 2, [0.1, -0.1])
+    assert torch.equal(ensemble(att, z_head, z_tail, PRIOR, zero_prior="exclude"), ensemble(att, z_head, z_tail, PRIOR))
+
+
 def test_tail_target_by_hand():
     z_head = torch.tensor([[1.0, 0.0, 0.0]], requires_grad=True)
     # softmax(z − 2·log π) ∝ e^z/π² = [e/0.25, 1/0.0625, 1/0.0625] = [10.873127, 16, 16] → /42.873127

@@ -103,9 +103,18 @@ def lin(epoch: int, n: int) -> float:
 
 
 def ensemble(attention: torch.nn.Module, z_head: torch.Tensor, z_tail: torch.Tensor, prior: torch.Tensor,
-             eps: float = 1e-5) -> torch.Tensor:
-    """ens(z^H, z^T, π) → probabilities ``[B, K]`` (``DHNet_Atten.ensemble``)."""
-    q1 = torch.softmax(z_head - torch.log(prior + eps), dim=1)  # [B, K], head logit-adjusted by π
+             eps: float = 1e-5, zero_prior: str = "adjust") -> torch.Tensor:
+    """ens(z^H, z^T, π) → probabilities ``[B, K]`` (``DHNet_Atten.ensemble``).
+
+    A class of prior π_j = 0 (no candidate mass in any training row: no sample's label) gets −log ε ≈ +11.5
+    nats in the head's input under the code's formula (``zero_prior="adjust"``), against −log π_j ≈ 1–2 for
+    the others, so the ensemble predicts it for most rows.  ``"exclude"`` leaves such classes out of both
+    inputs (probability 0 in q1 and q2, so never the argmax); with no such class the two are the same bits."""
+    z_head = z_head - torch.log(prior + eps)  # head logit-adjusted by π
+    if zero_prior == "exclude":
+        absent = prior <= 0  # [K]
+        z_head, z_tail = z_head.masked_fill(absent, float("-inf")), z_tail.masked_fill(absent, float("-inf"))
+    q1 = torch.softmax(z_head, dim=1)  # [B, K]
     q2 = torch.softmax(z_tail, dim=1)  # [B, K]
     a = torch.softmax(F.leaky_relu(attention(torch.cat([q1, q2], dim=1))), dim=1)  # [B, 2]
     w = F.normalize(a, p=2, dim=1)  # (w1, w2) with w1² + w2² = 1
@@ -222,6 +231,9 @@ class HTCLossHParams:
     zero_prior: str = hp("clamp", "classes of head prior 0 (no sample's candidate) in the tail target: clamp "
                          "(π^H at 1e-12: they take the target's mass) | exclude (left out; the code: NaN)",
                          choices=("clamp", "exclude"), unnamed_when="clamp")
+    ensemble_zero_prior: str = hp("adjust", "classes of head prior 0 in the fusion term's ensemble: adjust (the "
+                                  "code's log(π^H + ε): they take the head input) | exclude (left out of both "
+                                  "inputs)", choices=("adjust", "exclude"), unnamed_when="adjust")
 
 
 class HTCLoss(Component):
@@ -268,7 +280,8 @@ class HTCLoss(Component):
         loss_h = branch_loss(step, z_hw, z_hs, t, mine_h, counts[0], self.eta, beta, lambda z, _: z)  # l.3
         loss_t = branch_loss(step, z_tw, z_ts, y_tail, mine_t, counts[1], self.eta, beta,
                              lambda _, feats: self.tail(feats))  # l.4
-        p_fused = ensemble(self.attention, z_hw.detach(), z_tw.detach(), self.prior_head, self.hp.weight_eps)
+        p_fused = ensemble(self.attention, z_hw.detach(), z_tw.detach(), self.prior_head, self.hp.weight_eps,
+                           self.hp.ensemble_zero_prior)
         fusion = fusion_loss(t, p_fused)  # l.5: only A gets gradients
         step.logs.update({
             "loss_head": loss_h.detach(), "loss_tail": loss_t.detach(), "loss_fusion": fusion.detach(),
@@ -284,6 +297,9 @@ class EnsembleHParams:
     output: str = hp("ensemble", "what predicts: the ensemble (HTC), or the head or tail classifier alone",
                      choices=("ensemble", "head", "tail"))
     weight_eps: float = hp(1e-5, "ε in log(π_now + ε) of the ensemble's head input (as loss.weight_eps)", gt=0)
+    zero_prior: str = hp("adjust", "classes of prior 0 (no training row's candidate) in the ensemble: adjust (the "
+                         "code's log(π + ε): they take the head input) | exclude (left out of both inputs, never "
+                         "predicted)", choices=("adjust", "exclude"), unnamed_when="adjust")
 
 
 class HTCEnsemble(Component):
@@ -327,7 +343,7 @@ class HTCEnsemble(Component):
         if self.hp.output == "tail":
             return z_tail
         w = state.confidence
-        p = ensemble(attention, logits, z_tail, w.sum(0) / w.sum(), self.hp.weight_eps)  # π_now
+        p = ensemble(attention, logits, z_tail, w.sum(0) / w.sum(), self.hp.weight_eps, self.hp.zero_prior)  # π_now
         return torch.log(p)  # [M, K], finite: a softmax of values in [0, √2]
 
 
