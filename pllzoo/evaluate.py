@@ -97,12 +97,15 @@ def rescore(registry: Registry, run_dir: Path, overrides: dict[str, str], predic
     if inert:  # the trained model is only re-scored: training settings would be shown but change nothing
         raise PLLZooError(f"{', '.join(inert)}: evaluate re-scores the trained model, so only predict.* "
                           "hyper-parameters change its numbers; retrain the run for the others")
-    recorded = {k: v for k, v in registry.recorded_hparams(config).items() if k in valid}
+    from pllzoo.replay import json_typed
+
+    # as --from-run reads them: JSON lists back to the tuples the fields hold (a bounded tuple field was refused)
+    recorded = {k: json_typed(v) for k, v in registry.recorded_hparams(config).items() if k in valid}
     opts = _options(config["data"], data_dir)
     data = carve(registry.recorded_dataset(config["dataset"], dataset).load(opts), opts, config["seed"])
     other = _check_data(run_dir, data)
     comps = registry.build_components(method, {**recorded, **overrides}, (data.name, data.kind))
-    train = TrainConfig(**{k: tuple(v) if isinstance(v, list) else v for k, v in config["train"].items()})
+    train = TrainConfig(**{k: json_typed(v) for k, v in config["train"].items()})
     trainer = Trainer(data, comps, train, config["seed"], resolve_device(device))
     try:
         trainer.load_final(ckpt)

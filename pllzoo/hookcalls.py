@@ -111,7 +111,7 @@ class RunHooks:
 
     def stages(self, run: Any) -> list[Any] | None:
         """The stage planner's answer, checked: a list of :class:`~pllzoo.run.Stage` (None: no planner, or it
-        plans none), each with a str name and ``epochs`` None or an int ≥ 0.
+        plans none), each with a str name and ``epochs`` None or an int ≥ 0, the last one not 0.
 
         :raises ComponentError: anything else, one line naming the planner."""
         from pllzoo.run import Stage
@@ -132,6 +132,9 @@ class RunHooks:
                     bad = f"planned stage {s.name!r} with epochs={s.epochs!r}; epochs is None or an int ≥ 0"
                 if bad:
                     break
+            if bad is None and planned and planned[-1].epochs == 0:  # the record of a run is its final stage's
+                bad = (f"planned its final stage {planned[-1].name!r} with 0 epochs; a run ends with a stage that "
+                       "trains (epochs None: the run's --epochs, or an int ≥ 1)")
         if bad is not None:
             raise ComponentError(f"{describe(slot, self.components[slot])}: pllzoo_stages {bad}")
         return list(planned)

@@ -346,7 +346,8 @@ class RunSpec:
         :returns: a list of :class:`pllzoo.run.Stage` — each re-initialises model,
             optimizer and state except the keys in ``stage.carry`` — or ``None``
             for the default single stage of ``run.config.epochs`` epochs.  A stage's
-            ``epochs`` is None or an int ≥ 0; anything else is one line naming the component.
+            ``epochs`` is None or an int ≥ 0, and the last stage's is not 0 (the run's record is
+            its final stage's); anything else is one line naming the component.
 
         Example::
 

@@ -97,9 +97,9 @@ def read_config(path: Path) -> dict[str, Any]:
     return config
 
 
-def _typed(value: Any) -> Any:
+def json_typed(value: Any) -> Any:
     """A JSON value as the dataclass field holds it (lists back to tuples)."""
-    return tuple(_typed(v) for v in value) if isinstance(value, list) else value
+    return tuple(json_typed(v) for v in value) if isinstance(value, list) else value
 
 
 def recorded_overrides(config: dict[str, Any]) -> dict[str, Any]:
@@ -107,8 +107,8 @@ def recorded_overrides(config: dict[str, Any]) -> dict[str, Any]:
     left out of the config at its ``unnamed_when`` value is filled in: :meth:`Registry.recorded_hparams`)."""
     from pllzoo.registry import get_registry
 
-    out = {f"train.{k}": _typed(v) for k, v in config["train"].items()}
-    out |= {k: _typed(v) for k, v in get_registry().recorded_hparams(config).items()}
+    out = {f"train.{k}": json_typed(v) for k, v in config["train"].items()}
+    out |= {k: json_typed(v) for k, v in get_registry().recorded_hparams(config).items()}
     return out
 
 

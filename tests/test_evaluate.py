@@ -85,3 +85,46 @@ def test_cli_md_is_mean_and_sample_std_per_method(run_dir, tmp_path):
 def test_a_training_setting_is_refused_since_it_would_change_nothing(run_dir):
     with pytest.raises(PLLZooError, match=r"^selection.tau: evaluate re-scores the trained model, so only predict\.\* "):
         rescore(get_registry(), run_dir, {"selection.tau": "0.5"}, predict="solar.la", device="cpu")
+
+
+def test_a_bounded_tuple_hyper_parameter_is_read_back(tmp_path):
+    """A component field ``tuple`` with a bound (as the README advises for sequences): config.json holds it as a
+    JSON list, and evaluate passed the list on, which the bound refused (``must be ≥ 0``; an outside review)."""
+    from dataclasses import dataclass
+
+    from pllzoo import bench as bench_lib
+    from pllzoo.components import Component
+    from pllzoo.data.base import DataOptions
+    from pllzoo.hparams import hp
+    from pllzoo import hookimpl
+    from pllzoo.plugins import make_plugin_manager
+    from pllzoo.registry import Registry
+
+    @dataclass(frozen=True)
+    class Weights:
+        weights: tuple[float, ...] = hp((1.0, 2.0), "per-class logit weights, cycled", ge=0)
+
+    class Weighted(Component):
+        HParams = Weights
+
+        @hookimpl
+        def pllzoo_predict(self, logits, state, features):
+            seen.append(self.hp.weights)
+            w = torch.tensor(self.hp.weights * logits.shape[1])[: logits.shape[1]]
+            return logits * w
+
+    seen: list = []
+    plugin = type("P", (), {"pllzoo_register_predictors": staticmethod(hookimpl(
+        lambda register: register("p0.weighted", Weighted)))})
+    pm, infos = make_plugin_manager()  # the shipped plugins (cc) and p0
+    pm.register(plugin, name="p0")
+    reg = Registry.build(pm, infos)
+    plans = bench_lib.plan(reg, ["cc+predict=p0.weighted"], "synthetic-lt", [1], DataOptions(subset=256), epochs=1,
+                           batch_size=64, hp={"predict.weights": "0.5,3"}, device="cpu")
+    bench_lib.execute(reg, plans, tmp_path)
+    (run,) = [p for p in (tmp_path / "runs").iterdir() if p.is_dir()]
+    assert json.loads((run / "config.json").read_text())["hparams"]["predict"]["weights"] == [0.5, 3.0]
+    seen.clear()
+    row = rescore(reg, run, {})
+    assert seen and all(w == (0.5, 3.0) for w in seen)
+    assert row["acc_all"] == _last(run)["acc_all"]
