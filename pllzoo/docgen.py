@@ -133,7 +133,10 @@ in place fails its run with one line naming the component and what it changed, e
 'my.sel' (plugin my_plugin): pllzoo_select changed step.probs in place (or a tensor sharing its memory), ...;
 work on a copy (.clone())` (the check compares version counters: no device value is read). State keys are
 guarded the same way (`state` below). Answers of the hooks called under `no_grad` (targets, selections,
-offsets, predict logits) must not require grad: one built under `torch.enable_grad()` is refused.
+offsets, predict logits) must not require grad: one built under `torch.enable_grad()` is refused. Nor may a hook
+leave torch's process-wide settings changed: grad mode (`torch.set_grad_enabled`), the default dtype, or the
+default device (`torch.set_default_device`); one that does fails its run with one line naming it, and the
+setting is put back before the next run.
 """
 
 VIEWS = """\

@@ -67,6 +67,11 @@ class RunHooks:
         self.roles = {slot: self._own(slot, hook) for slot, hook in ROLE_HOOKS.items() if slot in components}
         for hook, slot in singles.items():  # {hook: slot} of components.single_answerers
             self.roles[hook.removeprefix("pllzoo_")] = self._own(slot, hook)
+        import torch
+
+        stack = getattr(torch._C, "_len_torch_function_stack", None)  # set_default_device pushes a mode on it
+        #: torch's process-wide settings a hook must leave as it found them (C calls, ~0.2 µs together)
+        self._globals = lambda: (torch.is_grad_enabled(), torch.get_default_dtype(), stack() if stack else 0)
 
     def _own(self, slot: str, hook: str) -> tuple[str, str, pluggy.HookImpl]:
         comp = self.components[slot]
@@ -85,11 +90,14 @@ class RunHooks:
         try:
             watched = state.watch(slot) if state is not None else ()
             before = list(map(_VERSION, self.inputs.values()))  # C-level: no Python frame on the hot path
+            settings = self._globals()
             answer = impl.function(*[kwargs[a] for a in impl.argnames])
             if watched:
                 state.check_watched(watched)
             if list(map(_VERSION, self.inputs.values())) != before:
                 self._changed(before, slot, hook)
+            if self._globals() != settings:
+                self._left_changed(settings, slot, hook)
             return answer
         except ComponentError:
             raise
@@ -108,6 +116,27 @@ class RunHooks:
             raise ComponentError(f"{describe(slot, self.components[slot])}: {hook} changed {', '.join(changed)} in "
                                  "place (or a tensor sharing its memory), which other components and the "
                                  "evaluation read; work on a copy (.clone())")
+
+    def _left_changed(self, before: tuple[bool, Any, int], slot: str, hook: str) -> None:
+        """:raises ComponentError: one line naming which of torch's process-wide settings (``before``: grad mode,
+        default dtype, function modes such as ``set_default_device``'s) the hook left changed; put back first,
+        where torch allows, so that nothing after (another run, the report) computes in it."""
+        import torch
+
+        grad, dtype, modes = self._globals()
+        what = []
+        if grad != before[0]:
+            torch.set_grad_enabled(before[0])
+            what.append(f"grad mode ({'on' if grad else 'off'}; torch.set_grad_enabled)")
+        if dtype != before[1]:
+            torch.set_default_dtype(before[1])
+            what.append(f"default dtype ({dtype}; torch.set_default_dtype)")
+        if modes != before[2]:
+            if modes > before[2] and before[2] == 0:
+                torch.set_default_device(None)
+            what.append("default device or a function mode (torch.set_default_device)")
+        raise ComponentError(f"{describe(slot, self.components[slot])}: {hook} left torch's {' and '.join(what)} "
+                             "changed for everything after it; change it inside a with-block, or not at all")
 
     def stages(self, run: Any) -> list[Any] | None:
         """The stage planner's answer, checked: a list of :class:`~pllzoo.run.Stage` (None: no planner, or it
@@ -147,11 +176,14 @@ class RunHooks:
             try:
                 watched = state.watch(impl.plugin_name) if state is not None else ()
                 before = list(map(_VERSION, self.inputs.values()))
+                settings = self._globals()
                 answer = impl.function(*[kwargs[a] for a in impl.argnames])
                 if watched:
                     state.check_watched(watched)
                 if list(map(_VERSION, self.inputs.values())) != before:
                     self._changed(before, impl.plugin_name, hook)
+                if self._globals() != settings:
+                    self._left_changed(settings, impl.plugin_name, hook)
             except ComponentError:
                 raise
             except (Exception, SystemExit, KeyboardInterrupt) as exc:  # as in role()

@@ -17,11 +17,13 @@ from typing import Iterator
 
 @contextlib.contextmanager
 def torch_globals_kept() -> Iterator[None]:
-    """Torch's process-wide settings as they were before, afterwards: the default dtype, grad mode,
+    """Torch's process-wide settings as they were before, afterwards: the default dtype and device, grad mode,
     deterministic algorithms (and their warn-only mode), anomaly mode, float32 matmul precision and cuDNN's
     benchmark and deterministic flags."""
     import torch
 
+    get_device = getattr(torch, "get_default_device", None)  # torch >= 2.3
+    device = get_device() if get_device is not None else None
     before = (torch.get_default_dtype(), torch.is_grad_enabled(), torch.are_deterministic_algorithms_enabled(),
               torch.is_deterministic_algorithms_warn_only_enabled(), torch.is_anomaly_enabled(),
               torch.get_float32_matmul_precision(), torch.backends.cudnn.benchmark, torch.backends.cudnn.deterministic)
@@ -35,6 +37,8 @@ def torch_globals_kept() -> Iterator[None]:
         torch.set_anomaly_enabled(anomaly)
         torch.set_float32_matmul_precision(precision)
         torch.backends.cudnn.benchmark, torch.backends.cudnn.deterministic = benchmark, cudnn_det
+        if device is not None and get_device() != device:  # None: torch's own default (the CPU), no mode left
+            torch.set_default_device(None if device == torch.device("cpu") else device)
 
 
 @contextlib.contextmanager

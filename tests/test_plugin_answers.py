@@ -147,6 +147,48 @@ def test_bad_stage_plans_are_one_line(tiny_data, plan, why):
     assert str(err.value).startswith("estimator component 'Plans'")
 
 
+class LeavesTorchChanged(Component):
+    """Changes one of torch's process-wide settings in a hook and leaves it so."""
+
+    def __init__(self, how, hook="setup", **kw):
+        super().__init__(**kw)
+        self.how, self.hook = how, hook
+
+    def _change(self):
+        if self.how == "grad":
+            torch.set_grad_enabled(False)
+        elif self.how == "dtype":
+            torch.set_default_dtype(torch.float64)
+        else:
+            torch.set_default_device("meta")
+
+    @hookimpl
+    def pllzoo_setup_stage(self, run, state):
+        if self.hook == "setup":
+            self._change()
+
+    @hookimpl
+    def pllzoo_select(self, step, state):
+        if self.hook == "select":
+            self._change()
+        return None
+
+
+@pytest.mark.parametrize("how, hook, what", [
+    ("grad", "setup", r"grad mode \(off; torch.set_grad_enabled\)"),
+    ("dtype", "select", r"default dtype \(torch.float64; torch.set_default_dtype\)"),
+    ("device", "setup", r"default device or a function mode \(torch.set_default_device\)"),
+])
+def test_a_hook_that_leaves_torch_changed_is_named_and_undone(tiny_data, how, hook, what):
+    """An outside review: set_grad_enabled(False) in a setup hook failed the run blaming the loss ('loss
+    without grad'); set_default_device('meta') failed this run and every later one, and the report crashed."""
+    with pytest.raises(ComponentError, match=rf"^selection component 'LeavesTorchChanged' .*: pllzoo_\w+ left "
+                                             rf"torch's {what} changed for everything after it"):
+        trainer_for(tiny_data, {"selection": LeavesTorchChanged(how, hook)}).fit()
+    assert torch.is_grad_enabled() and torch.get_default_dtype() == torch.float32
+    assert torch.get_default_device() == torch.device("cpu") and torch._C._len_torch_function_stack() == 0
+
+
 class Exits(Component):
     @hookimpl
     def pllzoo_loss(self, step, state):
