@@ -16,7 +16,7 @@ from pllzoo.checkpoint import from_signal
 from pllzoo.checks import ComponentError, describe, hook_failed
 from pllzoo.components import Component
 from pllzoo.errors import PLLZooError
-from pllzoo.state import WRITER
+from pllzoo.state import WRITER, Scratch
 
 
 _VERSION = operator.attrgetter("_version")  # a tensor's version counter (bumped by each in-place change)
@@ -42,6 +42,13 @@ def make_run_manager(components: dict[str, Component]) -> pluggy.PluginManager:
                 raise PLLZooError(f"{describe(slot, comp)}: {caller.name} is a hook wrapper; run hooks take plain "
                                   "implementations")
     return pm
+
+
+def _scratch(kwargs: dict[str, Any]) -> Scratch | None:
+    """The step's guarded scratch among a hook call's arguments, when it holds something."""
+    step = kwargs.get("step")
+    scratch = getattr(step, "scratch", None) if step is not None else None
+    return scratch if isinstance(scratch, Scratch) and scratch else None
 
 
 class RunHooks:
@@ -89,11 +96,15 @@ class RunHooks:
         state = kwargs.get("state")
         try:
             watched = state.watch(slot) if state is not None else ()
+            scratch = _scratch(kwargs)
+            noted = scratch.watch(slot) if scratch else ()
             before = list(map(_VERSION, self.inputs.values()))  # C-level: no Python frame on the hot path
             settings = self._globals()
             answer = impl.function(*[kwargs[a] for a in impl.argnames])
             if watched:
                 state.check_watched(watched)
+            if noted:
+                scratch.check_watched(noted)
             if list(map(_VERSION, self.inputs.values())) != before:
                 self._changed(before, slot, hook)
             if self._globals() != settings:
@@ -175,11 +186,15 @@ class RunHooks:
             token = WRITER.set(impl.plugin_name)  # the slot (make_run_manager registers each component so)
             try:
                 watched = state.watch(impl.plugin_name) if state is not None else ()
+                scratch = _scratch(kwargs)
+                noted = scratch.watch(impl.plugin_name) if scratch else ()
                 before = list(map(_VERSION, self.inputs.values()))
                 settings = self._globals()
                 answer = impl.function(*[kwargs[a] for a in impl.argnames])
                 if watched:
                     state.check_watched(watched)
+                if noted:
+                    scratch.check_watched(noted)
                 if list(map(_VERSION, self.inputs.values())) != before:
                     self._changed(before, impl.plugin_name, hook)
                 if self._globals() != settings:

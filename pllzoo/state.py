@@ -58,24 +58,36 @@ class PLLState:
         object.__setattr__(self, "_needs", dict(needs or {}))
         object.__setattr__(self, "_watched", {})  # slot -> the keys watched while its hooks run
 
-    def watch(self, slot: str) -> list[tuple[str, torch.Tensor, int]]:
-        """Before a hook of ``slot`` runs: the keys of other components it does not list in ``needs``, each
-        with its tensor and that tensor's version counter (``torch.Tensor._version``: an in-place change
-        bumps it).  Give the answer to :meth:`check_watched` after the hook."""
+    def watched_keys(self, slot: str) -> tuple[str, ...]:
+        """The keys of other components that a hook of ``slot`` does not list in ``needs`` (cached)."""
         keys = self._watched.get(slot)
         if keys is None:
             mine = self._needs.get(slot, frozenset())
             keys = self._watched[slot] = tuple(k for k, (s, _) in self._owners.items() if s != slot and k not in mine)
-        tensors = self._tensors
-        return [(k, tensors[k], tensors[k]._version) for k in keys if k in tensors]
+        return keys
 
-    def check_watched(self, watched: list[tuple[str, torch.Tensor, int]]) -> None:
+    def watch(self, slot: str) -> list[tuple[str, torch.Tensor, int]]:
+        """Before a hook of ``slot`` runs: the keys of other components it does not list in ``needs``, each
+        with its tensor and that tensor's version counter (``torch.Tensor._version``: an in-place change
+        bumps it).  Give the answer to :meth:`check_watched` after the hook."""
+        tensors = self._tensors
+        return [(k, tensors[k], tensors[k]._version) for k in self.watched_keys(slot) if k in tensors]
+
+    def check_watched(self, watched: list[tuple[str, torch.Tensor, int]], where: str = "state.") -> None:
         """:raises PLLZooError: one line, when a watched key's tensor changed in place during the hook."""
         for key, tensor, version in watched:
             if tensor._version != version:
-                raise PLLZooError(f"it changes state.{key} in place, which {self._owners[key][1]} provides (its "
+                raise PLLZooError(f"it changes {where}{key} in place, which {self._owners[key][1]} provides (its "
                                   f"own key); list {key!r} in needs to update it, or keep a key of your own, "
                                   "declared in provides")
+
+    def check_write(self, key: str, verb: str, where: str = "state.") -> None:
+        """:raises PLLZooError: one line, when the running hook's slot ``verb``\ s (assigns, deletes) a key that
+        another component provides (the trainer's own writes, outside hooks, are not checked)."""
+        owner, writer = self._owners.get(key), WRITER.get()
+        if owner is not None and writer is not None and writer != owner[0]:
+            tail = "; use a key of your own, declared in provides" if verb == "assigns" else ""
+            raise PLLZooError(f"it {verb} {where}{key}, which {owner[1]} provides (its own key){tail}")
 
     def __getattr__(self, key: str) -> torch.Tensor:
         try:
@@ -86,16 +98,11 @@ class PLLState:
     def __setattr__(self, key: str, value: torch.Tensor) -> None:
         if not isinstance(value, torch.Tensor):
             raise TypeError(f"PLLState holds tensors only; {key!r} got {type(value).__name__}")
-        owner, writer = self._owners.get(key), WRITER.get()
-        if owner is not None and writer is not None and writer != owner[0]:
-            raise PLLZooError(f"it assigns state.{key}, which {owner[1]} provides (its own key); use a key of "
-                              f"your own, declared in provides")
+        self.check_write(key, "assigns")
         self._tensors[key] = value
 
     def __delattr__(self, key: str) -> None:
-        owner, writer = self._owners.get(key), WRITER.get()
-        if owner is not None and writer is not None and writer != owner[0]:
-            raise PLLZooError(f"it deletes state.{key}, which {owner[1]} provides (its own key)")
+        self.check_write(key, "deletes")
         try:
             del self._tensors[key]
         except KeyError:
@@ -127,3 +134,51 @@ class PLLState:
     def __repr__(self) -> str:
         shapes = ", ".join(f"{k}={tuple(v.shape)}" for k, v in sorted(self._tensors.items()))
         return f"PLLState({shapes})"
+
+
+class Scratch(dict):
+    """``step.scratch``: this step's tensors shared between hooks, guarded as the state's keys are.  A key that one
+    component provides (declared in its ``provides``, as a state key) may be assigned or deleted only by its
+    hooks, and changed in place only by a component that lists it in ``needs`` (:meth:`watch`); else the run
+    fails with one line naming both components."""
+
+    __slots__ = ("_state",)
+
+    def __init__(self, state: PLLState) -> None:
+        super().__init__()
+        self._state = state  # its owners and needs
+
+    def __setitem__(self, key: str, value: torch.Tensor) -> None:
+        self._state.check_write(key, "assigns", "step.scratch.")
+        super().__setitem__(key, value)
+
+    def __delitem__(self, key: str) -> None:
+        self._state.check_write(key, "deletes", "step.scratch.")
+        super().__delitem__(key)
+
+    def pop(self, key: str, *default):  # type: ignore[override]
+        if key in self:
+            self._state.check_write(key, "deletes", "step.scratch.")
+        return super().pop(key, *default)
+
+    def setdefault(self, key: str, default: torch.Tensor | None = None):  # type: ignore[override]
+        if key not in self:
+            self[key] = default
+        return self[key]
+
+    def update(self, *args, **kwargs) -> None:  # type: ignore[override]
+        for key, value in dict(*args, **kwargs).items():
+            self[key] = value
+
+    def clear(self) -> None:
+        for key in list(self):
+            del self[key]
+
+    def watch(self, slot: str) -> list[tuple[str, torch.Tensor, int]]:
+        """As :meth:`PLLState.watch`, over this step's tensors."""
+        return [(k, t, t._version) for k in self._state.watched_keys(slot)
+                if isinstance(t := self.get(k), torch.Tensor)]
+
+    def check_watched(self, watched: list[tuple[str, torch.Tensor, int]]) -> None:
+        """As :meth:`PLLState.check_watched`."""
+        self._state.check_watched(watched, "step.scratch.")

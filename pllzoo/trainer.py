@@ -58,7 +58,7 @@ from pllzoo.models import build_model
 from pllzoo.run import Batch, Run, Stage, Step, TrainConfig
 from pllzoo.schedule import lr_at
 from pllzoo.seeding import derive_seed
-from pllzoo.state import PLLState
+from pllzoo.state import PLLState, Scratch
 
 if TYPE_CHECKING:  # pragma: no cover
     from pllzoo.registry import Registry
@@ -619,7 +619,7 @@ class Trainer:
             forward=self.forward, generator=gen, device_generator=vgen, epoch=epoch, stage=stage,
             nominal_batch_size=self.config.batch_size, logits_strong=logits_strong,
             features_strong=feats_strong, forward_with_features=self.forward_with_features, dist=self.dist,
-            forward_padded=self.forward_padded if self.row_masks is not None else None,
+            forward_padded=self.forward_padded if self.row_masks is not None else None, scratch=Scratch(self.state),
         )
         comps = self.components
         if values and not bool(torch.isfinite(logits.detach()).all()):  # before a component is blamed for them

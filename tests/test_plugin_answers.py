@@ -189,6 +189,56 @@ def test_a_hook_that_leaves_torch_changed_is_named_and_undone(tiny_data, how, ho
     assert torch.get_default_device() == torch.device("cpu") and torch._C._len_torch_function_stack() == 0
 
 
+class NotesInScratch(Component):
+    """A label update that shares a tensor of its own with later hooks through ``step.scratch``."""
+
+    provides = frozenset({"note"})
+
+    @hookimpl
+    def pllzoo_label_update(self, step):
+        step.scratch["note"] = step.probs.clone()
+        return step.batch.candidates.float() / step.batch.candidates.sum(1, keepdim=True)
+
+
+class ClobbersScratch(Component):
+    def __init__(self, how, **kw):
+        super().__init__(**kw)
+        self.how = how
+
+    @hookimpl
+    def pllzoo_post_step(self, step, state):
+        if self.how == "assign":
+            step.scratch["note"] = torch.zeros_like(step.scratch["note"])
+        elif self.how == "in place":
+            step.scratch["note"].zero_()
+        elif self.how == "delete":
+            step.scratch.pop("note")
+        else:  # a key of its own: allowed
+            step.scratch["mine"] = torch.zeros(1)
+
+    @hookimpl
+    def pllzoo_select(self, step, state):
+        return torch.ones(step.batch.size, dtype=torch.bool)
+
+
+@pytest.mark.parametrize("how, what", [
+    ("assign", "it assigns step.scratch.note, which label_update component 'NotesInScratch'"),
+    ("in place", "it changes step.scratch.note in place, which label_update component 'NotesInScratch'"),
+    ("delete", "it deletes step.scratch.note, which label_update component 'NotesInScratch'"),
+    ("own key", None),
+])
+def test_scratch_keys_are_guarded_as_state_keys(tiny_data, how, what):
+    """docs/hooks.md: a key another component provides, in state or in step.scratch, is its own.  An outside
+    review zeroed VALEN's ``valen_dirichlet`` from a selection's post-step: nothing caught it, and a later check
+    blamed VALEN."""
+    trainer = trainer_for(tiny_data, {"label_update": NotesInScratch(), "selection": ClobbersScratch(how)})
+    if what is None:
+        trainer.fit()
+        return
+    with pytest.raises(ComponentError, match=rf"^selection component 'ClobbersScratch' .*pllzoo_post_step.*{what}"):
+        trainer.fit()
+
+
 class Exits(Component):
     @hookimpl
     def pllzoo_loss(self, step, state):
