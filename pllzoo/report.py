@@ -79,7 +79,25 @@ def summary(records: pd.DataFrame, rule: str = "last", methods: list[str] | None
     chosen = chosen.sort_values("setting", key=lambda c: c.map(settings), kind="stable")
     out = summarise(chosen, by=("setting", "method"))
     counts = chosen.groupby(["setting", "method"], sort=False)["train_counts"].agg(list)
-    return out.assign(train_counts=[counts[(s, m)] for s, m in zip(out["setting"], out["method"])])
+    out = out.assign(train_counts=[counts[(s, m)] for s, m in zip(out["setting"], out["method"])])
+    seen = chosen.groupby(["setting", "method"], sort=False)[list(ACC_COLUMNS)].count()  # a shot group with
+    out = out.join(seen.add_suffix("_count"), on=["setting", "method"])  # no test example in a seed: fewer
+    if "epochs" in chosen:
+        length = chosen.groupby(["setting", "method"], sort=False)["epochs"].agg(lambda e: sorted(set(e.dropna())))
+        out = out.assign(epochs=[length[(s, m)] for s, m in zip(out["setting"], out["method"])])
+    return out
+
+
+def lengths_note(rows: pd.DataFrame) -> str:
+    """When the methods of one table trained for different numbers of epochs (folders of other benches reported
+    together): a sentence saying each method's; else ''."""
+    if "epochs" not in rows:
+        return ""
+    each = {m: e for m, e in zip(rows["method"], rows["epochs"]) if isinstance(e, list) and e}
+    if len({tuple(e) for e in each.values()}) <= 1:
+        return ""
+    told = ", ".join(f"{m} {'/'.join(str(int(x)) for x in e)}" for m, e in each.items())
+    return f"Not one training length: epochs of the final stage: {told}."
 
 
 FAILED_NOTE = ("failed: runs that raised (a component's exception, a non-finite loss, a bad output); n counts "
@@ -116,9 +134,19 @@ def mean_std_cells(summ: pd.DataFrame) -> list[list[str]]:
     rows = []
     for _, r in summ.iterrows():
         n, failed = int(r["n"]), int(r.get("failed", 0))
-        cells = [fmt(r[f"{c}_mean"], r[f"{c}_std"]) for c in ACC_COLUMNS] if n else ["failed"] * len(ACC_COLUMNS)
+        cells = [_cell(r, c, n) for c in ACC_COLUMNS] if n else ["failed"] * len(ACC_COLUMNS)
         rows.append([r["method"], *cells, f"{n} ({failed} failed)" if failed else str(n)])
     return rows
+
+
+def _cell(r: pd.Series, column: str, n: int) -> str:
+    """``mean ± std`` of ``column``, with its own count when fewer of the n runs have a value (a shot group without
+    test examples in some seed's split): the caption's "one seed: the value alone" would read it as n seeds."""
+    text = fmt(r[f"{column}_mean"], r[f"{column}_std"])
+    count = r.get(f"{column}_count")
+    if count is not None and not pd.isna(count) and 0 < int(count) < n:
+        text += f" (n={int(count)})"
+    return text
 
 
 def long_reports(summ: pd.DataFrame, rule: str, seeds_note: str = "") -> list[Report]:
@@ -130,6 +158,8 @@ def long_reports(summ: pd.DataFrame, rule: str, seeds_note: str = "") -> list[Re
         cap = caption(rule, counts)
         if "failed" in rows and rows["failed"].any():
             cap += f" {FAILED_NOTE}."
+        if lengths_note(rows):
+            cap += f" {lengths_note(rows)}"
         reports.append(Report(f"{setting}{seeds_note}", ["Method", *HEADERS.values(), "n"], cells, cap))
     return reports
 
@@ -142,7 +172,7 @@ def wide_report(summ: pd.DataFrame, rule: str, metric: str = "acc_all", paper: p
     """
     settings = list(dict.fromkeys(summ["setting"]))
     methods = list(dict.fromkeys(summ["method"]))
-    cell = {(r["setting"], r["method"]): (fmt(r[f"{metric}_mean"], r[f"{metric}_std"]), int(r["n"]))
+    cell = {(r["setting"], r["method"]): (_cell(r, metric, int(r["n"])), int(r["n"]))
             for _, r in summ.iterrows()}
     printed = {} if paper is None else {(r["setting"], r["method"]): str(r["paper"]) for _, r in paper.iterrows()}
     with_paper = [s for s in settings if any(k[0] == s for k in printed)]
@@ -160,6 +190,9 @@ def wide_report(summ: pd.DataFrame, rule: str, metric: str = "acc_all", paper: p
     ns = sorted({n for _, n in cell.values()})
     note = f"n = {ns[0]} seeds per cell" if len(ns) == 1 else f"n = {ns[0]}–{ns[-1]} seeds per cell"
     cap = f"{HEADERS.get(metric, metric)} accuracy (%). {caption(rule)} {note}."
+    for setting, group in summ.groupby("setting", sort=False):
+        if lengths_note(group):
+            cap += f" {setting}: {lengths_note(group)}"
     return Report(title or f"{HEADERS.get(metric, metric)} accuracy", headers, rows, cap)
 
 
@@ -185,7 +218,7 @@ def to_markdown(report: Report, heading: str = "###") -> str:
 
 def to_csv(summ: pd.DataFrame, paper: pd.DataFrame | None = None) -> str:
     """The tidy summary (one row per setting × method), with the paper's numbers when given."""
-    out = summ.drop(columns=["train_counts"])
+    out = summ.drop(columns=["train_counts", "epochs", *(f"{c}_count" for c in ACC_COLUMNS)], errors="ignore")
     if paper is not None:
         out = out.merge(paper[["setting", "method", "paper"]], on=["setting", "method"], how="left")
     return out.to_csv(index=False, float_format="%.4f")

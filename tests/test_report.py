@@ -154,3 +154,33 @@ def test_seeds_keeps_only_those_seeds(bench_out, tmp_path):
 def test_seeds_without_runs_or_malformed_is_one_line(bench_out, seeds, message):
     res = CliRunner().invoke(cli, ["report", str(bench_out), "--seeds", seeds])
     assert res.exit_code != 0 and message in res.output and "Traceback" not in res.output
+
+
+def _records(rows):
+    """Final records (rule "last") of hand-made runs: (method, seed, epochs, acc_many or None)."""
+    return pd.DataFrame([{"setting": "toy", "method": m, "run": f"{m}-{s}", "dataset": "toy", "seed": s, "epoch": e,
+                          "epochs": e,
+                          "stage_index": 0, "final_stage": True, "acc_all": 50.0 + s, "acc_many": many,
+                          "acc_medium": 40.0, "acc_few": 10.0, "train_counts": (3, 2, 1)}
+                         for m, s, e, many in rows])
+
+
+def test_a_cell_with_fewer_seeds_than_n_says_its_own_count():
+    """An outside review: a shot group without test examples in one seed's split averaged one seed under n = 2,
+    shown as a plain number, which the caption reads as a two-seed mean."""
+    summ = rep.summary(_records([("cc", 1, 5, 100.0), ("cc", 2, 5, None)]))
+    (report,) = rep.long_reports(summ, "last")
+    (row,) = report.rows
+    assert row[2] == "100.00 (n=1)" and row[1] == "51.50 ± 0.71" and row[-1] == "2"
+    assert "acc_many_count" not in rep.to_csv(summ)  # the CSV's columns stay as they were
+
+
+def test_methods_of_other_training_lengths_in_one_table_are_said():
+    """An outside review: `report A B` put 30-epoch PRODEN beside 3-epoch CC in one table with nothing saying so."""
+    summ = rep.summary(_records([("proden", 1, 30, 90.0), ("cc", 1, 3, 80.0)]))
+    (report,) = rep.long_reports(summ, "last")
+    assert report.caption.endswith("Not one training length: epochs of the final stage: cc 3, proden 30.")
+    assert "Not one training length" in rep.wide_report(summ, "last").caption
+    same = rep.summary(_records([("proden", 1, 30, 90.0), ("cc", 1, 30, 80.0)]))
+    assert "training length" not in rep.long_reports(same, "last")[0].caption
+    assert "epochs" not in rep.to_csv(same).splitlines()[0].split(",")
