@@ -121,6 +121,9 @@ class Registry:
                 for impl in getattr(self.pm.hook, hook_name).get_hookimpls():
                     if impl.plugin_name != info.name:
                         continue
+                    if impl.wrapper or impl.hookwrapper:  # called directly below, its generator would never run
+                        raise PLLZooError(f"{hook_name} is a hook wrapper; discovery hooks take plain "
+                                          "implementations (drop wrapper=True)")
                     try:
                         impl.function(**{a: register for a in impl.argnames})
                     except PLLZooError:
@@ -173,12 +176,11 @@ class Registry:
     def _component_registrar(self, slot: str, info: PluginInfo, staged: "_Staged"):
         def register(name: str, component: type[Component]) -> None:
             self._claim(slot, name, staged.components[slot], self.components[slot], info)
-            if not _shipped(info):  # a shipped component's name means that component, in whichever slot
-                for other, table in self.components.items():
-                    if name in table and _shipped(self._info(table[name][1])):
-                        raise PLLZooError(f"{slot} {name!r}: the name of {other} component {name!r} of plugin "
-                                          f"{self._info(table[name][1]).origin}; plugin {info.origin} is "
-                                          "refused as a whole")
+            for other, table in self.components.items():  # a component's name means that component, in
+                if name in table and table[name][1] != info.name:  # whichever slot: another plugin's is not taken
+                    raise PLLZooError(f"{slot} {name!r}: the name of {other} component {name!r} of plugin "
+                                      f"{self._info(table[name][1]).origin}; plugin {info.origin} is "
+                                      "refused as a whole")
             try:
                 check_component(component, slot)
             except PLLZooError as exc:

@@ -331,6 +331,23 @@ def test_a_plugin_with_one_bad_registration_leaves_nothing(slot, name, bad, reas
         reg.method("t-method")
 
 
+def test_a_wrapped_discovery_hook_is_refused_not_silently_empty():
+    """An outside review: ``@hookimpl(wrapper=True)`` on a registration hook loaded "fine" with no component (the
+    registry calls the function, which only made a generator)."""
+    class P:
+        @hookimpl(wrapper=True)
+        def pllzoo_register_selections(self, register):
+            register("t.sel", SelectAll)
+            return (yield)
+
+    pm, infos = make_plugin_manager(load_entrypoints=False)
+    pm.register(P(), name="p0")
+    reg = Registry.build(pm, infos)
+    assert _info(reg, "p0").error == ("pllzoo_register_selections is a hook wrapper; discovery hooks take plain "
+                                      "implementations (drop wrapper=True)")
+    assert "t.sel" not in reg.components["selection"]
+
+
 def test_a_shipped_class_registered_again_under_another_name_keeps_its_own(monkeypatch):
     """A plugin may reuse pllzoo's select-all class as ``t.all``: the new name goes on a subclass, so the shipped
     class keeps ``pllzoo.all`` (which ``htc``'s compatibility check compares with) and messages name it."""
@@ -496,6 +513,29 @@ def test_an_outside_component_taking_a_shipped_name_in_another_slot_is_refused(i
         "selection 'proden.confidence': the name of label_update component 'proden.confidence' of plugin "
         f"'baselines' (pllzoo-baselines {base}); plugin 'squat' (pllzoo-squat 1.0) is refused as a whole")
     assert "proden.confidence" not in reg.components["selection"]
+
+
+def test_two_outside_plugins_cannot_share_a_name_across_slots():
+    """docs/hooks.md: a name another plugin holds refuses the whole plugin; across slots too (an outside review:
+    only shipped names were checked across slots, so two outside plugins could both hold ``x.sharpen``)."""
+    class First:
+        @hookimpl
+        def pllzoo_register_selections(self, register):
+            register("x.sharpen", SelectAll)
+
+    class Second:
+        @hookimpl
+        def pllzoo_register_losses(self, register):
+            register("x.sharpen", SoftCrossEntropy)
+
+    pm, infos = make_plugin_manager(load_entrypoints=False)
+    pm.register(First(), name="p1")
+    pm.register(Second(), name="p2")
+    reg = Registry.build(pm, infos)
+    assert _info(reg, "p1").error is None and "x.sharpen" in reg.components["selection"]
+    assert _info(reg, "p2").error.startswith("loss 'x.sharpen': the name of selection component 'x.sharpen' of "
+                                             "plugin 'p1'")
+    assert "x.sharpen" not in reg.components["loss"]
 
 
 def test_a_slow_plugin_import_is_named_by_pllzoo_plugins(install, monkeypatch):
