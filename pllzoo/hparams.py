@@ -85,11 +85,15 @@ class NoHParams:
 
 def describe(cls: type) -> list[tuple[str, Any, str]]:
     """``(name, default, help)`` for every field of a hyper-parameter dataclass; the help ends with
-    the field's range when it declares one (``pllzoo methods --hparams``)."""
+    the field's range or choices when it declares them (``pllzoo methods --hparams``)."""
     out = []
     for f in fields(cls):
-        help_, bounds = f.metadata.get("help", ""), range_of(f)
-        out.append((f.name, f.default, f"{help_} (range: {bounds})" if bounds is not None else help_))
+        help_, bounds, choices = f.metadata.get("help", ""), range_of(f), f.metadata.get("choices")
+        if bounds is not None:
+            help_ += f" (range: {bounds})"
+        if choices is not None:
+            help_ += f" (one of: {', '.join(map(str, choices))})"
+        out.append((f.name, f.default, help_))
     return out
 
 
