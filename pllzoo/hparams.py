@@ -151,9 +151,26 @@ def type_error(f: dataclasses.Field, value: Any) -> str | None:
     return None if ok else kind.__name__
 
 
+def _element_type(annotation: Any, default: Any) -> type:
+    """The element type of a ``tuple[X, ...]`` field: X when it is a basic type, else the default's first
+    element's, else float."""
+    if isinstance(annotation, str):
+        found = re.fullmatch(r"\s*tuple\[\s*(\w+)\s*,\s*\.\.\.\s*\]\s*", annotation)
+        if found and found.group(1) in _BASIC:
+            return _BASIC[found.group(1)]
+    else:
+        args = typing.get_args(annotation)
+        if args and args[0] in _BASIC.values():
+            return args[0]
+    return type(default[0]) if default else float
+
+
 def parse_value(text: str, annotation: Any, default: Any) -> Any:
     """Parse a command-line string to the type of a field: its annotation's when that is ``int``, ``float``,
-    ``bool`` or ``str`` (:func:`basic_type`), else its default's."""
+    ``bool`` or ``str`` (:func:`basic_type`), else its default's.  ``none`` gives None for an ``X | None`` field;
+    a tuple's items are parsed as its annotation's element type."""
+    if _takes_none(annotation) and text.strip().lower() in {"none", "null"}:
+        return None
     kind = basic_type(annotation) or (type(default) if default is not None else annotation)
     if isinstance(kind, str):  # postponed annotations
         kind = _BASIC.get(kind.split("|")[0].strip(), str)
@@ -179,8 +196,8 @@ def parse_value(text: str, annotation: Any, default: Any) -> Any:
             raise ValueError(f"expected a number, got {text!r}") from None
     if kind is tuple or origin is tuple:
         items = [t for t in text.replace(";", ",").split(",") if t.strip()]
-        elem = type(default[0]) if default else float
-        return tuple(elem(t) for t in items)
+        elem = _element_type(annotation, default)
+        return tuple(parse_value(t, elem, None) for t in items)
     return text
 
 
