@@ -289,6 +289,32 @@ def test_htc_trains_end_to_end(registry, image):
         torch.testing.assert_close(other.pllzoo_predict(logits, trainer.state, feats), want)
 
 
+@pytest.mark.parametrize("zero_prior", ["exclude", "adjust"])
+def test_a_label_no_row_has_as_candidate_is_never_predicted(registry, zero_prior):
+    """Label 3 is no training row's candidate (π_3 = 0 in W, exactly: W's update is masked by Y): the default
+    ensemble never predicts it; the code's formula (``adjust``) gives it +11.5 nats of head input and predicts it
+    for some rows (4 of 12 here, on well-separated classes)."""
+    import dataclasses
+
+    full = make_tiny_data(n=64, k=4)
+    keep, keep_test = full.y_train != 3, full.y_test != 3
+    cand = full.candidates[keep].clone()
+    cand[:, 3] = False
+    data = dataclasses.replace(full, x_train=full.x_train[keep], y_train=full.y_train[keep], candidates=cand,
+                               x_test=full.x_test[keep_test], y_test=full.y_test[keep_test])
+    hp = {"predict.zero_prior": zero_prior} if zero_prior != "exclude" else {}
+    comps = registry.build_components(registry.method("htc"), hp, dataset=(data.name, data.kind))
+    cfg = TrainConfig(model="mlp", epochs=2, lr=0.05, weight_decay=0.0, batch_size=16, strong_view="weak")
+    trainer = Trainer(data, comps, cfg, seed=1, device=torch.device("cpu"))
+    trainer.fit()
+    assert float(trainer.state.confidence[:, 3].sum()) == 0.0
+    pred = trainer._predict(trainer.x_test)  # through the trainer's checks (finite, [M, K])
+    if zero_prior == "exclude":
+        assert int((pred == 3).sum()) == 0
+    else:
+        assert int((pred == 3).sum()) > 0
+
+
 @pytest.mark.parametrize("image", [False, True], ids=["tabular", "image"])
 def test_host_reads_per_step(registry, image):
     """Epoch 0 reads nothing; from epoch 1 one read per step: |R| of both heads together."""
