@@ -155,6 +155,8 @@ def from_folder(run_dir: Path) -> ArchivedRun | None:
             found[name] = json.loads(path.read_text()) if path.exists() else {}
         except (OSError, ValueError) as exc:
             raise DamagedRun(f"{run_dir}: damaged run ({name} is not JSON: {type(exc).__name__})") from None
+        if not isinstance(found[name], dict):  # read() refuses such a line: the archive would be unreadable
+            raise DamagedRun(f"{run_dir}: damaged run ({name} is not a JSON object)")
     config, env = found["config.json"], found["env.json"]
     error = (run_dir / "error.txt").read_text() if (run_dir / "error.txt").exists() else None
     return ArchivedRun(run_dir.name, (run_dir / "done").exists(), config, env, records, error)

@@ -35,7 +35,10 @@ def _options(recorded: dict[str, Any], data_dir: Path | None) -> DataOptions:
     return dataclasses.replace(opts, data_dir=root, download=False)
 
 
-def _config(run_dir: Path) -> dict[str, Any]:
+def run_config(run_dir: Path) -> dict[str, Any]:
+    """The run folder's config.json, checked to be a pllzoo run config.
+
+    :raises DamagedRun: one line, when it is not."""
     try:
         config = json.loads((run_dir / "config.json").read_text())
     except (OSError, ValueError):
@@ -75,7 +78,7 @@ def rescore(registry: Registry, run_dir: Path, overrides: dict[str, str], predic
     if not (run_dir / NAME).exists():
         raise PLLZooError(f"{run_dir}: no checkpoint.pt (checkpoints are not kept in git; re-run the training)")
     records = read_log(run_dir)  # DamagedRun: one line
-    config = _config(run_dir)
+    config = run_config(run_dir)
     check_same_run(config, records[0], run_dir)  # the log of another run (a copied or pasted log.jsonl)
     try:
         ckpt = load_checkpoint(run_dir)

@@ -233,6 +233,10 @@ def _finite_number(v: Any) -> bool:
 RUN_KEYS = ("method", "dataset", "seed")  # what names a run in its records and its config.json
 
 
+REQUIRED_KEYS = ("method", "dataset", "seed", "epoch", "epochs")
+"""What every record pllzoo writes holds, and the tables group and order by."""
+
+
 def _check_record_types(records: list[dict[str, Any]], where: Path | str) -> None:
     """The fields the tables read of each record have the types pllzoo writes: ``method``, ``dataset`` and
     ``stage`` strings, ``seed``, ``epoch`` and ``epochs`` integers, the accuracies finite numbers or null,
@@ -247,6 +251,10 @@ def _check_record_types(records: list[dict[str, Any]], where: Path | str) -> Non
                   x is None or _finite_number(x) for x in v), "a list of finite numbers")}
     first = records[0] if records else {}
     for rec in records:
+        missing = [k for k in REQUIRED_KEYS if k not in rec]
+        if missing:  # an edited log, or another tool's: the tables would sort or group it wrongly
+            raise DamagedRun(f"{where}: damaged run (log.jsonl's record at epoch {rec.get('epoch')!r} has no "
+                             f"{', '.join(missing)})")
         for key, (ok, what) in checks.items():
             if key in rec and not ok(rec[key]):
                 raise DamagedRun(f"{where}: damaged run (log.jsonl's {key} at epoch {rec.get('epoch')!r} is "
@@ -494,6 +502,12 @@ def _labels(configs: dict[str, dict[str, Any]], beside: list[dict[str, Any]]) ->
     as_recorded = [json.loads(json.dumps(c, default=str)) for c in beside]  # as config.json holds it (write_json)
     settings = _settings({**configs, **dict(zip(keys, as_recorded))})
     return {k: settings[k] for k in configs}, [settings[k] for k in keys]
+
+
+def settings_of(configs: dict[str, dict[str, Any]]) -> dict[str, str]:
+    """Each run's setting label (``configs``: by run id), told apart as ``pllzoo report`` tells them: the data,
+    and what else differs between runs of one method (``[train.epochs=30]``)."""
+    return _labels(configs, [])[0]
 
 
 _Read = dict[str, list[tuple["_Source", list[dict[str, Any]], dict[str, Any]]]]

@@ -99,6 +99,10 @@ DAMAGE = {
                            "resuming it from its checkpoint"),
     "the log of another seed": (_every("seed", "9"), "log.jsonl's seed is 9, config.json's 1: the log of another run",
                                 "resuming it from its checkpoint"),
+    "records without their method": (  # an outside review: report's traceback, and bench's table without the run
+        lambda r: (r / "log.jsonl").write_text("".join(json.dumps({k: v for k, v in json.loads(line).items()
+                                                                   if k != "method"}) + "\n" for line in _lines(r))),
+        "log.jsonl's record at epoch 1 has no method", "resuming it from its checkpoint"),
     "truncated checkpoint": (_cut_checkpoint, "truncated or corrupt", "retraining the run from the start"),
     "empty checkpoint": (lambda r: (r / "checkpoint.pt").write_bytes(b""), "empty, 0 bytes",
                          "retraining the run from the start"),
@@ -198,6 +202,19 @@ def test_a_garbage_config_is_a_damaged_run(out, command):
     assert res.exit_code == (0 if command == "report" else 1), res.output
     line = one_line_about(res.output, "Warning:" if command == "report" else "Error:", run)
     assert "config.json" in line and "damaged run" in line
+
+
+@pytest.mark.parametrize("name", ["config.json", "env.json"])
+def test_archive_refuses_a_run_whose_config_is_json_but_no_object(out, name):
+    """An outside review: config.json ``[]`` went into the archive, which no command could read after, and
+    ``archive --rebuild`` rewrote the same unreadable file."""
+    run = _first(out)
+    (run / name).write_text("[]")
+    res = CliRunner().invoke(cli, ["archive", str(out)])
+    assert res.exit_code == 1
+    assert f"damaged run ({name} is not a JSON object); fix or remove the folder" in \
+        one_line_about(res.output, "Error:", run)
+    assert not (out / "runs.jsonl.xz").exists()
 
 
 def test_with_jobs_the_damage_is_found_before_the_workers_start(out):

@@ -71,15 +71,37 @@ def test_cli_prints_and_writes_rows(run_dir, tmp_path):
 
 
 def test_cli_md_is_mean_and_sample_std_per_method(run_dir, tmp_path):
-    # the same run twice: mean = its value, sample std = 0, n = 2, one row for the method
+    """One row per method and setting; the same run given twice, or a copy of its folder, counts once (an outside
+    review: n = 3 with std 0.00), and runs on other data are another table, not averaged in."""
+    import shutil
+
+    copy = tmp_path / "copy" / run_dir.name
+    shutil.copytree(run_dir, copy)
     out = tmp_path / "table.md"
-    result = CliRunner().invoke(cli, ["evaluate", str(run_dir), str(run_dir), "--device", "cpu", "--md", str(out)])
+    result = CliRunner().invoke(cli, ["evaluate", str(run_dir), str(run_dir), str(copy), "--device", "cpu",
+                                      "--md", str(out)])
     assert result.exit_code == 0, result.output
+    assert result.output.count("(each run counts once)") == 2
     last = _last(run_dir)
     rows = [line for line in out.read_text().splitlines() if line.startswith("| solar")]
-    assert rows == [f"| solar | {last['acc_all']:.2f} ± 0.00 | {last['acc_many']:.2f} ± 0.00 | "
-                    f"{last['acc_medium']:.2f} ± 0.00 | {last['acc_few']:.2f} ± 0.00 | 2 |"]
+    assert rows == [f"| solar | {last['acc_all']:.2f} | {last['acc_many']:.2f} | "
+                    f"{last['acc_medium']:.2f} | {last['acc_few']:.2f} | 1 |"]
     assert out.read_text().startswith("### Re-scored: as trained")
+
+
+def test_cli_md_keeps_runs_on_other_data_apart(run_dir, tmp_path):
+    other = tmp_path / "other"
+    res = CliRunner().invoke(cli, ["bench", "--methods", "solar", "--dataset", "synthetic-lt", "--seeds", "2",
+                                   "--epochs", "2", "--hp", "estimator.est_epochs=1", "--subset", "2000",
+                                   "--device", "cpu", "--out", str(other)])
+    assert res.exit_code == 0, res.output
+    (run2,) = (other / "runs").iterdir()
+    out = tmp_path / "table.md"
+    result = CliRunner().invoke(cli, ["evaluate", str(run_dir), str(run2), "--device", "cpu", "--md", str(out)])
+    assert result.exit_code == 0, result.output
+    text = out.read_text()
+    assert text.count("### Re-scored: as trained (") == 2 and "subset=2000" in text
+    assert [line.rsplit("|", 2)[1].strip() for line in text.splitlines() if line.startswith("| solar")] == ["1", "1"]
 
 
 def test_a_training_setting_is_refused_since_it_would_change_nothing(run_dir):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import warnings
 from pathlib import Path
 
 import click
@@ -31,21 +32,31 @@ def evaluate(runs, predict, hps, data_dir, device, dataset, csv_path, md_path) -
 
     from pllzoo import planning
     from pllzoo import report as rep
-    from pllzoo.evaluate import rescore
+    from pllzoo.evaluate import rescore, run_config
     from pllzoo.registry import get_registry
-    from pllzoo.results import summarise
+    from pllzoo.results import settings_of, summarise
 
     overrides = planning.parse_overrides(hps)
-    rows = pd.DataFrame([rescore(get_registry(), run, overrides, predict, data_dir, device, dataset) for run in runs])
+    unique: dict[str, Path] = {}
+    for run in runs:  # a run given twice, or a copy of its folder, counts once (as in pllzoo report)
+        if run.name in unique:
+            warnings.warn(f"left out {run}: the same run as {unique[run.name]} (each run counts once)")
+        else:
+            unique[run.name] = run
+    rows = pd.DataFrame([rescore(get_registry(), run, overrides, predict, data_dir, device, dataset)
+                         for run in unique.values()])
+    rows["setting"] = rows["run"].map(settings_of({name: run_config(run) for name, run in unique.items()}))
     setting = ([f"predict={predict}"] if predict else []) + [f"{k}={v}" for k, v in overrides.items()]
     title = "Re-scored: " + (", ".join(setting) or "as trained")
     note = "Final checkpoint of each run, test set, no training."
     cells = [[r["run"], *(rep.fmt(r[c], None) for c in ACC_COLUMNS)] for _, r in rows.iterrows()]
     Console().print(rep.to_rich(rep.Report(title, ["run", *rep.HEADERS.values()], cells, note)))
-    if md_path:
-        cells = rep.mean_std_cells(summarise(rows, by=("method",)))
-        md = rep.Report(title, ["Method", *rep.HEADERS.values(), "n"], cells, f"{note} {rep.SPREAD}.")
-        write_text(md_path, rep.to_markdown(md))
+    if md_path:  # one table per setting: runs on other data, or trained otherwise, are not averaged together
+        tables = [rep.Report(title if len(set(rows["setting"])) == 1 else f"{title} ({setting})",
+                             ["Method", *rep.HEADERS.values(), "n"], rep.mean_std_cells(summarise(group, by=("method",))),
+                             f"{note} {setting}. {rep.SPREAD}.")
+                  for setting, group in rows.groupby("setting", sort=False)]
+        write_text(md_path, "\n".join(rep.to_markdown(t) for t in tables))
         click.echo(f"table: {md_path}")
     if csv_path:
         frame = rows.assign(overrides=rows["overrides"].map(lambda d: ";".join(f"{k}={v}" for k, v in d.items())))
