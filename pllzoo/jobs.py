@@ -355,7 +355,9 @@ def _parent_signals() -> Iterator[list[int]]:
                         "their current epoch, no other starts (send it again to abandon the epochs)\n".encode())
         asked.append(received)
 
-    defaults = (signal.SIG_DFL, signal.default_int_handler)
+    from pllzoo import interrupts
+
+    defaults = (signal.SIG_DFL, signal.default_int_handler, interrupts.on_sigint)  # the CLI's Ctrl-C watch too
     previous = {s: signal.signal(s, on_signal) for s in (signal.SIGINT, signal.SIGTERM)
                 if signal.getsignal(s) in defaults}
     try:
