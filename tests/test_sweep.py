@@ -78,7 +78,9 @@ def test_bad_space_specs_are_one_line_errors(spec, message, tmp_path: Path):
     (["--space", "train.batch_size=uniform(32,64)"], 1, "bad value for train.batch_size"),
     (["--space", "train.lr=uniform(0.1,0.2)", "--hp", "train.lr=0.1"], 1, "both fixed by --hp and searched"),
     (["--space", "train.lr=uniform(0.1,0.2)", "--holdout", "0"], 1, "give --holdout > 0"),
-    (["--space", "train.lr=uniform(0.1,0.2)", "--trials", "0"], 1, "--trials must be at least 1"),
+    (["--space", "train.lr=uniform(0.1,0.2)", "--trials", "0"], 2, "'--trials': 0 is not in the range 1<=x<=1000"),
+    # a typo: every trial is planned before any trains, and 100000000 of them filled the memory (outside review)
+    (["--space", "train.lr=uniform(0.1,0.2)", "--trials", "100000000"], 2, "is not in the range 1<=x<=1000"),
     ([], 1, "no --space given"),
 ])
 def test_spaces_the_fields_refuse_are_one_line_errors_before_anything_runs(extra, code, message, tmp_path: Path):

@@ -21,6 +21,11 @@ from pllzoo.errors import PLLZooError
 from pllzoo.model_selection import RULES
 
 
+MAX_TRIALS = 1000
+"""Every trial is planned before any trains (about 1.6 MB each, 60 s for 1000 on CPU): a typo such as 100000000
+filled the machine's memory."""
+
+
 @cli.command(cls=_KeepsArgs)
 @click.option("--methods", required=True, help="Comma-separated method strings (each selected on its own).")
 @click.option("--dataset", default="synthetic-lt", show_default=True, help="Dataset name (pllzoo datasets) or .mat path.")
@@ -30,7 +35,9 @@ from pllzoo.model_selection import RULES
                    "'train.batch_size=choice(64,128,256)', 'train.epochs=randint(1,3)'. Repeat for more.")
 @click.option("--space-file", type=click.Path(exists=True, dir_okay=False, path_type=Path), default=None,
               help="More --space specs, one per line (# comments).")
-@click.option("--trials", type=int, default=8, show_default=True, help="Number of trials drawn from the space.")
+@click.option("--trials", type=click.IntRange(1, MAX_TRIALS), default=8, show_default=True,
+              help=f"Number of trials drawn from the space (at most {MAX_TRIALS}: each is planned, with its data, "
+                   "before any trains; a larger search is several sweeps with other --draw-seed).")
 @click.option("--draw-seed", type=int, default=0, show_default=True,
               help="Seed of the draws: the same seed gives the same trials.")
 @click.option("--select", "rule", type=click.Choice(RULES), default="approx", show_default=True,
