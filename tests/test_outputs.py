@@ -120,3 +120,27 @@ def test_the_bench_files_of_a_results_folder_are_not_overwritten(out, name):
     res = CliRunner().invoke(cli, ["report", str(out), "--md" if name.endswith(".md") else "--csv", str(out / name)])
     assert res.exit_code == 2 and "the bench's own record of that results folder" in res.output
     assert (out / "results.csv").read_bytes() == before
+
+
+def test_a_write_that_fails_leaves_the_file_as_it_was(tmp_path, monkeypatch):
+    """A full disk under ``--md``/``--csv``: one line, and the table there before is whole (an outside review: it
+    was truncated to 0 bytes), with no temporary file left."""
+    import errno
+    import pathlib
+
+    from pllzoo.cli.outputs import write_text
+    from pllzoo.errors import PLLZooError
+
+    table = tmp_path / "t.md"
+    table.write_text("the old table\n")
+    real = pathlib.Path.write_text
+
+    def full_disk(self, text, *args, **kwargs):
+        real(self, text[:3], *args, **kwargs)
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(pathlib.Path, "write_text", full_disk)
+    with pytest.raises(PLLZooError, match=r"^cannot write .*t\.md: No space left on device$"):
+        write_text(table, "a new table\n")
+    monkeypatch.undo()
+    assert table.read_text() == "the old table\n" and sorted(p.name for p in tmp_path.iterdir()) == ["t.md"]

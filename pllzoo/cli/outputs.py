@@ -9,6 +9,7 @@ system) is one ``Error:`` line naming the file, never a traceback.
 from __future__ import annotations
 
 import contextlib
+import os
 from pathlib import Path
 from typing import Any, Iterator
 
@@ -69,6 +70,13 @@ def writing(path: Path) -> Iterator[None]:
 
 
 def write_text(path: Path, text: str) -> None:
-    """Write ``text`` to ``path`` (:func:`writing`)."""
+    """Write ``text`` to ``path`` (:func:`writing`), whole or not at all: through a temporary file beside it, so a
+    full disk leaves the file as it was (an outside review: a table truncated to 0 bytes)."""
+    path = Path(path)
+    tmp = path.with_name(f".{path.name}.tmp")
     with writing(path):
-        Path(path).write_text(text)
+        try:
+            tmp.write_text(text)
+            os.replace(tmp, path)
+        finally:
+            tmp.unlink(missing_ok=True)
