@@ -222,7 +222,7 @@ def _check_torch_defaults(before: tuple[str, str]) -> None:
         return
     torch = sys.modules["torch"]
     torch.set_default_dtype(getattr(torch, before[0].removeprefix("torch.")))
-    torch.set_default_device(before[1])
+    torch.set_default_device(None if before[1] == "cpu" else before[1])  # "cpu" would leave a device mode on
     what = [f"{name} to {new}" for name, old, new in zip(("default dtype", "default device"), before, after)
             if old != new]
     raise RuntimeError(f"its import changes torch's {' and '.join(what)}, which every run would compute with; "

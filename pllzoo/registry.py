@@ -306,7 +306,8 @@ class Registry:
                 except UnknownNameError as exc:
                     raise UnknownNameError(f"method {base!r}{self._method_origin(base)} names an {exc}") from None
             elif comp is None and slot not in OPTIONAL_SLOTS:
-                raise PLLZooError(f"method {name!r} leaves slot {slot!r} empty")
+                raise PLLZooError(f"method {name!r} leaves slot {slot!r} empty: the recipe{self._method_origin(base)} "
+                                  f"names no {slot} component")  # (slot=none from the user is refused before)
         return method
 
     def dataset(self, name_or_path: str) -> DatasetSpec:
@@ -362,7 +363,12 @@ class Registry:
         ``method.hparams``, then ``overrides`` (``slot.field`` → value or its string
         form; keys for slots the method does not have are errors).
         """
-        own, per_slot = _by_slot(method.hparams), _by_slot({**method.hparams, **(overrides or {})})
+        try:
+            own = _by_slot(method.hparams)
+        except PLLZooError as exc:  # the recipe's own key, not the user's --hp
+            raise PLLZooError(f"method {method.name!r}{self._method_origin(method.name)} sets a bad "
+                              f"hyper-parameter of its own: {exc}") from None
+        per_slot = _by_slot({**method.hparams, **(overrides or {})})
         built: dict[str, Component] = {}
         for slot, comp_name in method.slots().items():
             if comp_name is None:
@@ -379,12 +385,16 @@ class Registry:
                 except PLLZooError as exc:
                     raise PLLZooError(f"method {method.name!r}{self._method_origin(method.name)} sets a bad "
                                       f"hyper-parameter of its own: {exc}") from None
+                except Exception:  # HParams.__post_init__ on the recipe's values alone: the user's --hp may
+                    pass  # complete them; the combination is checked below
                 hp = override(base, per_slot.get(slot, {}), where=f"{slot}")
             except PLLZooError:
                 raise
             except Exception as exc:  # the plugin's own check of its values (HParams.__post_init__): one line
-                raise PLLZooError(f"{self._component_origin(slot, comp_name)} refused its hyper-parameters: "
-                                  f"{one_line(exc)}") from exc
+                mine = {k: v for k, v in own.get(slot, {}).items() if per_slot[slot].get(k) == v}
+                whose = f" (the recipe's {', '.join(f'{k}={v}' for k, v in mine.items())})" if mine else ""
+                raise PLLZooError(f"{self._component_origin(slot, comp_name)} refused its hyper-parameters"
+                                  f"{whose}: {one_line(exc)}") from exc
             try:
                 built[slot] = cls(hp)
             except PLLZooError:

@@ -617,4 +617,5 @@ def test_a_plugin_that_changes_torchs_defaults_at_import_is_refused(install, cha
     assert _info(reg, "dtype").error == (f"RuntimeError: its import changes torch's {said}, which every run would "
                                          "compute with; set them inside your own code, not at import")
     assert torch.get_default_dtype() == torch.float32 and torch.empty(1).device.type == "cpu"
+    assert torch._C._len_torch_function_stack() == 0  # torch's own default, not a "cpu" device mode on every call
     assert _info(reg, "baselines").error is None

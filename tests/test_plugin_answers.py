@@ -14,6 +14,7 @@ from pllzoo.builtin import SoftCrossEntropy
 from pllzoo.checks import ComponentError
 from pllzoo.data.base import DataOptions, DatasetSpec
 from pllzoo.errors import PLLZooError, UnknownNameError
+from pllzoo.hparams import hp
 from pllzoo.models import build_model
 from pllzoo.pllnet import PLLNet
 from pllzoo.planning import load
@@ -493,6 +494,44 @@ def test_a_recipe_naming_an_unknown_component_names_the_recipe_and_its_plugin(lo
         reg.method("t-lazy")
     with pytest.raises(UnknownNameError, match=r"^unknown selection component 'x.y'; valid: "):  # the user's own
         reg.method("t-lazy+selection=x.y")
+
+
+@dataclasses.dataclass(frozen=True)
+class Ordered:
+    low: float = hp(0.0, "lower end")
+    high: float = hp(1.0, "upper end")
+
+    def __post_init__(self):
+        if not self.low < self.high:
+            raise ValueError(f"low {self.low} must be below high {self.high}")
+
+
+class OrderedLoss(SoftCrossEntropy):
+    HParams = Ordered
+
+
+def test_a_recipes_own_mistakes_name_the_recipe_and_its_plugin():
+    """An outside review: a recipe's misspelled slot and its empty slot read like the user's own mistake, and a
+    recipe value that only the combination with the user's --hp makes valid was refused before --hp applied."""
+    def methods(register):
+        register(Method(name="t-typo", loss="pllzoo.soft_ce", hparams={"selektion.x": 1}))
+        register(Method(name="t-noloss", loss=None))
+        register(Method(name="t-ordered", loss="t.ordered", hparams={"loss.low": 2.0}))
+
+    reg = _registry(pllzoo_register_losses=lambda register: register("t.ordered", OrderedLoss),
+                    pllzoo_register_methods=methods)
+    with pytest.raises(PLLZooError, match=r"^method 't-typo' \(plugin 'p0' \(in-process\)\) sets a bad "
+                                          r"hyper-parameter of its own: bad hyper-parameter key 'selektion.x'"):
+        reg.build_components(reg.method("t-typo"), {})
+    with pytest.raises(PLLZooError, match=r"^method 't-noloss' leaves slot 'loss' empty: the recipe \(plugin 'p0' "
+                                          r"\(in-process\)\) names no loss component$"):
+        reg.method("t-noloss")
+    with pytest.raises(PLLZooError, match=r"^loss component 't.ordered' \(plugin 'p0' \(in-process\)\) refused its "
+                                          r"hyper-parameters \(the recipe's low=2.0\): ValueError: low 2.0 must be "
+                                          r"below high 1.0$"):
+        reg.build_components(reg.method("t-ordered"), {})
+    built = reg.build_components(reg.method("t-ordered"), {"loss.high": "3"})  # the user's --hp completes it
+    assert (built["loss"].hp.low, built["loss"].hp.high) == (2.0, 3.0)
 
 
 def test_a_backbone_giving_nan_is_named_not_the_loss(tiny_data):
