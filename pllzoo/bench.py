@@ -257,7 +257,7 @@ def execute(
                                       "fix the cause and rerun with --resume")
     if failed:
         named = [(_name(plans[i]), why) for i, why in sorted(failed.items())]
-        raise RunsFailed(failure_line(named, attempted, runs_dir), rows,
+        raise RunsFailed(failure_line(named, attempted, runs_dir, overwrite), rows,
                          [(plans[i], why) for i, why in sorted(failed.items())])
     if skipped:  # a script's `bench && next` must not go on without them
         raise checkpoint.Stopped(f"{len(skipped)} run(s) skipped, in use by another bench ({', '.join(skipped)}); "

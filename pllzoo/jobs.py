@@ -133,13 +133,16 @@ def record_failure(run_dir: Path, exc: BaseException) -> str:
     return describe(exc)
 
 
-def failure_line(failed: list[tuple[str, str]], attempted: int, runs_dir: Path) -> str:
+def failure_line(failed: list[tuple[str, str]], attempted: int, runs_dir: Path, overwrite: bool = False) -> str:
     """One line naming every failed run: ``failed`` holds ``(run name, reason)``, ``attempted`` counts
-    the runs trained this time (not the reused ones)."""
+    the runs trained this time (not the reused ones); ``overwrite``: they were retrained over finished runs,
+    which a failure keeps (so --resume would reuse those, not retrain)."""
     names = "; ".join(f"{name} ({why})" for name, why in failed)
     others = f"The others finished in {runs_dir}; " if len(failed) < attempted else ""
-    return (f"{len(failed)} of {attempted} runs failed: {names}. {others}tracebacks in each run's error.txt; "
-            "fix the cause and rerun with --resume to run only the failed ones")
+    again = ("rerun with --overwrite to retrain them (--resume would keep the earlier finished runs)" if overwrite
+             else "rerun with --resume to run only the failed ones")
+    return f"{len(failed)} of {attempted} runs failed: {names}. {others}tracebacks in each run's error.txt; " \
+           f"fix the cause and {again}"
 
 
 class RunsFailed(PLLZooError):

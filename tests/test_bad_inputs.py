@@ -130,6 +130,12 @@ def _out_under_file(c: Ctx) -> list[str]:
     return _good(c, "--out", str(c.out / "results.csv" / "sub"))
 
 
+def _results_csv_a_folder(c: Ctx) -> list[str]:
+    (c.out / "results.csv").unlink()
+    (c.out / "results.csv").mkdir()
+    return _good(c, "--out", str(c.out))
+
+
 def _not_writable(c: Ctx) -> list[str]:
     """A read-only --out, as the permission check sees it (root ignores a chmod'ed folder, so os.access is faked)."""
     real = os.access
@@ -224,6 +230,8 @@ CASES = [
     Case("out is a file", _out_is_file, 1, "is a file; pass a folder"),
     Case("out under a file", _out_under_file, 1, "results.csv is a file, not a folder"),
     Case("out not writable", _not_writable, 1, "is not writable"),
+    Case("results.csv a folder", _results_csv_a_folder, 1,  # it named results.csv.tmp (an outside review)
+         "results.csv is a folder, not pllzoo's file; move it away, then rerun with --resume", keep="runs"),
     Case("out empty", lambda c: _good(c, "--out", ""), 2, "Invalid value for '--out': is empty"),
     Case("out where nothing can be made", lambda c: _good(c, "--out", "/proc/pllzoo-nope/out"), 1,
          "--out /proc/pllzoo-nope/out: nothing can be created in /proc"),  # os.access says yes to root

@@ -376,7 +376,13 @@ def _write_error(exc: OSError, out: Path, plans) -> PLLZooError:
     for tmp in leftovers:
         with contextlib.suppress(OSError):
             tmp.unlink(missing_ok=True)
-    where = f" ({exc.filename})" if exc.filename else ""
+    target = exc.filename2 or exc.filename  # os.replace(tmp, target) names both: the target is what failed
+    if target and str(target).endswith(".tmp"):
+        target = str(target)[:-4]  # the file that the temporary one was to become
+    if isinstance(exc, IsADirectoryError) and target and Path(target).is_dir():
+        return PLLZooError(f"cannot write the results under --out {out}: {target} is a folder, not pllzoo's "
+                           "file; move it away, then rerun with --resume (finished runs are kept)")
+    where = f" ({target})" if target else ""
     why = exc.strerror or str(exc) or type(exc).__name__
     return PLLZooError(f"cannot write the results under --out {out}: {why}{where}; "
                        f"finished runs are kept, free space or pick another --out, then rerun with --resume")
