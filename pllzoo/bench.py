@@ -91,8 +91,8 @@ def execute(
     finished run under ``OUT`` (:func:`pllzoo.results.load`), plus this bench's failed runs.
 
     A finished run archived in ``OUT/runs.jsonl.xz`` (:mod:`pllzoo.archive`) counts as a finished run folder
-    (reused, or retrained with ``overwrite``).  Runs recorded under old run ids (with machine paths) are first
-    moved to their new ids (:func:`pllzoo.migrate.migrate`), so they are found.
+    (reused, or retrained with ``overwrite``).  Runs recorded under old run ids (with machine paths, or float
+    milestones) are first moved to their new ids (:func:`pllzoo.migrate.migrate`), so they are found.
 
     :raises RunsFailed: after every other run finished and ``results.csv`` is written, when some runs
         failed (see the module doc); it carries the rows.
@@ -268,14 +268,14 @@ def execute(
 
 
 def _migrate(out: Path) -> None:
-    """Move runs recorded under old run ids (with machine paths) to their new ids (:func:`pllzoo.migrate.migrate`),
-    so they are found; one warning line when there were some."""
+    """Move runs recorded under old run ids (with machine paths, or float milestones) to their new ids
+    (:func:`pllzoo.migrate.migrate`), so they are found; one warning line when there were some."""
     from pllzoo.migrate import migrate
 
     moved = migrate(out)
     if moved:
-        warnings.warn(f"{out}: moved {len(moved)} run(s) recorded under old run ids (with machine paths) to their "
-                      f"new ids, e.g. {next(iter(moved))} -> {next(iter(moved.values()))}")
+        warnings.warn(f"{out}: moved {len(moved)} run(s) recorded under old run ids (with machine paths, or float "
+                      f"milestones) to their new ids, e.g. {next(iter(moved))} -> {next(iter(moved.values()))}")
 
 
 def agree_on_plans(plans: list[RunPlan] | None, failed: BaseException | None = None) -> None:

@@ -16,6 +16,7 @@ from pllzoo.checkpoint import from_signal
 from pllzoo.checks import ComponentError, describe, hook_failed
 from pllzoo.components import Component
 from pllzoo.errors import PLLZooError
+from pllzoo.isolation import pop_modes
 from pllzoo.state import WRITER, Scratch
 
 
@@ -45,10 +46,19 @@ def make_run_manager(components: dict[str, Component]) -> pluggy.PluginManager:
 
 
 def _scratch(kwargs: dict[str, Any]) -> Scratch | None:
-    """The step's guarded scratch among a hook call's arguments, when it holds something."""
+    """The step's guarded scratch among a hook call's arguments (None: no step, or no guarded scratch)."""
     step = kwargs.get("step")
     scratch = getattr(step, "scratch", None) if step is not None else None
-    return scratch if isinstance(scratch, Scratch) and scratch else None
+    return scratch if isinstance(scratch, Scratch) else None
+
+
+def _check_scratch(kwargs: dict[str, Any], scratch: Scratch, noted: list) -> None:
+    """After a hook: the step's scratch is still the guarded one, and no key of another's changed in place."""
+    if kwargs["step"].scratch is not scratch:
+        raise PLLZooError("it replaced step.scratch, which other components' keys live in; set a key of your own "
+                          "(step.scratch[key] = ...), declared in provides")
+    if noted:
+        scratch.check_watched(noted)
 
 
 class RunHooks:
@@ -103,8 +113,8 @@ class RunHooks:
             answer = impl.function(*[kwargs[a] for a in impl.argnames])
             if watched:
                 state.check_watched(watched)
-            if noted:
-                scratch.check_watched(noted)
+            if scratch is not None:
+                _check_scratch(kwargs, scratch, noted)
             if list(map(_VERSION, self.inputs.values())) != before:
                 self._changed(before, slot, hook)
             if self._globals() != settings:
@@ -143,8 +153,7 @@ class RunHooks:
             torch.set_default_dtype(before[1])
             what.append(f"default dtype ({dtype}; torch.set_default_dtype)")
         if modes != before[2]:
-            if modes > before[2] and before[2] == 0:
-                torch.set_default_device(None)
+            pop_modes(before[2])
             what.append("default device or a function mode (torch.set_default_device)")
         raise ComponentError(f"{describe(slot, self.components[slot])}: {hook} left torch's {' and '.join(what)} "
                              "changed for everything after it; change it inside a with-block, or not at all")
@@ -193,8 +202,8 @@ class RunHooks:
                 answer = impl.function(*[kwargs[a] for a in impl.argnames])
                 if watched:
                     state.check_watched(watched)
-                if noted:
-                    scratch.check_watched(noted)
+                if scratch is not None:
+                    _check_scratch(kwargs, scratch, noted)
                 if list(map(_VERSION, self.inputs.values())) != before:
                     self._changed(before, impl.plugin_name, hook)
                 if self._globals() != settings:

@@ -15,6 +15,25 @@ import sys
 from typing import Iterator
 
 
+def pop_modes(depth: int) -> None:
+    """Pop torch function modes (``set_default_device``'s, a ``with torch.device(...)`` entered and never left)
+    above ``depth``, so that nothing after computes under them."""
+    import torch
+
+    length = getattr(torch._C, "_len_torch_function_stack", None)
+    pop = getattr(torch._C, "_pop_torch_function_stack", None)
+    if length is None or pop is None:  # an older torch: the default device's mode at least
+        torch.set_default_device(None)
+        return
+    top = getattr(torch._C, "_get_function_stack_at", None)
+    while length() > depth:
+        context = getattr(getattr(torch, "_GLOBAL_DEVICE_CONTEXT", None), "device_context", None)
+        if context is not None and top is not None and top(length() - 1) is context:
+            torch.set_default_device(None)  # set_default_device's own mode: leave it as torch does
+        else:
+            pop()
+
+
 @contextlib.contextmanager
 def torch_globals_kept() -> Iterator[None]:
     """Torch's process-wide settings as they were before, afterwards: the default dtype and device, grad mode,
@@ -24,6 +43,8 @@ def torch_globals_kept() -> Iterator[None]:
 
     get_device = getattr(torch, "get_default_device", None)  # torch >= 2.3
     device = get_device() if get_device is not None else None
+    length = getattr(torch._C, "_len_torch_function_stack", None)
+    modes = length() if length is not None else None
     before = (torch.get_default_dtype(), torch.is_grad_enabled(), torch.are_deterministic_algorithms_enabled(),
               torch.is_deterministic_algorithms_warn_only_enabled(), torch.is_anomaly_enabled(),
               torch.get_float32_matmul_precision(), torch.backends.cudnn.benchmark, torch.backends.cudnn.deterministic)
@@ -37,6 +58,8 @@ def torch_globals_kept() -> Iterator[None]:
         torch.set_anomaly_enabled(anomaly)
         torch.set_float32_matmul_precision(precision)
         torch.backends.cudnn.benchmark, torch.backends.cudnn.deterministic = benchmark, cudnn_det
+        if modes is not None and length() > modes:  # a with-block of a device, or set_default_device, left open
+            pop_modes(modes)
         if device is not None and get_device() != device:  # None: torch's own default (the CPU), no mode left
             torch.set_default_device(None if device == torch.device("cpu") else device)
 

@@ -139,7 +139,8 @@ def failure_line(failed: list[tuple[str, str]], attempted: int, runs_dir: Path, 
     which a failure keeps (so --resume would reuse those, not retrain)."""
     names = "; ".join(f"{name} ({why})" for name, why in failed)
     others = f"The others finished in {runs_dir}; " if len(failed) < attempted else ""
-    again = ("rerun with --overwrite to retrain them (--resume would keep the earlier finished runs)" if overwrite
+    again = ("retrain them with --overwrite and their --methods and --seeds alone (--resume would keep the earlier "
+             "finished runs, and --overwrite retrains every run it plans)" if overwrite
              else "rerun with --resume to run only the failed ones")
     return f"{len(failed)} of {attempted} runs failed: {names}. {others}tracebacks in each run's error.txt; " \
            f"fix the cause and {again}"

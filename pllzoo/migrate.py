@@ -5,7 +5,8 @@ changes a number, never where this machine keeps its files: ``data.data_dir`` (a
 input, ``--data-dir``) and ``data.path`` (the ``.mat`` file a loader found there) are left out
 (:mod:`pllzoo.portable`), so the same run has the same id on every machine.
 
-Runs recorded before that carry those keys, and ids hashed over them.  :func:`migrate` moves them
+Runs recorded before that carry those keys, and ids hashed over them (and runs recorded with
+``train.milestones`` as floats, :func:`pllzoo.portable.portable`).  :func:`migrate` moves them
 over: it drops the keys from each ``config.json``, renames the folder to the new id and rewrites
 the old ids in the folder's tables (``results.csv`` and any other ``.csv``/``.md``/``.txt`` file
 beside ``runs/``).  It is idempotent, and ``pllzoo bench`` runs it on its output folder before it
@@ -42,7 +43,7 @@ def legacy_runs(runs_dir: Path) -> dict[str, str]:
             continue
         if not isinstance(config, dict) or "method" not in config or "dataset" not in config or "seed" not in config:
             continue
-        if portable(config) != config:
+        if json.dumps(portable(config), sort_keys=True) != json.dumps(config, sort_keys=True):  # 1.0 == 1 in Python
             moves[name] = run_id(portable(config))
     return moves
 

@@ -18,10 +18,17 @@ WHERE_FROM_KEYS = (*MACHINE_KEYS, "download")
 
 
 def portable(config: dict[str, Any]) -> dict[str, Any]:
-    """``config`` without :data:`MACHINE_KEYS` in its ``data`` part (a copy; ``config`` is unchanged)."""
+    """``config`` without :data:`MACHINE_KEYS` in its ``data`` part, and with ``train.milestones`` as whole
+    numbers (a copy; ``config`` is unchanged).  ``--hp train.milestones=700,800`` recorded ``[700.0, 800.0]``
+    before the field's items were parsed by its annotation (``tuple[int, ...]``); such a run is moved to the id of
+    its whole-number form, as a run with machine paths is (:mod:`pllzoo.migrate`)."""
     out = copy.deepcopy(config)
     data = out.get("data")
     if isinstance(data, dict):
         for key in MACHINE_KEYS:
             data.pop(key, None)
+    train = out.get("train")
+    steps = train.get("milestones") if isinstance(train, dict) else None
+    if isinstance(steps, list) and all(isinstance(m, float) and m.is_integer() for m in steps) and steps:
+        train["milestones"] = [int(m) for m in steps]
     return out

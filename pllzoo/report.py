@@ -77,15 +77,20 @@ def summary(records: pd.DataFrame, rule: str = "last", methods: list[str] | None
     chosen = order_methods(chosen[chosen["method"].isin(order)], order)
     settings = {s: i for i, s in enumerate(dict.fromkeys(records["setting"]))}
     chosen = chosen.sort_values("setting", key=lambda c: c.map(settings), kind="stable")
-    out = summarise(chosen, by=("setting", "method"))
+    out = counted(chosen, by=("setting", "method"))
     counts = chosen.groupby(["setting", "method"], sort=False)["train_counts"].agg(list)
     out = out.assign(train_counts=[counts[(s, m)] for s, m in zip(out["setting"], out["method"])])
-    seen = chosen.groupby(["setting", "method"], sort=False)[list(ACC_COLUMNS)].count()  # a shot group with
-    out = out.join(seen.add_suffix("_count"), on=["setting", "method"])  # no test example in a seed: fewer
     if "epochs" in chosen:
         length = chosen.groupby(["setting", "method"], sort=False)["epochs"].agg(lambda e: sorted(set(e.dropna())))
         out = out.assign(epochs=[length[(s, m)] for s, m in zip(out["setting"], out["method"])])
     return out
+
+
+def counted(frame: pd.DataFrame, by: tuple[str, ...]) -> pd.DataFrame:
+    """:func:`pllzoo.results.summarise` with each accuracy's own count of runs (``acc_*_count``): a shot group
+    without test examples in some seed's split has fewer values than n (:func:`mean_std_cells` says so)."""
+    seen = frame.groupby(list(by), sort=False)[list(ACC_COLUMNS)].count()
+    return summarise(frame, by=by).join(seen.add_suffix("_count"), on=list(by))
 
 
 def lengths_note(rows: pd.DataFrame) -> str:

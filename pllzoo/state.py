@@ -82,7 +82,7 @@ class PLLState:
                                   "declared in provides")
 
     def check_write(self, key: str, verb: str, where: str = "state.") -> None:
-        """:raises PLLZooError: one line, when the running hook's slot ``verb``\ s (assigns, deletes) a key that
+        """:raises PLLZooError: one line, when the running hook's slot does ``verb`` (assigns, deletes) to a key that
         another component provides (the trainer's own writes, outside hooks, are not checked)."""
         owner, writer = self._owners.get(key), WRITER.get()
         if owner is not None and writer is not None and writer != owner[0]:
@@ -173,6 +173,19 @@ class Scratch(dict):
     def clear(self) -> None:
         for key in list(self):
             del self[key]
+
+    def popitem(self):  # type: ignore[override]
+        if not self:
+            raise KeyError("popitem(): step.scratch is empty")
+        key = next(reversed(self))
+        return key, self.pop(key)
+
+    def __ior__(self, other):  # type: ignore[override]
+        self.update(other)
+        return self
+
+    def __reduce__(self):  # a copy (copy.deepcopy, pickle) is a plain dict of the same tensors
+        return dict, (dict(self),)
 
     def watch(self, slot: str) -> list[tuple[str, torch.Tensor, int]]:
         """As :meth:`PLLState.watch`, over this step's tensors."""

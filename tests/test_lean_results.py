@@ -318,3 +318,24 @@ def test_a_bench_over_a_damaged_archived_run_says_so_and_retrains_it(out, damage
     notes = [line for line in res.output.splitlines() if line.startswith("Warning: proden seed 1: ")]
     assert len(notes) == 1 and says in notes[0] and notes[0].endswith("; retraining it")
     assert (out / "runs" / name / "done").exists()
+
+
+def test_a_run_recorded_with_float_milestones_is_found_under_its_new_id(tmp_path, monkeypatch):
+    """``--hp train.milestones=1`` recorded ``[1.0]`` before the items were parsed as the field's ints, so its
+    id changed (an outside review): such a run is moved to its new id, as one with machine paths, and reused."""
+    out = tmp_path / "out"
+    args = [*BENCH, "--methods", "proden", "--seeds", "1", "--hp", "train.milestones=1", "--out", str(out)]
+    assert CliRunner().invoke(cli, args).exit_code == 0
+    (run,) = [p for p in (out / "runs").iterdir() if p.is_dir()]
+    config = json.loads((run / "config.json").read_text())
+    assert config["train"]["milestones"] == [1]
+    config["train"]["milestones"] = [1.0]  # as the code before recorded it
+    old = run_id(config)
+    write_json(run / "config.json", config)
+    run.rename(run.with_name(old))
+    rename_ids(out, {run.name: old})
+    assert old != run.name and set(legacy_runs(out / "runs")) == {old}
+    monkeypatch.setattr(Trainer, "fit", lambda *a, **k: pytest.fail("a finished run under an old id was retrained"))
+    res = CliRunner().invoke(cli, [*args, "--resume"])
+    assert res.exit_code == 0 and "moved 1 run(s) recorded under old run ids" in res.output, res.output
+    assert [p.name for p in (out / "runs").iterdir() if p.is_dir()] == [run.name]

@@ -144,3 +144,18 @@ def test_a_write_that_fails_leaves_the_file_as_it_was(tmp_path, monkeypatch):
         write_text(table, "a new table\n")
     monkeypatch.undo()
     assert table.read_text() == "the old table\n" and sorted(p.name for p in tmp_path.iterdir()) == ["t.md"]
+
+
+def test_a_link_is_written_through_and_a_device_directly(tmp_path):
+    """The atomic write replaced a symbolic link by a file (a second review): the link's target gets the table."""
+    from pllzoo.cli.outputs import write_text
+
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    (shared / "table.md").write_text("old\n")
+    link = tmp_path / "link.md"
+    link.symlink_to(shared / "table.md")
+    write_text(link, "new\n")
+    assert link.is_symlink() and (shared / "table.md").read_text() == "new\n"
+    write_text(Path("/dev/null"), "into the void\n")  # a device: written, not replaced
+    assert Path("/dev/null").is_char_device()

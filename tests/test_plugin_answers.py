@@ -160,6 +160,8 @@ class LeavesTorchChanged(Component):
             torch.set_grad_enabled(False)
         elif self.how == "dtype":
             torch.set_default_dtype(torch.float64)
+        elif self.how == "with-block":
+            torch.device("meta").__enter__()  # a device's with-block entered and never left
         else:
             torch.set_default_device("meta")
 
@@ -179,6 +181,7 @@ class LeavesTorchChanged(Component):
     ("grad", "setup", r"grad mode \(off; torch.set_grad_enabled\)"),
     ("dtype", "select", r"default dtype \(torch.float64; torch.set_default_dtype\)"),
     ("device", "setup", r"default device or a function mode \(torch.set_default_device\)"),
+    ("with-block", "select", r"default device or a function mode \(torch.set_default_device\)"),
 ])
 def test_a_hook_that_leaves_torch_changed_is_named_and_undone(tiny_data, how, hook, what):
     """An outside review: set_grad_enabled(False) in a setup hook failed the run blaming the loss ('loss
@@ -214,6 +217,12 @@ class ClobbersScratch(Component):
             step.scratch["note"].zero_()
         elif self.how == "delete":
             step.scratch.pop("note")
+        elif self.how == "popitem":
+            step.scratch.popitem()
+        elif self.how == "merge":
+            step.scratch |= {"note": torch.zeros(1)}
+        elif self.how == "rebind":
+            step.scratch = {"note": torch.zeros(1)}
         else:  # a key of its own: allowed
             step.scratch["mine"] = torch.zeros(1)
 
@@ -226,6 +235,10 @@ class ClobbersScratch(Component):
     ("assign", "it assigns step.scratch.note, which label_update component 'NotesInScratch'"),
     ("in place", "it changes step.scratch.note in place, which label_update component 'NotesInScratch'"),
     ("delete", "it deletes step.scratch.note, which label_update component 'NotesInScratch'"),
+    # the ways round the guard a second review found: dict's own methods, and a new dict in its place
+    ("popitem", "it deletes step.scratch.note, which label_update component 'NotesInScratch'"),
+    ("merge", "it assigns step.scratch.note, which label_update component 'NotesInScratch'"),
+    ("rebind", "it replaced step.scratch, which other components' keys live in"),
     ("own key", None),
 ])
 def test_scratch_keys_are_guarded_as_state_keys(tiny_data, how, what):

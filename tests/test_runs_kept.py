@@ -64,7 +64,8 @@ def test_overwrite_retrains_and_a_failure_keeps_the_old_run(out, monkeypatch):
         res = _bench(out, "--methods", "proden", "--overwrite")
     assert res.exit_code == 1 and len(seen) == 1, res.output
     assert "injected failure" in res.output and "the earlier finished run is kept" in res.output
-    assert "rerun with --overwrite to retrain them (--resume would keep the earlier finished runs)" in res.output
+    assert "retrain them with --overwrite and their --methods and --seeds alone (--resume would keep the earlier " \
+           "finished runs" in res.output
     assert "Traceback" not in res.output
     assert _snapshot(run) == before and sorted(p.name for p in (out / "runs").iterdir()) == [run.name]
     rows = pd.read_csv(out / "results.csv")

@@ -44,7 +44,7 @@ def prune(out: Path) -> tuple[int, dict[str, list[Path]]]:
 def archive(results: tuple[Path, ...], do_prune: bool, rebuild: bool) -> None:
     """Write RESULTS/runs.jsonl.xz from RESULTS/runs/ and the archive already there.
 
-    Runs recorded under old run ids (with machine paths) are first moved to their new ids
+    Runs recorded under old run ids (with machine paths, or float milestones) are first moved to their new ids
     (pllzoo.migrate).  The same runs always give the same bytes; an unchanged archive is not rewritten.
     """
     from pllzoo import archive as arc  # here, not at the top: `pllzoo --help` loads no pandas

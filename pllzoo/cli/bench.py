@@ -377,7 +377,7 @@ def _write_error(exc: OSError, out: Path, plans) -> PLLZooError:
         with contextlib.suppress(OSError):
             tmp.unlink(missing_ok=True)
     target = exc.filename2 or exc.filename  # os.replace(tmp, target) names both: the target is what failed
-    if target and str(target).endswith(".tmp"):
+    if target and str(target).endswith(".tmp") and not Path(target).is_dir():
         target = str(target)[:-4]  # the file that the temporary one was to become
     if isinstance(exc, IsADirectoryError) and target and Path(target).is_dir():
         return PLLZooError(f"cannot write the results under --out {out}: {target} is a folder, not pllzoo's "

@@ -34,7 +34,7 @@ def evaluate(runs, predict, hps, data_dir, device, dataset, csv_path, md_path) -
     from pllzoo import report as rep
     from pllzoo.evaluate import rescore, run_config
     from pllzoo.registry import get_registry
-    from pllzoo.results import settings_of, summarise
+    from pllzoo.results import settings_of
 
     overrides = planning.parse_overrides(hps)
     unique: dict[str, Path] = {}
@@ -52,13 +52,13 @@ def evaluate(runs, predict, hps, data_dir, device, dataset, csv_path, md_path) -
     cells = [[r["run"], *(rep.fmt(r[c], None) for c in ACC_COLUMNS)] for _, r in rows.iterrows()]
     Console().print(rep.to_rich(rep.Report(title, ["run", *rep.HEADERS.values()], cells, note)))
     if md_path:  # one table per setting: runs on other data, or trained otherwise, are not averaged together
-        tables = [rep.Report(title if len(set(rows["setting"])) == 1 else f"{title} ({setting})",
-                             ["Method", *rep.HEADERS.values(), "n"], rep.mean_std_cells(summarise(group, by=("method",))),
-                             f"{note} {setting}. {rep.SPREAD}.")
+        one = rows["setting"].nunique() == 1
+        tables = [rep.Report(title if one else f"{title} ({setting})", ["Method", *rep.HEADERS.values(), "n"],
+                             rep.mean_std_cells(rep.counted(group, by=("method",))), f"{note} {rep.SPREAD}.")
                   for setting, group in rows.groupby("setting", sort=False)]
         write_text(md_path, "\n".join(rep.to_markdown(t) for t in tables))
         click.echo(f"table: {md_path}")
     if csv_path:
         frame = rows.assign(overrides=rows["overrides"].map(lambda d: ";".join(f"{k}={v}" for k, v in d.items())))
-        write_text(csv_path, frame.drop(columns="class_acc", errors="ignore").to_csv(index=False))
+        write_text(csv_path, frame.drop(columns=["class_acc", "setting"], errors="ignore").to_csv(index=False))
         click.echo(f"rows: {csv_path}")

@@ -71,12 +71,17 @@ def writing(path: Path) -> Iterator[None]:
 
 def write_text(path: Path, text: str) -> None:
     """Write ``text`` to ``path`` (:func:`writing`), whole or not at all: through a temporary file beside it, so a
-    full disk leaves the file as it was (an outside review: a table truncated to 0 bytes)."""
+    full disk leaves the file as it was (an outside review: a table truncated to 0 bytes).  A symbolic link is
+    written through (its target gets the text), and a device or pipe (``/dev/stdout``) is written directly."""
     path = Path(path)
-    tmp = path.with_name(f".{path.name}.tmp")
+    real = path.resolve() if path.is_symlink() else path  # a link is written through, not replaced
     with writing(path):
+        if real.exists() and not real.is_file():  # /dev/stdout, a pipe: no file to replace
+            real.write_text(text)
+            return
+        tmp = real.with_name(f".{real.name}.tmp")
         try:
             tmp.write_text(text)
-            os.replace(tmp, path)
+            os.replace(tmp, real)
         finally:
             tmp.unlink(missing_ok=True)
