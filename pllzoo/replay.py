@@ -150,12 +150,14 @@ def refuse_changes(ctx: click.Context) -> None:
 
     given = ParameterSource.COMMANDLINE, ParameterSource.ENVIRONMENT
     recorded, registry = ctx.meta[META_RUN][1]["dataset"], get_registry()
-    unregistered = recorded not in registry.datasets  # a .mat file or an image folder, whose path is not recorded:
-    if unregistered:  # --dataset gives it (that dataset, or one line), and without it one line says so
-        registry.recorded_dataset(recorded, ctx.params["dataset"] if ctx.get_parameter_source("dataset") in given
-                                  else None)
+    path = ctx.params["dataset"] if ctx.get_parameter_source("dataset") in given else None
+    # a .mat file or an image folder, whose path is not recorded: --dataset gives it (that dataset, or one line),
+    # and without it one line says so; a file of one's own named like a registered set (birdsong.mat) too
+    by_path = recorded not in registry.datasets or (path is not None and path not in registry.datasets)
+    if by_path:
+        registry.recorded_dataset(recorded, path)
     for name in FIXED:
-        if name == "dataset" and unregistered:
+        if name == "dataset" and by_path:
             continue
         if ctx.get_parameter_source(name) in given:
             flag = "--hp" if name == "hps" else "--" + name.replace("_", "-")

@@ -156,6 +156,14 @@ def test_evaluate_of_a_users_file_named_like_a_builtin_says_to_pass_it(tmp_path,
                                    "--out", str(tmp_path / "again")])
     assert res.exit_code == 1 and "was it trained on a file of your own of that name (pass it with --dataset PATH)" \
         in res.output, res.output
+    # as that line says (an outside review: --dataset PATH was refused as a change of the replayed run)
+    res = CliRunner().invoke(cli, ["bench", "--from-run", str(run), "--dataset", str(mat), "--threads", "1",
+                                   "--out", str(tmp_path / "again")])
+    assert res.exit_code == 0, res.output
+    assert [p.name for p in (tmp_path / "again" / "runs").iterdir() if p.is_dir()] == [run.name]
+    res = CliRunner().invoke(cli, ["bench", "--from-run", str(run), "--dataset", "lost", "--threads", "1",
+                                   "--out", str(tmp_path / "other")])
+    assert res.exit_code == 1 and "--dataset would change the run that --from-run replays" in res.output
 
 
 def test_runs_that_differ_only_in_how_the_data_came_count_once(tmp_path, shared_data):
