@@ -297,6 +297,19 @@ def test_the_split_layout_ignores_other_folders_beside_train_and_test(tmp_path):
     assert data.class_names == ["a", "b"] and (data.num_train, len(data.y_test)) == (6, 4)
 
 
+def test_split_balanced_on_a_given_test_set_is_refused(tmp_path):
+    """With train/ and test/ the test set is given: --split balanced was silently ignored (an outside review)."""
+    root = tmp_path / "split"
+    for part, n in (("train", 3), ("test", 2)):
+        for c in ("a", "b"):
+            (root / part / c).mkdir(parents=True)
+            for i in range(n):
+                Image.new("RGB", (8, 8), (i, 0, 0)).save(root / part / c / f"{i}.png")
+    np.save(root / "candidates.npy", np.ones((6, 2), bool))
+    with pytest.raises(PLLZooError, match=r"^--split balanced does not apply to .*: its test set is given"):
+        load_image_folder(root, DataOptions(seed=1, split="balanced"))
+
+
 def test_the_row_order_is_image_folders_not_sorted_paths(tmp_path):
     """'cat-big/0.png' sorts before 'cat/0.png' as a path ('-' < '/'), but ImageFolder takes class 'cat' first;
     the documented way of listing the order (docs/extending.md) gives the rows the loader expects."""

@@ -163,6 +163,9 @@ def pll_from_images(
     k = len(classes)
     if test is not None and [str(c) for c in test.classes] != classes:
         raise PLLZooError(f"{name}: the test classes {list(test.classes)} differ from the training classes {classes}")
+    if test is not None and opts.split == "balanced":  # a test set of its own: --split has nothing to choose
+        raise PLLZooError(f"--split balanced does not apply to {name}: its test set is given (test/ beside train/); "
+                          "leave --split out")
     names = list(names) if names is not None else [f"item {i}" for i in range(len(train))]
     if isinstance(candidates, (str, Path)):
         where = Path(candidates).name
