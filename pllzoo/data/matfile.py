@@ -162,7 +162,11 @@ def load_mat(path: Path | str, opts: DataOptions, name: str | None = None) -> PL
     for field, a in ((fx, x), (fy, target), (fs, cand)):
         if not (np.issubdtype(a.dtype, np.number) or a.dtype == np.bool_):
             raise PLLZooError(f"{where}: '{field}' is not numeric (MATLAB class gives dtype {a.dtype})")
-    if x.shape[0] not in cand.shape and x.shape[1] in cand.shape:
+    if x.shape[0] in cand.shape and x.shape[1] in cand.shape and x.shape[0] != x.shape[1]:
+        # d equals the number of labels: the layout says which side of the candidates is the examples' (PALM: q x n)
+        if x.shape[1] == (cand.shape[1] if layout == "palm" else cand.shape[0]):
+            x = x.T  # stored d x n
+    elif x.shape[0] not in cand.shape and x.shape[1] in cand.shape:
         x = x.T  # stored d x n
     n = x.shape[0]
     cand = _orient(cand, n, None, layout == "palm", fs, where)

@@ -158,6 +158,16 @@ def test_true_label_outside_candidates_warns(tmp_path: Path) -> None:
         load_mat_path(_palm(tmp_path, partial_target=cand), DataOptions())
 
 
+@pytest.mark.parametrize("stored", ["n x d", "d x n"])
+def test_features_with_as_many_columns_as_labels_load_either_way(tmp_path: Path, stored: str) -> None:
+    """d = q = 4 features and labels: the features stored d x n were read as 4 examples (an outside review: a
+    one-hot error instead of a load); the PALM layout says the candidates are q x n."""
+    x = np.random.RandomState(0).randn(40, 4)
+    path = _palm(tmp_path, n=40, q=4, data=x if stored == "n x d" else x.T)
+    data = load_mat_path(path, DataOptions())
+    assert data.num_train + len(data.y_test) == 40 and data.info["d"] == 4
+
+
 def test_proden_layout_small(tmp_path: Path) -> None:
     y = np.arange(10) % 4
     path = tmp_path / "small.mat"
