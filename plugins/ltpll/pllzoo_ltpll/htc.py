@@ -61,7 +61,7 @@ Deviations:
     and one Lost split: 1–2).  Where every class has candidate mass the prediction is the same bits; the code
     itself cannot train on such data (its tail target is NaN, step 4).  Measured against ``adjust`` (the code's
     formula) on the affected real-world sets: benchmarks/realworld/README.md ("HTC's classes of prior 0").
-    The fusion term L_F keeps the code's formula (leaving them out there too changed nothing measurable).
+    The fusion term L_F, which trains A, keeps the code's formula.
     Test: tests/unit/test_htc.py::test_ensemble_with_a_class_of_prior_zero_by_hand
   * A branch with one selected row skips L_mix.  The code mixes that row with itself, i.e. adds
     η·CE(f(x_i), u_i) from a forward of one row, whose BatchNorm statistics are that one sample's (and
