@@ -38,7 +38,8 @@ def test_pack_unpack_resume(stopped, tmp_path):
     (ckpt,) = out.glob(f"runs/*/{NAME}")
     full = ckpt.read_bytes()
     dest = tmp_path / "carry"
-    manifest = carry_run.pack(out, dest, part_mib=0.05)
+    (out / "runs" / f"{ckpt.parent.name}.lock").write_text("12345 gpu-host-a\n")  # a crashed bench's lock
+    manifest = carry_run.pack(out, dest, part_mib=0.05, max_parts=99)
     assert ckpt.read_bytes() == full  # the run's own checkpoint keeps its momentum
     parts = sorted(dest.glob("ckpt.part*"))
     assert [p.name for p in parts] == manifest["parts"] and len(parts) > 1
@@ -47,6 +48,7 @@ def test_pack_unpack_resume(stopped, tmp_path):
 
     moved = tmp_path / "elsewhere"
     target = carry_run.unpack(dest, moved)
+    assert not list(moved.glob("runs/*.lock"))  # it would make the next machine's --resume skip the run as in use
     assert target == moved / manifest["run"] / NAME
     carried, original = read_checkpoint(target), read_checkpoint(ckpt)
     assert lacks_momentum(carried) and not lacks_momentum(original)
@@ -65,7 +67,7 @@ def test_pack_unpack_resume(stopped, tmp_path):
 def test_unpack_refuses_damaged_parts(stopped, tmp_path):
     out, _ = stopped
     dest = tmp_path / "carry"
-    manifest = carry_run.pack(out, dest, part_mib=0.05)
+    manifest = carry_run.pack(out, dest, part_mib=0.05, max_parts=99)
     last = dest / manifest["parts"][-1]
     last.write_bytes(last.read_bytes()[:-1])
     with pytest.raises(SystemExit, match="sha256 differs"):
@@ -79,7 +81,7 @@ def test_bad_inputs_are_one_line_and_write_nothing(stopped, tmp_path):
         carry_run.pack(tmp_path / "nowhere", tmp_path / "d1", part_mib=15)
     assert not (tmp_path / "d1").exists()
     dest = tmp_path / "carry"
-    manifest = carry_run.pack(out, dest, part_mib=0.05)
+    manifest = carry_run.pack(out, dest, part_mib=0.05, max_parts=99)
     with pytest.raises(SystemExit, match="is not a whole packed run"):
         carry_run.unpack(tmp_path / "nowhere", tmp_path / "o1")
     with pytest.raises(SystemExit, match="is not empty; unpack into a new folder"):
@@ -88,6 +90,35 @@ def test_bad_inputs_are_one_line_and_write_nothing(stopped, tmp_path):
     with pytest.raises(SystemExit, match=r"is not a whole packed run \(FileNotFoundError"):
         carry_run.unpack(dest, tmp_path / "o2")
     assert not (tmp_path / "o1").exists() and not (tmp_path / "o2").exists()
+
+
+def test_pack_refuses_a_checkpoint_that_cannot_travel(stopped, tmp_path):
+    """More parts than a call brings back beside its other files (PiCO's 96 MB: six of 15.9 MiB): refused before
+    any part is written, not packed into a call that cannot return it (an outside review)."""
+    out, _ = stopped
+    with pytest.raises(SystemExit, match=r"more than 3 parts of 0.001 MiB: it cannot travel between device sessions"):
+        carry_run.pack(out, tmp_path / "carry", part_mib=0.001)
+    assert not list((tmp_path / "carry").glob("ckpt.part*")) and not (tmp_path / "carry" / carry_run.MANIFEST).exists()
+
+
+def test_a_slim_cifar_copy_serves_its_own_seed_and_imbalance_only(shared_data, tmp_path):
+    """.devdata keeps the training images of seed 1, γ 100 and greys the others: another seed or γ drawn from it
+    trained on grey images without a word (an outside review); now one line refuses it."""
+    from pllzoo.data.base import DataOptions
+    from pllzoo.data.cifar import SLIM_MANIFEST, cifar_loader
+    from pllzoo.errors import PLLZooError
+
+    copy = tmp_path / "devdata" / "cifar10_jpeg"
+    copy.mkdir(parents=True)
+    for name in ("train_jpeg.npz", "test_jpeg.npz"):
+        (copy / name).symlink_to(shared_data / "cifar10_jpeg" / name)
+    (copy / SLIM_MANIFEST).write_text(json.dumps({"seed": 1, "imb": 100.0, "imb_type": "exp"}))
+    load = cifar_loader("cifar10lt")
+    assert load(DataOptions(data_dir=copy.parent, seed=1, imb=100, download=False)).num_train == 12406
+    for seed, imb in ((2, 100), (1, 50)):
+        with pytest.raises(PLLZooError, match=rf"is a slim copy for seed 1, γ 100 \(exp\) only .* this run asks "
+                                              rf"seed {seed}, γ {imb} \(exp\)"):
+            load(DataOptions(data_dir=copy.parent, seed=seed, imb=imb, download=False))
 
 
 def test_pack_carries_one_unfinished_run_or_none(tmp_path):

@@ -76,11 +76,11 @@ def _queue(tmp, fake, *args):
 
 
 def test_a_call_finishes_the_carried_run_then_carries_the_next(stopped, tmp_path, monkeypatch, capsys):
-    carry_run.pack(stopped, tmp_path / "carried", part_mib=0.05)  # unlabelled: packed before labels
+    carry_run.pack(stopped, tmp_path / "carried", part_mib=0.2)  # unlabelled: packed before labels
     fake = FakeRuns(stopped, {"a-solar": "finish", "b-proden": "stop", "c-cc": "finish"})
     monkeypatch.setattr(paper_queue.subprocess, "call", fake.call)
     monkeypatch.setattr(paper_queue, "UNLABELLED", "a-solar")  # the run an unlabelled carry belongs to
-    rc = _queue(tmp_path, fake, "--minutes", "9", "--queue", "a-solar,b-proden,c-cc", "--part-mib", "0.05")
+    rc = _queue(tmp_path, fake, "--minutes", "9", "--queue", "a-solar,b-proden,c-cc", "--part-mib", "0.2")
     assert rc == 75
     assert fake.calls == [("a-solar", 9.0, True), ("b-proden", 6.0, False)]  # a-solar unpacked before it ran
     with tarfile.open(tmp_path / "dest" / "finals.tgz") as tar:
@@ -95,7 +95,7 @@ def test_a_call_finishes_the_carried_run_then_carries_the_next(stopped, tmp_path
 
 def test_the_next_session_skips_the_committed_run_and_resumes_the_labelled_one(stopped, tmp_path, monkeypatch,
                                                                                  capsys):
-    carry_run.pack(stopped, tmp_path / "carried", part_mib=0.05, label="b-proden")
+    carry_run.pack(stopped, tmp_path / "carried", part_mib=0.2, label="b-proden")
     committed = tmp_path / "committed" / "a-solar"  # as git keeps it: runs.jsonl.xz, no runs/
     shutil.copytree(stopped, committed)
     run = next(committed.glob("runs/*"))

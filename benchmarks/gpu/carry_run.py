@@ -39,8 +39,16 @@ def _sha256(blob: bytes) -> str:
     return hashlib.sha256(blob).hexdigest()
 
 
-def pack(out: Path, dest: Path, part_mib: float, label: str | None = None) -> dict:
-    """Pack ``out`` into ``dest`` (see the module doc); ``label`` (e.g. the paper run's name) goes into carry.json."""
+MAX_PARTS = 3
+"""The checkpoint parts a call can bring back beside env.txt, paper.log, finals.tgz, run.tgz and carry.json (8 files),
+and that the next call's tree (64 MiB, .devdata's 6.8 included) can take along."""
+
+
+def pack(out: Path, dest: Path, part_mib: float, label: str | None = None, max_parts: int = MAX_PARTS) -> dict:
+    """Pack ``out`` into ``dest`` (see the module doc); ``label`` (e.g. the paper run's name) goes into carry.json.
+    A slim checkpoint of more than ``max_parts`` parts cannot travel: refused (exit) before any part is written
+    (PiCO's, with its key encoder, is 96 MB).  Lock files stay behind: a lock of this machine's bench would make
+    the next machine's ``--resume`` skip the run as in use."""
     if not (out / "runs").is_dir():
         sys.exit(f"carry_run: {out} is no pllzoo bench --out folder (no runs/ in it)")
     ckpts = sorted(p for p in out.glob(f"runs/*/{NAME}") if not (p.parent / "done").exists())
@@ -49,7 +57,7 @@ def pack(out: Path, dest: Path, part_mib: float, label: str | None = None) -> di
     dest.mkdir(parents=True, exist_ok=True)
     with tarfile.open(dest / "run.tgz.tmp", "w:gz") as tar:
         tar.add(out, arcname=".", filter=lambda info: None if Path(info.name).name in (NAME, f"{NAME[:-3]}.tmp")
-                else info)
+                or info.name.endswith(".lock") else info)
     (dest / "run.tgz.tmp").replace(dest / "run.tgz")
     manifest: dict = {"run": None, "parts": []}  # every run finished: the small files alone
     if label is not None:
@@ -60,6 +68,9 @@ def pack(out: Path, dest: Path, part_mib: float, label: str | None = None) -> di
             shutil.copyfile(ckpts[0], slim)
             full, size = slim_checkpoint(slim)
             part_bytes = int(part_mib * 2**20)
+            if -(-size // part_bytes) > max_parts:
+                sys.exit(f"carry_run: the slim checkpoint of {ckpts[0].parent.name} is {size / 2**20:.1f} MiB, more "
+                         f"than {max_parts} parts of {part_mib:g} MiB: it cannot travel between device sessions")
             with slim.open("rb") as f:
                 for i, block in enumerate(iter(lambda: f.read(part_bytes), b"")):
                     manifest["parts"].append(f"ckpt.part{i:02d}")

@@ -11,7 +11,7 @@
 #       (fused SGD and the chunk-frozen Sinkhorn since the fourth session; dynamo's recompiles logged), then the
 #       CUDA tests of what changed; its files in speed.tgz.
 #   OUT=$OUT MINUTES=8 bash benchmarks/gpu/next.sh paper   issue 17's paper runs in order (paper_queue.py; QUEUE=a,b
-#       to name others; default row (a): c10-phi0.5-g100-solar, -proden, -cc, -pico, seed 1, the recipes of benchmarks/paper/README.md) in
+#       to name others; default row (a) but PiCO, which cannot be carried: c10-phi0.5-g100-solar, -proden, -cc, seed 1, the recipes of benchmarks/paper/README.md) in
 #       --time-limit parts of the MINUTES left: the carried run resumes, a finished run goes into finals.tgz (its
 #       folder without checkpoint, NAME/) and the next starts; the run the limit stops (exit 75: call again at once on
 #       the warm machine; results/ is ignored, so run folders and whole checkpoints stay there between calls) is
@@ -23,7 +23,8 @@
 #       (benchmarks/momentum-restart/ measures what that does). Commit the logs with the command. finals.tgz: each NAME/ into benchmarks/paper/results/NAME/ (so the
 #       queue skips it next time), then `python benchmarks/paper/run.py table`.
 set -uo pipefail
-out="${OUT:?set OUT}"; data="${DATA_DIR:-.devdata}"; what="${1:?speed or paper}"
+out="${OUT:?set OUT}"; data="${DATA_DIR:-.devdata}"; what="${1:?session, speed or paper}"
+case "$what" in session|speed|paper) ;; *) echo "next.sh: '$what' is none of session, speed, paper" | tee "$out/env.txt"; exit 2;; esac
 export PYTHONUNBUFFERED=1
 # a new checkout has no .devdata (ignored): without it every run would fail after the install, so stop at once
 [ -f "$data/cifar10_jpeg/train_jpeg.npz" ] || {
@@ -55,7 +56,7 @@ if [ "$what" = session ] && [ "${TESTS:-0}" = 1 ]; then
 fi
 if [ "$what" = session ]; then
   MINUTES=$(awk -v s="$SECONDS" -v u="${UNTIL:-575}" 'BEGIN { printf "%.2f", (u - s - 35) / 60 }')  # 35 s to pack
-  awk -v m="$MINUTES" 'BEGIN { exit !(m >= 2) }' || exit 0
+  awk -v m="$MINUTES" 'BEGIN { exit !(m >= 2) }' || { echo "paper: skipped, $MINUTES min left" >> "$out/env.txt"; exit 0; }
 fi
 if [ "$what" = speed ]; then
   :

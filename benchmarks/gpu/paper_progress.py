@@ -31,17 +31,22 @@ def main() -> None:
     args = ap.parse_args()
     recs = records(args.log)
     for part in args.parts:
-        stage, span = part.split(":")
-        first, last = (int(v) for v in span.split("-"))
+        try:
+            stage, span = part.split(":")
+            first, last = (int(v) for v in span.split("-"))
+        except ValueError:
+            ap.error(f"--parts {part!r}: write STAGE:FIRST-LAST, e.g. train:3-104")
         walls = [r["wall_s"] for r in recs if r["stage"] == stage and first <= r["epoch"] <= last]
-        print(f"{stage} {first}-{last}: {len(walls)} epochs, median {statistics.median(walls):.2f} s an epoch")
+        median = f"median {statistics.median(walls):.2f} s an epoch" if walls else "none in the log"
+        print(f"{stage} {first}-{last}: {len(walls)} epochs, {median}")
     slow = [f"{r['stage']} {r['epoch']}: {r['wall_s']:.1f} s" for r in recs if r["wall_s"] > args.slow]
     print("slower than", args.slow, "s:", ", ".join(slow) or "none")
     for stage in dict.fromkeys(r["stage"] for r in recs):
         r = [r for r in recs if r["stage"] == stage][-1]
+        solar = (f", prior TV {r['prior_tv']:.3f}, Sinkhorn iterations {r.get('sinkhorn_iters', float('nan')):.1f} "
+                 "a step") if "prior_tv" in r else ""  # SoLar's; PRODEN, CC and PiCO log neither
         print(f"{stage} epoch {r['epoch']}/{r['epochs']}: All {r['acc_all']:.2f}, Many {r['acc_many']:.2f}, "
-              f"Medium {r['acc_medium']:.2f}, Few {r['acc_few']:.2f}, prior TV {r['prior_tv']:.3f}, "
-              f"Sinkhorn iterations {r.get('sinkhorn_iters', float('nan')):.1f} a step")
+              f"Medium {r['acc_medium']:.2f}, Few {r['acc_few']:.2f}{solar}")
 
 
 if __name__ == "__main__":

@@ -4,7 +4,7 @@
         [--carried .paperrun] [--work results] [--finished benchmarks/paper/results] [-- BENCH ARGS...]
 
 For each paper run of ``--queue`` (names of ``benchmarks/paper/run.py list``; default: issue 17's row (a) at
-φ = 0.5, γ = 100: SoLar, PRODEN, CC, PiCO), with seed ``--seed``:
+φ = 0.5, γ = 100: SoLar, PRODEN, CC; PiCO cannot be carried, :data:`ROW_A`), with seed ``--seed``:
 
 * finished already, in ``--finished/NAME`` (committed: its ``runs.jsonl.xz``) or ``--work/paper-NAME`` (this
   machine): skipped;
@@ -38,7 +38,9 @@ sys.path.insert(0, str(HERE))
 import carry_run  # noqa: E402
 
 RUN_PY = HERE.parent / "paper" / "run.py"
-ROW_A = ("c10-phi0.5-g100-solar", "c10-phi0.5-g100-proden", "c10-phi0.5-g100-cc", "c10-phi0.5-g100-pico")
+ROW_A = ("c10-phi0.5-g100-solar", "c10-phi0.5-g100-proden", "c10-phi0.5-g100-cc")
+"""Issue 17's row (a) but PiCO: its slim checkpoint (a second ResNet-18, the key encoder) is 96 MB, six parts, which
+no call can carry (:data:`carry_run.MAX_PARTS`), and 1000 epochs do not fit one session."""
 UNLABELLED = ROW_A[0]  # the carry packed before labels: the SoLar run of the fourth and fifth H100 sessions
 MIN_MINUTES = 2.0  # a run started with less would spend it compiling and packing
 STOPPED = 75  # pllzoo bench's exit status after a clean --time-limit stop

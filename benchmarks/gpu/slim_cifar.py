@@ -6,13 +6,15 @@ The CIFAR-10-LT training set of one seed and imbalance ratio uses 12,406 of the 
 images; this keeps those JPEGs byte for byte and replaces the others by one grey 32×32 JPEG, so the
 archive shrinks from 15 MB to 4 MB (the lent GPU machine takes at most 64 MB of repository and data).
 Labels, order and the test archive are unchanged, so `cifar10lt` built from the copy with the same
-seed and ``--imb`` is identical to the one built from the original; the script checks that.
+seed and ``--imb`` is identical to the one built from the original; the script checks that.  ``slim.json``
+beside the archives says which seed and imbalance the copy serves: `cifar10lt` refuses any other drawn from it.
 """
 
 from __future__ import annotations
 
 import argparse
 import io
+import json
 import shutil
 from pathlib import Path
 
@@ -21,7 +23,7 @@ import torch
 from PIL import Image
 
 from pllzoo.data.base import DataOptions
-from pllzoo.data.cifar import cifar_loader
+from pllzoo.data.cifar import SLIM_MANIFEST, cifar_loader
 from pllzoo.data.longtail import img_num_per_cls, longtail_indices
 
 
@@ -53,6 +55,9 @@ def main() -> None:
     keep = set(longtail_indices(labels, counts, np.random.RandomState(args.seed)).tolist())  # as load_cifar_lt draws it
     slim(src / "train_jpeg.npz", dst / "train_jpeg.npz", keep)
     shutil.copyfile(src / "test_jpeg.npz", dst / "test_jpeg.npz")
+    # what the copy serves: cifar10lt refuses another seed or imbalance drawn from it (pllzoo.data.cifar)
+    (dst / SLIM_MANIFEST).write_text(json.dumps({"seed": args.seed, "imb": args.imb, "imb_type": "exp",
+                                                 "kept": len(keep)}) + "\n")
     load = cifar_loader("cifar10lt")
     a, b = (load(DataOptions(data_dir=d, seed=args.seed, imb=args.imb)) for d in (args.data_dir, args.out))
     assert torch.equal(a.x_train, b.x_train) and torch.equal(a.candidates, b.candidates), "slim copy differs"

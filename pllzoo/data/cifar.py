@@ -17,6 +17,7 @@ Sources, first found wins:
 
 from __future__ import annotations
 
+import json
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
@@ -118,6 +119,30 @@ def find_jpeg_pair(roots: list[Path]) -> tuple[Path, Path] | None:
     return None
 
 
+SLIM_MANIFEST = "slim.json"
+"""Beside a slim JPEG copy (``benchmarks/gpu/slim_cifar.py``): the seed and imbalance whose training images it keeps
+(the others are one grey image)."""
+
+
+def check_slim_copy(opts: DataOptions, seed: int, imb: float, imb_type: str) -> None:
+    """Refuse (one line) a long-tailed set drawn from a slim JPEG copy made for another seed or imbalance: its
+    other images are grey, and the run would train on them without a word."""
+    pair = find_jpeg_pair(search_roots(opts.data_dir))
+    if pair is None or not (pair[0].parent / SLIM_MANIFEST).is_file():
+        return
+    try:
+        made = json.loads((pair[0].parent / SLIM_MANIFEST).read_text())
+        made_for = (int(made["seed"]), float(made["imb"]), str(made.get("imb_type", "exp")))
+    except (OSError, ValueError, KeyError, TypeError):
+        raise PLLZooError(f"{pair[0].parent / SLIM_MANIFEST}: unreadable; make the slim copy again "
+                          "(benchmarks/gpu/slim_cifar.py)") from None
+    if made_for != (seed, float(imb), imb_type):
+        raise PLLZooError(f"{pair[0].parent} is a slim copy for seed {made_for[0]}, γ {made_for[1]:g} "
+                          f"({made_for[2]}) only (benchmarks/gpu/slim_cifar.py: the other training images are "
+                          f"grey); this run asks seed {seed}, γ {imb:g} ({imb_type}): make a copy for it, or use "
+                          "the full one")
+
+
 def read_cifar(base: str, opts: DataOptions) -> tuple[RawSplit, RawSplit, str]:
     """Return (train, test, source) from the first source found; see the module docstring."""
     roots = search_roots(opts.data_dir)
@@ -158,6 +183,8 @@ def load_cifar_lt(variant: CifarVariant, opts: DataOptions) -> PLLData:
     imb = variant.imb if opts.imb is None else opts.imb
     imb_type = opts.imb_type or "exp"
     train, test, source = read_cifar(variant.base, opts)
+    if source == "jpeg":
+        check_slim_copy(opts, opts.seed, imb, imb_type)
     K = len(train.class_names)
     rng = np.random.RandomState(opts.seed)
     n_max = len(train.labels) / K
