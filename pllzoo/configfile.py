@@ -24,7 +24,7 @@ from typing import Any
 
 import click
 
-from pllzoo.errors import PLLZooError, UnknownNameError
+from pllzoo.errors import PLLZooError, UnknownNameError, UsageError
 
 META_HP = "pllzoo.config.hp"  # ctx.meta: the file's --hp pairs, before the command line's
 META_REPLAY_HP = "pllzoo.replay.hp"  # ctx.meta: a replayed run's typed overrides (pllzoo.replay)
@@ -110,7 +110,7 @@ def values(ctx: click.Context, data: dict[str, Any], where: str) -> tuple[dict[s
         try:
             param.type_cast_value(ctx, value)
         except click.BadParameter as exc:
-            raise PLLZooError(f"{where}: {key} = {value!r}: {exc.format_message()}") from None
+            raise UsageError(f"{where}: {key} = {value!r}: {exc.format_message()}") from None
         defaults[param.name] = value
     return defaults, hp_pairs
 
@@ -123,7 +123,7 @@ def _typed(param: click.Option, key: str, value: Any, where: str) -> Any:
             return ",".join(str(v) for v in items)
         if all(isinstance(v, str) for v in items):
             return ",".join(items)
-        raise PLLZooError(f"{where}: {key} = {value!r}: write a list of {_what(param)}s or a comma-separated string")
+        raise UsageError(f"{where}: {key} = {value!r}: write a list of {_what(param)}s or a comma-separated string")
     if param.multiple:  # a list of the option's type (or one value)
         return [_typed_one(param, key, v, where) for v in (value if isinstance(value, list) else [value])]
     return _typed_one(param, key, value, where)
@@ -134,7 +134,7 @@ def _typed_one(param: click.Option, key: str, value: Any, where: str) -> Any:
     if expected is None:  # a parameter type this module does not know: click's conversion checks it
         return value
     if isinstance(value, bool) and bool not in expected or not isinstance(value, expected):
-        raise PLLZooError(f"{where}: {key} = {value!r} is {_article(type(value).__name__)}; "
+        raise UsageError(f"{where}: {key} = {value!r} is {_article(type(value).__name__)}; "
                           f"{key} takes {_what(param)}")
     return value
 

@@ -10,5 +10,9 @@ class PLLZooError(Exception):
     """A user-facing error with a one-line message."""
 
 
-class UnknownNameError(PLLZooError):
+class UsageError(PLLZooError):
+    """A usage error: exit status 2, as click gives a bad command-line value (e.g. the same value in a config file)."""
+
+
+class UnknownNameError(UsageError):
     """An unknown method, component, dataset or hyper-parameter name (a usage error)."""

@@ -127,6 +127,16 @@ def test_bad_config_file_is_one_error_line(tmp_path, text, words):
     assert not (tmp_path / "out").exists()
 
 
+@pytest.mark.parametrize("text, flag", [('jobs = 0\n', ["--jobs", "0"]), ('epochs = "two"\n', ["--epochs", "two"]),
+                                        ('imb-type = "linear"\n', ["--imb-type", "linear"])])
+def test_a_bad_value_in_a_config_file_exits_as_its_flag_does(tmp_path, text, flag):
+    """An outside review: a value the option's type refuses exited 1 from a config file and 2 as a flag."""
+    path = _write(tmp_path / "bad.toml", 'methods = "cc"\n' + text)
+    from_file = _run(["--config", str(path), "--out", str(tmp_path / "out")])
+    as_flag = _run(["--methods", "cc", *flag, "--out", str(tmp_path / "out")])
+    assert from_file.exit_code == as_flag.exit_code == 2, (from_file.output, as_flag.output)
+
+
 def test_missing_or_unsupported_config_file_is_one_error_line(tmp_path):
     line = _error_line(_run(["--config", str(tmp_path / "none.toml")]))
     assert "none.toml" in line

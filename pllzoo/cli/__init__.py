@@ -16,7 +16,7 @@ import warnings
 import click
 
 from pllzoo import __version__, interrupts
-from pllzoo.errors import PLLZooError, UnknownNameError
+from pllzoo.errors import PLLZooError, UsageError
 
 
 class _Group(click.Group):
@@ -24,7 +24,7 @@ class _Group(click.Group):
         try:
             with interrupts.watch():  # a KeyboardInterrupt that a plugin raises is not Ctrl-C (checkpoint.from_signal)
                 return super().invoke(ctx)
-        except UnknownNameError as exc:
+        except UsageError as exc:  # an unknown name, a bad value from a config file: exit 2, as click's own
             _debug_traceback(exc)
             raise click.UsageError(str(exc)) from None
         except PLLZooError as exc:

@@ -180,12 +180,12 @@ def bench(ctx, methods, dataset, seeds, epochs, batch_size, data_dir, split, phi
 def _say_error(exc: PLLZooError | click.ClickException) -> int:
     """``Error: <line>`` to stderr, as the command group says it; its exit status (2 for a name or usage error)."""
     from pllzoo.cli import _debug_traceback
-    from pllzoo.errors import UnknownNameError
+    from pllzoo.errors import UsageError
 
     _debug_traceback(exc)
     text = exc.format_message() if isinstance(exc, click.ClickException) else str(exc)
     click.echo(f"Error: {text}", err=True)
-    return 2 if isinstance(exc, (UnknownNameError, click.UsageError)) else getattr(exc, "exit_code", 1) or 1
+    return 2 if isinstance(exc, (UsageError, click.UsageError)) else getattr(exc, "exit_code", 1) or 1
 
 
 def _bench(ctx, dist, methods, dataset, seeds, epochs, batch_size, data_dir, split, phi, imb, imb_type, holdout,
