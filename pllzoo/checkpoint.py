@@ -336,9 +336,7 @@ def stop_signals() -> Iterator[None]:
     previous = {}
     if _depth == 0:
         _received = None
-        defaults = (signal.SIG_DFL, signal.default_int_handler, interrupts.on_sigint)
-        previous = {s: signal.signal(s, _on_signal) for s in (signal.SIGINT, signal.SIGTERM)
-                    if signal.getsignal(s) in defaults}
+        previous = interrupts.take_over(_on_signal)
     _depth += 1
     try:
         yield

@@ -25,6 +25,14 @@ def on_sigint(signum: int, frame: Any) -> None:
     raise KeyboardInterrupt
 
 
+def take_over(handler: Any) -> dict[int, Any]:
+    """Install ``handler`` for SIGINT and SIGTERM where each still has a default action (the system's, Python's, or
+    :func:`watch`'s); ``{signal: previous handler}`` of those taken, to put back.  A signal ignored (``nohup``) or
+    handled by the program's own code stays as it is."""
+    defaults = (signal.SIG_DFL, signal.default_int_handler, on_sigint)
+    return {s: signal.signal(s, handler) for s in (signal.SIGINT, signal.SIGTERM) if signal.getsignal(s) in defaults}
+
+
 def arrived() -> bool:
     """Whether a SIGINT arrived while :func:`watch` was active."""
     return _arrived

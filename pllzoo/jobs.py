@@ -361,9 +361,7 @@ def _parent_signals() -> Iterator[list[int]]:
 
     from pllzoo import interrupts
 
-    defaults = (signal.SIG_DFL, signal.default_int_handler, interrupts.on_sigint)  # the CLI's Ctrl-C watch too
-    previous = {s: signal.signal(s, on_signal) for s in (signal.SIGINT, signal.SIGTERM)
-                if signal.getsignal(s) in defaults}
+    previous = interrupts.take_over(on_signal)  # as checkpoint.stop_signals (the CLI's Ctrl-C watch too)
     try:
         yield asked
     finally:

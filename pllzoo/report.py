@@ -163,8 +163,8 @@ def long_reports(summ: pd.DataFrame, rule: str, seeds_note: str = "") -> list[Re
         cap = caption(rule, counts)
         if "failed" in rows and rows["failed"].any():
             cap += f" {FAILED_NOTE}."
-        if lengths_note(rows):
-            cap += f" {lengths_note(rows)}"
+        if note := lengths_note(rows):
+            cap += f" {note}"
         reports.append(Report(f"{setting}{seeds_note}", ["Method", *HEADERS.values(), "n"], cells, cap))
     return reports
 
@@ -196,8 +196,8 @@ def wide_report(summ: pd.DataFrame, rule: str, metric: str = "acc_all", paper: p
     note = f"n = {ns[0]} seeds per cell" if len(ns) == 1 else f"n = {ns[0]}–{ns[-1]} seeds per cell"
     cap = f"{HEADERS.get(metric, metric)} accuracy (%). {caption(rule)} {note}."
     for setting, group in summ.groupby("setting", sort=False):
-        if lengths_note(group):
-            cap += f" {setting}: {lengths_note(group)}"
+        if note := lengths_note(group):
+            cap += f" {setting}: {note}"
     return Report(title or f"{HEADERS.get(metric, metric)} accuracy", headers, rows, cap)
 
 
