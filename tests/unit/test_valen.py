@@ -117,6 +117,38 @@ def test_post_step_updates_by_hand():
     torch.testing.assert_close(state.confidence, torch.tensor([[0.25, 0.75, 0.0], [0.0, 0.6, 0.4]]))
 
 
+def test_step6_rows_stay_distributions():
+    """Every kept p (or d̃) underflowing to 0 left the code's row 0 for good (1[o>0] then empty; the sample
+    dropped out of L_o and L_d, and the targets check refused the run): the guarded row-norm keeps it a
+    distribution over the kept labels, repeatedly; with ``records.prior``'s offset the update reads the
+    debiased p."""
+    cands = torch.tensor([[0.0, 1.0, 1.0]])
+    logits = torch.tensor([[120.0, 0.0, 0.0]])  # all mass outside the candidates: p_1 = p_2 = e^-120 → 0
+    state = PLLState()
+    state.confidence = torch.tensor([[0.0, 0.5, 0.5]])
+    state.valen_d = torch.tensor([[0.0, 0.5, 0.5]])
+    comp = Targets(TargetsHParams())
+    for _ in range(3):
+        step = _step(torch.tensor([0]), cands, torch.softmax(logits, 1), torch.tensor([[0.05, 0.55, 0.40]]),
+                     Stage("train"))
+        step.logits = logits
+        assert float(step.probs[0, 1]) == 0.0  # the case itself
+        comp.pllzoo_post_step(step, state)
+        torch.testing.assert_close(state.confidence, torch.tensor([[0.0, 0.5, 0.5]]))  # softmax of equal log p
+        torch.testing.assert_close(state.valen_d, torch.tensor([[0.0, 0.55 / 0.95, 0.40 / 0.95]]))
+    # d̃ underflowing on every kept label: uniform over them
+    step = _step(torch.tensor([0]), cands, torch.tensor([[0.2, 0.3, 0.5]]), torch.tensor([[1.0, 0.0, 0.0]]),
+                 Stage("train"))
+    comp.pllzoo_post_step(step, state)
+    torch.testing.assert_close(state.valen_d, torch.tensor([[0.0, 0.5, 0.5]]))
+    # the RECORDS offset: o ← row-norm(1[d>0] ⊙ softmax(z − log π̂))
+    probs = torch.tensor([[0.2, 0.3, 0.5]])
+    step = _step(torch.tensor([0]), cands, probs, torch.tensor([[0.1, 0.4, 0.5]]), Stage("train"))
+    step.logit_offset = torch.tensor([0.0, 0.0, math.log(5.0)])  # p_2 / 5: debiased (0.2, 0.3, 0.1)/0.6
+    comp.pllzoo_post_step(step, state)
+    torch.testing.assert_close(state.confidence, torch.tensor([[0.0, 0.75, 0.25]]))
+
+
 def test_stages_plan():
     plan = VALENLoss(VALENHParams(warm_up=10)).pllzoo_stages(None)
     assert [(s.name, s.epochs, s.reinit_model) for s in plan] == [("warm-up", 10, True), ("train", None, False)]

@@ -24,6 +24,11 @@ Deviations (tests in tests/unit/test_valen.py):
     equals an uninterrupted one. Tests: test_knn_adjacency_by_hand, test_resume_equals_uninterrupted.
   * d̃ comes from torch's sampler seeded from the run's generator, not the global RNG.
     Test: test_concentration_and_dirichlet_draw_follows_generator.
+  * Step 6's row-norms are guarded (``pllzoo.losses.normalize_masked``, as PRODEN's update): where every kept
+    p (or d̃) underflows to 0 the code's row becomes 0 for good (1[o>0] is then empty) and the sample drops out
+    of L_o and L_d; here it is the softmax over the kept labels of log p (d̃: uniform over the kept labels).
+    Every other row is the code's, bit for bit.  The p read is ``step.label_probs`` (RECORDS' debiased p with
+    ``estimator=records.prior``, p itself otherwise).  Ours. Test: test_step6_rows_stay_distributions.
   * log-softmax for log(softmax + 1e-12); α̂ = exp(clamp(a/4, ln 0.01, ln 30)): the same values and gradients,
     no overflow. Test: test_alpha_hat_and_kl_closed_form.
   * The trainer's SGD and LR schedule, the warm-up included (the code: constant LR; old main.py: Adam on CIFAR).
@@ -47,7 +52,7 @@ from torch import nn
 
 from pllzoo import Method, PLLState, Run, Stage, Step, hookimpl, hp
 from pllzoo.distributed import SINGLE, DistContext
-from pllzoo.losses import masked_mean, normalize_rows, soft_cross_entropy
+from pllzoo.losses import masked_mean, normalize_masked, soft_cross_entropy
 from pllzoo.seeding import derive_seed
 from pllzoo.syncs import host_side
 from pllzoo_baselines.proden import Confidence, ConfidenceHParams, ProdenLoss
@@ -173,9 +178,12 @@ class Targets(Confidence):
             return super().pllzoo_post_step(step, state)  # PRODEN's update of o (l.0)
         idx, cands = step.batch.index, step.batch.candidates
         o, d = state.confidence[idx], state.valen_d[idx]  # [B, K] before the update
-        d_new = normalize_rows(step.scratch["valen_dirichlet"] * self._keep(o, cands))  # l.6
+        dirichlet = step.scratch["valen_dirichlet"]
+        tiny = torch.finfo(dirichlet.dtype).tiny  # a row whose kept draws all underflow: uniform over the kept
+        d_new = normalize_masked(dirichlet, self._keep(o, cands), dirichlet.clamp_min(tiny).log())  # l.6
         state.valen_d[idx] = self.hp.correct * d_new + (1 - self.hp.correct) * o
-        state.confidence[idx] = normalize_rows(step.probs * self._keep(d, cands))  # pre-step p, old d
+        state.confidence[idx] = normalize_masked(step.label_probs, self._keep(d, cands),  # pre-step p, old d
+                                                 step.label_log_probs_of(step.logits))
 
 
 @dataclass(frozen=True)
