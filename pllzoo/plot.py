@@ -14,7 +14,9 @@ from pllzoo.results import final_rows, load
 def figure(*out_dirs: Path, methods: list[str] | None = None):
     """A matplotlib figure: (b) prior estimates of methods that log one, (c) class-wise test accuracy.
 
-    Runs of every folder are drawn together; the true prior is the first run's training counts.
+    Runs of every folder are drawn together, one line per method (the mean over its seeds); they must be of one
+    setting (``pllzoo report``'s setting labels: the data, and for one method its training settings), else the
+    figure would average other experiments.  The true prior is the mean over the runs of their training priors.
     """
     import matplotlib
 
@@ -39,11 +41,20 @@ def figure(*out_dirs: Path, methods: list[str] | None = None):
         shown = "; ".join(f"{setting}: {k} classes" for k, setting in sorted(sizes.items()))
         raise ValueError(f"the runs under {', '.join(map(str, out_dirs))} have different numbers of classes "
                          f"({shown}); the figure draws one dataset: plot the folder of one, or name its methods")
+    settings = list(dict.fromkeys(df["setting"]))
+    data = {s.split(" [")[0] for s in settings}  # the label's data part; " [...]": what one method's runs differ in
+    if len(data) > 1 or df.groupby("method")["setting"].nunique().max() > 1:  # e.g. two imbalance ratios, one
+        # method trained for other epochs: not more seeds (methods may differ in their own settings)
+        shown = "; ".join(f"{setting}: {', '.join(dict.fromkeys(df.loc[df['setting'] == setting, 'method']))}"
+                          for setting in settings)
+        raise ValueError(f"the runs under {', '.join(map(str, out_dirs))} are of {len(settings)} settings "
+                         f"({shown}); the figure averages the seeds of one: plot the folder of one, or name its "
+                         "methods")
     fig, (ax_b, ax_c) = plt.subplots(1, 2, figsize=(12, 4.2))
     k = len(df["class_acc"].iloc[0])
     x = np.arange(k)
-    counts = np.asarray(df["train_counts"].iloc[0], dtype=float)
-    ax_b.plot(x, counts / counts.sum(), "k-o", label="true training prior")
+    counts = np.stack([np.asarray(c, dtype=float) for c in df["train_counts"]])
+    ax_b.plot(x, (counts / counts.sum(axis=1, keepdims=True)).mean(axis=0), "k-o", label="true training prior")
     for method, rows in df.groupby("method", sort=False):
         if "prior" in rows and rows["prior"].notna().all():
             est = np.mean(np.stack([np.asarray(p) for p in rows["prior"]]), axis=0)

@@ -77,11 +77,13 @@ def test_cli_md_is_mean_and_sample_std_per_method(run_dir, tmp_path):
 
     copy = tmp_path / "copy" / run_dir.name
     shutil.copytree(run_dir, copy)
+    renamed = tmp_path / "copy" / "backup"  # a copy under another name is the same run (its config's id)
+    shutil.copytree(run_dir, renamed)
     out = tmp_path / "table.md"
-    result = CliRunner().invoke(cli, ["evaluate", str(run_dir), str(run_dir), str(copy), "--device", "cpu",
-                                      "--md", str(out)])
+    result = CliRunner().invoke(cli, ["evaluate", str(run_dir), str(run_dir), str(copy), str(renamed),
+                                      "--device", "cpu", "--md", str(out)])
     assert result.exit_code == 0, result.output
-    assert result.output.count("(each run counts once)") == 2
+    assert result.output.count("(each run counts once)") == 3
     last = _last(run_dir)
     rows = [line for line in out.read_text().splitlines() if line.startswith("| solar")]
     assert rows == [f"| solar | {last['acc_all']:.2f} | {last['acc_many']:.2f} | "

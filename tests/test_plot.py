@@ -61,3 +61,25 @@ def test_runs_without_class_accuracy_are_one_line(tmp_path):
     log.write_text("".join(json.dumps(r) + "\n" for r in records))
     res = CliRunner().invoke(cli, ["plot", str(out), "--out", str(tmp_path / "f.png")])
     assert res.exit_code == 1 and "record no class-wise accuracy" in res.output and "Traceback" not in res.output
+
+
+def test_runs_of_other_settings_are_refused_not_averaged(tmp_path):
+    """Two imbalance ratios (the same 10 classes), or one method trained for other epochs, are other
+    experiments: one line over them would be a mean of both (outside review); the refusal names each setting
+    with its methods.  The runs of one setting are drawn, and the true prior is their mean."""
+    common = ["bench", "--dataset", "synthetic-lt", "--subset", "200", "--batch-size", "50", "--threads", "1"]
+
+    def bench(out, *extra):
+        res = CliRunner().invoke(cli, [*common, "--out", str(tmp_path / out), *extra])
+        assert res.exit_code == 0, res.output
+        return tmp_path / out
+
+    g100 = bench("g100", "--methods", "proden,cc", "--epochs", "1")
+    g10 = bench("g10", "--methods", "proden", "--epochs", "1", "--imb", "10")
+    longer = bench("long", "--methods", "proden", "--epochs", "2")
+    for other, says in ((g10, "γ=10 subset=200: proden"), (longer, "[train.epochs=2]: proden")):
+        res = CliRunner().invoke(cli, ["plot", str(g100), str(other), "--out", str(tmp_path / "f.png")])
+        assert res.exit_code == 1 and "settings (" in res.output and says in res.output, res.output
+        assert "Traceback" not in res.output and not (tmp_path / "f.png").exists()
+    fig = figure(g100, longer, methods=["cc"])  # one setting left: drawn
+    assert [line.get_label() for line in fig.axes[1].lines] == ["cc"]

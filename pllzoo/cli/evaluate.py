@@ -34,18 +34,20 @@ def evaluate(runs, predict, hps, data_dir, device, dataset, csv_path, md_path) -
     from pllzoo import report as rep
     from pllzoo.evaluate import rescore, run_config
     from pllzoo.registry import get_registry
-    from pllzoo.results import settings_of
+    from pllzoo.portable import portable
+    from pllzoo.results import run_id, settings_of
 
     overrides = planning.parse_overrides(hps)
     unique: dict[str, Path] = {}
-    for run in runs:  # a run given twice, or a copy of its folder, counts once (as in pllzoo report)
-        if run.name in unique:
-            warnings.warn(f"left out {run}: the same run as {unique[run.name]} (each run counts once)")
+    for run in runs:  # a run given twice, or a copy of its folder, counts once (as in pllzoo report): by its id
+        key = run_id(portable(run_config(run)))
+        if key in unique:
+            warnings.warn(f"left out {run}: the same run as {unique[key]} (each run counts once)")
         else:
-            unique[run.name] = run
+            unique[key] = run
     rows = pd.DataFrame([rescore(get_registry(), run, overrides, predict, data_dir, device, dataset)
                          for run in unique.values()])
-    rows["setting"] = rows["run"].map(settings_of({name: run_config(run) for name, run in unique.items()}))
+    rows["setting"] = rows["run"].map(settings_of({run.name: run_config(run) for run in unique.values()}))
     setting = ([f"predict={predict}"] if predict else []) + [f"{k}={v}" for k, v in overrides.items()]
     title = "Re-scored: " + (", ".join(setting) or "as trained")
     note = "Final checkpoint of each run, test set, no training."
