@@ -562,14 +562,12 @@ def _run_key(config: dict[str, Any], name: str) -> str:
 
 
 def run_config(run_dir: Path, first: dict[str, Any]) -> dict[str, Any]:
-    """A run folder's config.json (``{"dataset": ...}`` from its ``first`` record when it has none: runs recorded
-    before configs were written, which had no env.json either). :raises DamagedRun: one that is not a pllzoo
-    run config, or none beside an env.json (the two are written together)."""
+    """A run folder's config.json. :raises DamagedRun: none (every pllzoo run writes one before its first epoch;
+    without it the run's setting, and so what it may be averaged with, is unknown), or one that is not a
+    pllzoo run config."""
     path = run_dir / "config.json"
     if not path.exists():
-        if (run_dir / "env.json").exists():
-            raise DamagedRun(f"{run_dir}: damaged run (config.json is missing)")
-        return {"dataset": first.get("dataset", "?")}
+        raise DamagedRun(f"{run_dir}: damaged run (config.json is missing)")
     try:
         config = json.loads(path.read_text())
     except (OSError, ValueError):

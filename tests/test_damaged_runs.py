@@ -81,6 +81,9 @@ DAMAGE = {
                        "resuming it from its checkpoint"),
     "no config": (lambda r: (r / "config.json").unlink(), "config.json is missing",  # it was reused silently
                   "resuming it from its checkpoint"),
+    "no config, no env": (  # an outside review: taken for a run from before configs, its copy counted twice
+        lambda r: [(r / n).unlink() for n in ("config.json", "env.json")], "config.json is missing",
+        "resuming it from its checkpoint"),
     # hand-edited values of the wrong type (each used to be a traceback, a NaN averaged away or a seed "x")
     "method a number": (_edit("method", "5"), "log.jsonl's method at epoch 2 is 5, not a string",
                         "resuming it from its checkpoint"),
