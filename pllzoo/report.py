@@ -195,6 +195,11 @@ def wide_report(summ: pd.DataFrame, rule: str, metric: str = "acc_all", paper: p
     ns = sorted({n for _, n in cell.values()})
     note = f"n = {ns[0]} seeds per cell" if len(ns) == 1 else f"n = {ns[0]}–{ns[-1]} seeds per cell"
     cap = f"{HEADERS.get(metric, metric)} accuracy (%). {caption(rule)} {note}."
+    if metric != "acc_all":  # a shot group: which classes it holds, per setting (their counts differ)
+        shots = {s: shot_caption([c for lst in g["train_counts"] for c in lst])
+                 for s, g in summ.groupby("setting", sort=False)}
+        cap += (f" {next(iter(shots.values()))}." if len(shots) == 1
+                else "".join(f" {s}: {text}." for s, text in shots.items()))
     for setting, group in summ.groupby("setting", sort=False):
         if note := lengths_note(group):
             cap += f" {setting}: {note}"
@@ -221,9 +226,18 @@ def to_markdown(report: Report, heading: str = "###") -> str:
     return "\n".join(lines) + f"\n\n{report.caption}\n"
 
 
-def to_csv(summ: pd.DataFrame, paper: pd.DataFrame | None = None) -> str:
-    """The tidy summary (one row per setting × method), with the paper's numbers when given."""
-    out = summ.drop(columns=["train_counts", "epochs", *(f"{c}_count" for c in ACC_COLUMNS)], errors="ignore")
+def to_csv(summ: pd.DataFrame, paper: pd.DataFrame | None = None, metric: str | None = None) -> str:
+    """The tidy summary (one row per setting × method), with the paper's numbers when given (``paper_metric``: the
+    accuracy they are of).  Beside n: each accuracy's own count of runs (``acc_*_count``: a shot group without
+    test examples in some seed's split has fewer) and the final stage's epochs (``epochs``, ``/`` between the
+    lengths of runs trained for other numbers), as the tables say them."""
+    out = summ.drop(columns=["train_counts"], errors="ignore")
+    if "epochs" in out:
+        out["epochs"] = [("/".join(str(int(x)) for x in e) if isinstance(e, list) else "") for e in out["epochs"]]
+    for c in ACC_COLUMNS:
+        if f"{c}_count" in out:
+            out[f"{c}_count"] = out[f"{c}_count"].astype("Int64")
     if paper is not None:
         out = out.merge(paper[["setting", "method", "paper"]], on=["setting", "method"], how="left")
+        out["paper_metric"] = metric or "acc_all"
     return out.to_csv(index=False, float_format="%.4f")

@@ -486,6 +486,9 @@ def load(*out_dirs: Path, finished_only: bool = True, damaged: list[tuple[Path, 
                 continue
             if other_recs == recs:
                 warnings.warn(f"left out {other.where}: the same run as {src.where} (a copy; each run counts once)")
+            elif _untimed(other_recs) == _untimed(recs):  # the same numbers: trained again here, or anywhere alike
+                warnings.warn(f"left out {other.where}: the same run as {src.where}, trained again with the same "
+                              "results (only the wall times differ); each run counts once")
             else:  # trained again, e.g. under torchrun: run ids do not depend on the processes
                 warnings.warn(f"left out {other.where}: the same run id as {src.where}, trained apart with other "
                               "records (another machine or number of processes); each run id counts once")
@@ -494,6 +497,11 @@ def load(*out_dirs: Path, finished_only: bool = True, damaged: list[tuple[Path, 
         frame["train_counts"] = [counts] * len(frame)
         frames.append(frame)
     return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=[*RESULT_COLUMNS, "run"])
+
+
+def _untimed(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """``records`` without their wall times: what two trainings of one run must agree on."""
+    return [{k: v for k, v in r.items() if k != "wall_s"} for r in records]
 
 
 def _labels(configs: dict[str, dict[str, Any]], beside: list[dict[str, Any]]) -> tuple[dict[str, str], list[str]]:

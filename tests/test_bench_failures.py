@@ -107,6 +107,14 @@ def test_a_failing_method_is_marked_and_the_others_finish(fail_registry, tmp_pat
     assert any("proden" in line and "failed" not in line for line in table)
     summary = pd.read_csv(out / "summary.csv")
     assert list(summary["method"]) == [method, "proden"] and list(summary["failed"]) == [1, 0]
+    # report says the failure as the bench did (an outside review: it left the run out without a word, and
+    # --methods naming it said "no runs of")
+    for args in ([], ["--methods", f"{method},proden"]):
+        res = CliRunner().invoke(cli, ["report", str(out), *args, "--csv", str(tmp_path / "r.csv")])
+        assert res.exit_code == 0 and "unfinished" not in res.output, res.output
+        table = [line for line in res.output.splitlines() if line.startswith("│ ")]
+        assert any(method in line and "0 (1 failed)" in line for line in table), res.output
+        pd.testing.assert_frame_equal(pd.read_csv(tmp_path / "r.csv"), summary)
 
 
 def test_resume_reruns_only_the_failed_run(fail_registry, tmp_path):

@@ -303,3 +303,20 @@ def test_report_of_runs_that_are_all_damaged_says_so(out):
     last = res.output.strip().splitlines()[-1]
     assert last == (f"Error: no usable runs under {out}: 2 damaged (above); bench --resume with their settings "
                     "repairs them"), last
+
+
+def test_a_run_trained_again_with_the_same_numbers_is_said_so(out, tmp_path):
+    """The same run trained again, here or on a machine alike, differs in its wall times only: the warning says
+    so, rather than "trained apart with other records" (an outside review: it named another machine)."""
+    import shutil
+
+    run = _first(out)
+    other = out / "runs" / "trained-again"
+    shutil.copytree(run, other)
+    recs = [json.loads(line) for line in (other / "log.jsonl").read_text().splitlines()]
+    (other / "log.jsonl").write_text("".join(json.dumps({**r, "wall_s": r["wall_s"] + 1.5}) + "\n" for r in recs))
+    res = CliRunner().invoke(cli, ["report", str(out), "--csv", str(tmp_path / "s.csv")])
+    assert res.exit_code == 0, res.output
+    line = one_line_about(res.output, "Warning:", other)
+    assert f"the same run as {run}, trained again with the same results (only the wall times differ)" in line
+    assert list(pd.read_csv(tmp_path / "s.csv")["n"]) == [2]

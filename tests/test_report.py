@@ -3,6 +3,7 @@ wide tables with the paper's numbers, and the files it writes."""
 
 from __future__ import annotations
 
+import io
 import math
 
 import pandas as pd
@@ -11,6 +12,7 @@ from click.testing import CliRunner
 
 from pllzoo import report as rep
 from pllzoo.cli import cli
+from pllzoo.results import load
 
 
 @pytest.fixture(scope="module")
@@ -76,6 +78,15 @@ def test_wide_report_puts_paper_numbers_beside_ours(bench_out, tmp_path):
     assert lines[2] == f"| Method | {setting} | paper |"
     assert lines[4].startswith("| proden | ") and lines[4].endswith(" | 71.81 ± 1.52 |")
     assert lines[5].endswith(" |  |")  # cc: no paper number
+    assert "Many" not in lines[-2]  # All: no shot grouping to state
+    # one shot group: its caption says which classes it holds, and the CSV which accuracy "paper" is of
+    res = _report(bench_out, "--wide", "--metric", "acc_few", "--paper", paper, "--md", tmp_path / "f.md",
+                  "--csv", tmp_path / "f.csv")
+    assert res.exit_code == 0, res.output
+    summ = rep.summary(load(bench_out))
+    shots = rep.shot_caption([c for lst in summ["train_counts"] for c in lst])
+    assert (tmp_path / "f.md").read_text().rstrip().endswith(f"{shots}.")
+    assert set(pd.read_csv(tmp_path / "f.csv")["paper_metric"]) == {"acc_few"}
 
 
 @pytest.mark.parametrize("rows, message", [
@@ -172,7 +183,9 @@ def test_a_cell_with_fewer_seeds_than_n_says_its_own_count():
     (report,) = rep.long_reports(summ, "last")
     (row,) = report.rows
     assert row[2] == "100.00 (n=1)" and row[1] == "51.50 ± 0.71" and row[-1] == "2"
-    assert "acc_many_count" not in rep.to_csv(summ)  # the CSV's columns stay as they were
+    (csv_row,) = pd.read_csv(io.StringIO(rep.to_csv(summ))).to_dict("records")  # the CSV says it too (a later
+    assert csv_row["n"] == 2 and csv_row["acc_many_count"] == 1 and csv_row["acc_all_count"] == 2  # review)
+    assert csv_row["epochs"] == 5 and "paper_metric" not in csv_row
 
 
 def test_methods_of_other_training_lengths_in_one_table_are_said():
@@ -183,4 +196,5 @@ def test_methods_of_other_training_lengths_in_one_table_are_said():
     assert "Not one training length" in rep.wide_report(summ, "last").caption
     same = rep.summary(_records([("proden", 1, 30, 90.0), ("cc", 1, 30, 80.0)]))
     assert "training length" not in rep.long_reports(same, "last")[0].caption
-    assert "epochs" not in rep.to_csv(same).splitlines()[0].split(",")
+    assert list(pd.read_csv(io.StringIO(rep.to_csv(same)))["epochs"]) == [30, 30]
+    assert list(pd.read_csv(io.StringIO(rep.to_csv(summ)))["epochs"]) == [3, 30]  # each row its own length

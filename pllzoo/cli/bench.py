@@ -300,7 +300,8 @@ def _run_plans(ctx, dist, reg, plans, observers, part, out, resume, overwrite, j
             failed_configs = [p.config for p, _ in failure.failed] if failure is not None else []
             labels: list[str] = []  # the failed runs' settings, told apart as the finished runs' are
             records = load(out, beside=failed_configs, beside_labels=labels)
-            order = list(dict.fromkeys([p.method.name for p in plans] + list(records["method"])))
+            order = list(dict.fromkeys([m for p in plans for m in (p.methods or (p.method.name,))]
+                                       + list(records["method"])))  # --methods' order, whichever --shard this is
             summary = rep.summary(records, "last", order)
             if failure is not None:
                 failed = [(label, p.method.name, p.config["data"]["train_counts"])
@@ -308,7 +309,8 @@ def _run_plans(ctx, dist, reg, plans, observers, part, out, resume, overwrite, j
                 summary = rep.with_failures(summary, failed, order)
             ok = rows[rows["status"] == "ok"]
             epochs = set(ok["epoch"].dropna().astype(int))  # one count, or runs of other lengths: no count
-            note = f": {len(set(rows['seed']))} seed(s)" + (f", {epochs.pop()} epochs" if len(epochs) == 1 else "")
+            note = f": {epochs.pop()} epochs" if len(epochs) == 1 else ""  # seeds: each row's n (runs of other
+            # benches under --out may have more)
             tables = rep.long_reports(summary, "last", note)
             _write_atomic(Path(out) / "summary.csv", rep.to_csv(summary))
             _write_atomic(Path(out) / "summary.md", "\n".join(rep.to_markdown(t) for t in tables))

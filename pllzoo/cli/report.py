@@ -44,6 +44,23 @@ def _paper(path: Path | None) -> pd.DataFrame | None:
     return frame
 
 
+def _failed(results: tuple[Path, ...]) -> dict[Path, dict]:
+    """The failed runs under ``results`` (``runs/<id>/error.txt``, no ``done``, a readable config.json), with
+    each one's config; a run that failed before its first epoch has no log."""
+    import json
+
+    out = {}
+    for run in (e.parent for d in results for e in sorted(Path(d).glob("runs/*/error.txt"))):
+        try:
+            config = None if (run / "done").exists() else json.loads((run / "config.json").read_text())
+        except (OSError, ValueError):
+            config = None
+        if isinstance(config, dict) and isinstance(config.get("method"), str) and "seed" in config and \
+                isinstance(config.get("data"), dict) and isinstance(config["data"].get("train_counts"), list):
+            out[run] = config
+    return out
+
+
 @cli.command()
 @click.argument("results", nargs=-1, required=True, type=click.Path(exists=True, file_okay=False, path_type=Path))
 @click.option("--select", "rule", type=click.Choice(RULES), default="last", show_default=True,
@@ -76,20 +93,24 @@ def report(results, rule, methods, missing_ok, seeds, wide, metric, paper, title
         firsts.setdefault(folder.resolve(), folder)
     results = tuple(firsts.values())
     damaged: list[tuple[Path, str]] = []
-    records = load(*results, damaged=damaged)
+    skipped = unfinished(*results)
+    failed = _failed(results)  # their rows say "failed", as bench's table (each run's error.txt says why)
+    labels: list[str] = []  # the failed runs' settings, told apart as the finished runs' are
+    records = load(*results, damaged=damaged, beside=list(failed.values()), beside_labels=labels)
     for _, why in damaged:  # one line each: the run and what is wrong (pllzoo.results.read_log)
         click.echo(f"Warning: left out {why}", err=True)
-    skipped = unfinished(*results)
+    skipped = [p for p in skipped if p not in failed]
     if skipped:
         click.echo(f"Warning: left out {len(skipped)} unfinished run(s), e.g. {skipped[0]}", err=True)
+    failures = [(label, c["method"], c["data"]["train_counts"], c["seed"]) for label, c in zip(labels, failed.values())]
     if records.empty:
         if damaged:  # each named above
             raise PLLZooError(f"no usable runs under {', '.join(map(str, results))}: {len(damaged)} damaged (above); "
                               "bench --resume with their settings repairs them")
-        failed = [e for d in results for e in sorted(Path(d).glob("runs/*/error.txt"))]
-        if failed:  # every run failed before its first epoch: say so, not "no runs"
-            raise PLLZooError(f"no finished runs under {', '.join(map(str, results))}: {len(failed)} failed, "
-                              f"e.g. {failed[0].parent.name} (its error.txt says why; results.csv has each reason)")
+        errors = [e for d in results for e in sorted(Path(d).glob("runs/*/error.txt"))]
+        if errors:  # every run failed: say so, not "no runs"
+            raise PLLZooError(f"no finished runs under {', '.join(map(str, results))}: {len(errors)} failed, "
+                              f"e.g. {errors[0].parent.name} (its error.txt says why; results.csv has each reason)")
         raise PLLZooError(f"no runs under {', '.join(map(str, results))} "
                           f"(expected RESULTS/runs/*/log.jsonl or RESULTS/runs.jsonl.xz)")
     if seeds is not None:  # e.g. a study whose new methods ran one seed, compared on that seed alone
@@ -98,15 +119,19 @@ def report(results, rule, methods, missing_ok, seeds, wide, metric, paper, title
         kept = set(_seeds(seeds))
         found = sorted(set(records["seed"]))
         records = records[records["seed"].isin(kept)]
+        failures = [f for f in failures if f[3] in kept]
         if records.empty:
             raise PLLZooError(f"--seeds {seeds}: no runs of these seeds; found seeds {', '.join(map(str, found))}")
     wanted = [m.strip() for m in methods.split(",") if m.strip()] if methods else None
-    unknown = sorted(set(wanted or ()) - set(records["method"]))
+    have = set(records["method"]) | {f[1] for f in failures}
+    unknown = sorted(set(wanted or ()) - have)
     if unknown and missing_ok and set(wanted) - set(unknown):  # at least one listed method has runs
         wanted, unknown = [m for m in wanted if m not in unknown], []
     if unknown:
-        raise PLLZooError(f"--methods: no runs of {', '.join(unknown)}; found {', '.join(sorted(set(records['method'])))}")
-    summ = rep.summary(records, rule, wanted)
+        raise PLLZooError(f"--methods: no runs of {', '.join(unknown)}; found {', '.join(sorted(have))}")
+    order = wanted or sorted(have)
+    summ = rep.with_failures(rep.summary(records, rule, order),
+                             [f[:3] for f in failures if f[1] in order], order)
     paper_frame = _paper(paper)
     if paper_frame is not None:  # settings spelled otherwise than ours: say so, rather than show no paper column
         ours = list(dict.fromkeys(summ["setting"]))  # (one file may hold other tables' settings too: those stay
@@ -123,5 +148,5 @@ def report(results, rule, methods, missing_ok, seeds, wide, metric, paper, title
         write_text(md, "\n".join(rep.to_markdown(t) for t in tables))
         click.echo(f"markdown: {md}")
     if csv_path:
-        write_text(csv_path, rep.to_csv(summ, paper_frame))
+        write_text(csv_path, rep.to_csv(summ, paper_frame, metric))
         click.echo(f"csv: {csv_path}")
