@@ -34,6 +34,8 @@ import itertools
 import json
 import os
 import shutil
+import signal
+import threading
 import warnings
 from pathlib import Path
 from typing import Any, Callable
@@ -244,6 +246,8 @@ def execute(
     finally:
         if alone is None:  # (after a lone failure the others wait in another collective: no broadcast)
             dist.broadcast_object(("done",))  # releases the other ranks (follow)
+        else:  # the bench ends here: the launcher's SIGTERM (sent once the failed process left) must not cut
+            _keep_on_to_the_end()  # the writes below short (results.csv was lost so); its SIGKILL still ends all
         for i in list(swaps):  # an interruption: the temporary folders go, the old run folders stay
             settle(swaps, i, ok=False, discard=True)
         for lock in locks:
@@ -387,13 +391,27 @@ def _failed_alone(dist: distributed.DistContext, key: str, why: str) -> str | No
     ended the bench before (its own lone failure) is named: its exit made the collectives fail here."""
     if not dist.active:
         return None
-    if dist.failed_everywhere(key):
+    ended = dist.ended()  # another process's lone failure, said before it left: why the collective failed here
+    if ended is not None:
+        return f"the bench ends: {ended}"
+    if dist.failed_everywhere(key, give_up=lambda: checkpoint.stop_requested() is not None):
         ended = dist.ended()
         return f"the bench ends: {ended}" if ended is not None else None
-    line = (f"the bench ends: {why}, and not on every process within {distributed.failure_wait_s():g} s (an error "
-            "of this process alone: its device or disk; the others wait in a collective)")
+    if checkpoint.stop_requested() is not None:  # the launcher stops the processes left: another one exited
+        line = (f"the bench ends: {why}; another process exited without saying why (the launcher's output, "
+                "or that process's own, says), and the launcher stops this one")
+    else:
+        line = (f"the bench ends: {why}, and not on every process within {distributed.failure_wait_s():g} s (an "
+                "error of this process alone: its device or disk; the others wait in a collective)")
     dist.end(line.removeprefix("the bench ends: "))
     return line
+
+
+def _keep_on_to_the_end() -> None:
+    """Ignore SIGTERM from now on (main thread only): the bench is ending after a lone failure under torchrun,
+    and a stop signal has nothing left to stop but the writing of its results."""
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
 
 
 def _name(p: RunPlan) -> str:

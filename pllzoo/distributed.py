@@ -22,8 +22,9 @@ import contextlib
 import gc
 import datetime
 import os
+import time
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Callable
 
 import torch
 
@@ -134,23 +135,27 @@ class DistContext:
         device = self._comm_device() or torch.device("cpu")
         return [int(v) for v in self.all_reduce_sum(torch.tensor(values, dtype=torch.int64, device=device)).tolist()]
 
-    def failed_everywhere(self, key: str) -> bool:
+    def failed_everywhere(self, key: str, give_up: Callable[[], bool] = lambda: False) -> bool:
         """After this process's run ``key`` failed: whether it failed on every process (True: the same error,
         from the same replicated computation, so the bench goes on with the next run) or not within
         :func:`failure_wait_s` (False: this process's alone, or the others' alone; the others wait in a
         collective, so the bench must end).  Each process leaves a mark in the process group's key-value
         store, which is no collective: a process stuck in one cannot answer, and that is the answer.
-        One process, or a group without a store: True (the bench goes on, as before)."""
+        ``give_up()`` true (a stop signal: the launcher stops the processes left when one has exited) ends
+        the wait at once with False.  One process, or a group without a store: True (the bench goes on)."""
         store = _store() if self.world > 1 else None
         if store is None:
             return True
         store.set(f"pllzoo/failed/{key}/{self.rank}", "1")
-        try:
-            store.wait([f"pllzoo/failed/{key}/{r}" for r in range(self.world)],
-                       datetime.timedelta(seconds=failure_wait_s()))
-        except (RuntimeError, ValueError):  # DistStoreError (a RuntimeError): timed out
-            return False
-        return True
+        keys = [f"pllzoo/failed/{key}/{r}" for r in range(self.world)]
+        until = time.monotonic() + failure_wait_s()
+        while True:  # in slices: a stop signal is looked at between them
+            try:
+                store.wait(keys, datetime.timedelta(seconds=max(0.01, min(0.5, until - time.monotonic()))))
+                return True
+            except (RuntimeError, ValueError):  # DistStoreError (a RuntimeError): this slice timed out
+                if give_up() or time.monotonic() >= until:
+                    return False
 
     def end(self, why: str) -> None:
         """Say, for the other processes, that this one ends the bench (``why``: one line)."""

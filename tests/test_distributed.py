@@ -609,3 +609,73 @@ def test_a_collective_stop_ends_every_process_with_its_status(tmp_path):
     assert recorded and set(recorded) <= {"0 75", "1 75"}, res.stderr[-3000:]
     stops = [line for line in res.stderr.splitlines() if "to stay within the time limit" in line]
     assert len(stops) == 2 and all(line.endswith("--resume") for line in stops), res.stderr[-3000:]
+
+
+_RANK_FAIL_PLUGIN = '''
+import os
+
+from pllzoo import Method, hookimpl
+from pllzoo.builtin import SoftCrossEntropy
+
+
+class Fails(SoftCrossEntropy):
+    """Fails on rank 1 alone at its third step: raises (its device, say) or exits without a word (a crash)."""
+
+    distributed = True
+    steps = 0
+
+    @hookimpl
+    def pllzoo_loss(self, step, state):
+        Fails.steps += 1
+        if Fails.steps == 3 and step.dist.rank == 1:
+            if os.environ.get("RANKFAIL_MODE") == "exit":
+                os._exit(3)
+            raise RuntimeError("boom on rank 1")
+        return super().pllzoo_loss(step, state)
+
+
+@hookimpl
+def pllzoo_register_losses(register):
+    register("rankfail.loss", Fails)
+
+
+@hookimpl
+def pllzoo_register_methods(register):
+    register(Method(name="rankfail", loss="rankfail.loss"))
+'''
+
+
+@pytest.mark.parametrize("mode", ["raise", "exit"])
+def test_torchrun_a_lone_failure_leaves_results_csv_with_its_cause(tmp_path, mode):
+    """Under torchrun, rank 1 failing alone: torchrun stops rank 0 (SIGTERM) as soon as rank 1 has exited; rank 0
+    used to die mid-write (exit -15, results.csv lost once, a lock left behind), and after a crash that left no
+    word it waited for rank 1's mark past torchrun's grace period (SIGKILL).  Now it writes results.csv with the
+    first cause, leaves no lock, and ends with its line."""
+    import os
+    import subprocess
+    import sys
+
+    import pandas as pd
+
+    site = tmp_path / "site"
+    (site / "rankfail-0.1.dist-info").mkdir(parents=True)
+    (site / "rankfail.py").write_text(_RANK_FAIL_PLUGIN)
+    (site / "rankfail-0.1.dist-info" / "METADATA").write_text("Metadata-Version: 2.1\nName: rankfail\nVersion: 0.1\n")
+    (site / "rankfail-0.1.dist-info" / "entry_points.txt").write_text("[pllzoo]\nrankfail = rankfail\n")
+    env = {**{k: v for k, v in os.environ.items() if k != "PLLZOO_LOAD_PLUGINS"},  # (the suite's limit)
+           "OMP_NUM_THREADS": "1", "PLLZOO_DIST_TIMEOUT_S": "30", "RANKFAIL_MODE": mode,
+           "PYTHONPATH": os.pathsep.join([str(site), os.environ.get("PYTHONPATH", "")])}
+    out = tmp_path / "out"
+    res = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2",
+                          "-m", "pllzoo", "bench", "--methods", "rankfail,proden", "--dataset", "synthetic-lt",
+                          "--subset", "256", "--epochs", "2", "--batch-size", "32", "--device", "cpu", "--threads", "1",
+                          "--hp", "train.model=linear", "--out", str(out)],
+                         env=env, capture_output=True, text=True, timeout=200)
+    assert res.returncode != 0 and "exitcode  : -15" not in res.stderr and "-9" not in res.stderr, res.stderr[-3000:]
+    assert (out / "results.csv").exists(), res.stderr[-3000:]
+    rows = pd.read_csv(out / "results.csv")
+    assert list(rows["method"]) == ["rankfail"] and list(rows["status"]) == ["failed"], res.stderr[-3000:]
+    cause = "boom on rank 1" if mode == "raise" else "another process exited without saying why"
+    assert cause in rows["error"][0]
+    assert f"Error: the bench ends: rankfail seed 1 failed on rank {1 if mode == 'raise' else 0}" in res.stderr
+    assert not list(out.glob("**/*.lock"))
