@@ -396,10 +396,11 @@ def check_component(cls: Any, slot: str) -> None:
         implemented.add(hook)
     _check_declarations(cls, label)
     role = hookspecs.SLOT_HOOKS[slot]
-    if role not in implemented:
-        if callable(getattr(cls, role, None)):
-            raise PLLZooError(f"{label}.{role} lacks @pllzoo.hookimpl, so pluggy would never call it")
+    if role not in implemented and not callable(getattr(cls, role, None)):
         raise PLLZooError(f"{label} does not implement {role}, the role hook of slot {slot!r}")
+    for hook in sorted(run_specs):  # any run hook, not only the role's: an undecorated pllzoo_post_step never ran,
+        if hook not in implemented and callable(getattr(cls, hook, None)):  # silently (an outside review)
+            raise PLLZooError(f"{label}.{hook} lacks @pllzoo.hookimpl, so pluggy would never call it")
     hp_cls = getattr(cls, "HParams", None)
     if not (isinstance(hp_cls, type) and dataclasses.is_dataclass(hp_cls)):
         raise PLLZooError(f"{label}.HParams must be a dataclass (see pllzoo.hp), got {hp_cls!r}")

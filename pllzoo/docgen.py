@@ -124,7 +124,8 @@ wrong, e.g. `predict component 'my.adjust' (plugin 'my_plugin'): pllzoo_predict 
 **Exceptions.** An exception raised inside any run hook becomes a one-line `pllzoo.checks.ComponentError`
 (a `PLLZooError`) naming the component and the hook, e.g. `label_update component 'my.targets' (plugin
 my_plugin) failed in pllzoo_label_update: ValueError: ...`; it is chained to the original exception, so a
-traceback still shows where it was raised. Hook wrappers (`wrapper=True`) are refused for run hooks.
+traceback still shows where it was raised. Hook wrappers (`wrapper=True`) are refused for run hooks, and so is
+a component with a method named as a run hook but without `@pllzoo.hookimpl` (pluggy would never call it).
 
 **Read-only inputs.** What a hook is given is not its to change: the run's data (`run.data.*`,
 `run.candidates`), the step's batch, logits, features and probabilities, the answers already given

@@ -199,6 +199,14 @@ class Unmarked(Component):
         return None
 
 
+class UnmarkedPostStep(SelectAll):
+    """An outside review: an undecorated hook other than the role's never ran, and the numbers were those of a
+    method without it."""
+
+    def pllzoo_post_step(self, step, state):
+        return None
+
+
 class NotFrozen(SelectAll):
     @dataclass
     class HParams:
@@ -292,6 +300,8 @@ def _registering(bad_slot: str, bad_name: str, bad) -> object:
     ("selection", "t.bad", NotADataclass, "NotADataclass.HParams must be a dataclass"),
     ("selection", "t.bad", NoDefault, "NoDefault.HParams() fails with its defaults: TypeError"),
     ("selection", "t.bad", Unmarked, "Unmarked.pllzoo_select lacks @pllzoo.hookimpl"),
+    ("selection", "t.bad", UnmarkedPostStep, "UnmarkedPostStep.pllzoo_post_step lacks @pllzoo.hookimpl, so pluggy "
+                                             "would never call it"),
     ("selection", "t.bad", NotFrozen, "NotFrozen.HParams is not frozen; declare it @dataclass(frozen=True)"),
     ("selection", "t.bad", IntOfAFloat, "IntOfAFloat.HParams field 'n': annotated int, but its default is 0.5 (float)"),
     ("selection", "t.bad", BoolOfAStr, "BoolOfAStr.HParams field 'flag': annotated bool, but its default is 'yes'"),
