@@ -35,6 +35,15 @@ from pllzoo.run import TrainConfig
 from pllzoo.state import PLLState
 
 
+NOT_READY_ADVICE = ("run it in one process; a component correct under DDP says so with `distributed = True` on its "
+                    "class (docs/distributed.md, 'For component authors', which also lists the methods that are)")
+
+
+def not_ready(components: Mapping[str, Component]) -> str:
+    """The components that have not opted in to DDP, ``"slot 'name' (plugin 'p')"`` joined by commas; '' if none."""
+    return ", ".join(f"{slot} {label(c)!r}" for slot, c in components.items() if not is_distributed(c))
+
+
 def check_ready(dist: DistContext, components: Mapping[str, Component], config: TrainConfig) -> None:
     """Refuse, before training, a run that would not be the 1-process run under ``dist.world`` processes.
 
@@ -44,10 +53,8 @@ def check_ready(dist: DistContext, components: Mapping[str, Component], config: 
     if not dist.active:
         return
     g = dist.world
-    not_ready = [f"{slot} {label(c)!r}" for slot, c in components.items() if not is_distributed(c)]
-    if not_ready:
-        raise PLLZooError(f"not ready for {g} processes (DDP): {', '.join(not_ready)}; run them in one process "
-                          f"(docs/distributed.md lists the methods that are)")
+    if not_ready(components):
+        raise PLLZooError(f"not ready for {g} processes (DDP): {not_ready(components)}; {NOT_READY_ADVICE}")
     for slot, comp in components.items():
         for key, mode in comp.sync.items():
             if mode not in SYNC_MODES or key not in comp.provides:

@@ -634,28 +634,29 @@ class Fails(SoftCrossEntropy):
         return super().pllzoo_loss(step, state)
 
 
+class Unready(SoftCrossEntropy):
+    """Not opted in to DDP (a subclass does not inherit ``distributed``)."""
+
+
 @hookimpl
 def pllzoo_register_losses(register):
     register("rankfail.loss", Fails)
+    register("rankfail.unready", Unready)
 
 
 @hookimpl
 def pllzoo_register_methods(register):
     register(Method(name="rankfail", loss="rankfail.loss"))
+    register(Method(name="rankfail-unready", loss="rankfail.unready"))
 '''
 
 
-@pytest.mark.parametrize("mode", ["raise", "exit"])
-def test_torchrun_a_lone_failure_leaves_results_csv_with_its_cause(tmp_path, mode):
-    """Under torchrun, rank 1 failing alone: torchrun stops rank 0 (SIGTERM) as soon as rank 1 has exited; rank 0
-    used to die mid-write (exit -15, results.csv lost once, a lock left behind), and after a crash that left no
-    word it waited for rank 1's mark past torchrun's grace period (SIGKILL).  Now it writes results.csv with the
-    first cause, leaves no lock, and ends with its line."""
+def _rankfail_torchrun(tmp_path, methods: str, mode: str = "raise"):
+    """``torchrun --nproc-per-node 2 -m pllzoo bench --methods METHODS`` with the plugin above installed (a
+    site folder with its dist-info)."""
     import os
     import subprocess
     import sys
-
-    import pandas as pd
 
     site = tmp_path / "site"
     (site / "rankfail-0.1.dist-info").mkdir(parents=True)
@@ -665,12 +666,23 @@ def test_torchrun_a_lone_failure_leaves_results_csv_with_its_cause(tmp_path, mod
     env = {**{k: v for k, v in os.environ.items() if k != "PLLZOO_LOAD_PLUGINS"},  # (the suite's limit)
            "OMP_NUM_THREADS": "1", "PLLZOO_DIST_TIMEOUT_S": "30", "RANKFAIL_MODE": mode,
            "PYTHONPATH": os.pathsep.join([str(site), os.environ.get("PYTHONPATH", "")])}
+    return subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2",
+                           "-m", "pllzoo", "bench", "--methods", methods, "--dataset", "synthetic-lt",
+                           "--subset", "256", "--epochs", "2", "--batch-size", "32", "--device", "cpu", "--threads",
+                           "1", "--hp", "train.model=linear", "--out", str(tmp_path / "out")],
+                          env=env, capture_output=True, text=True, timeout=200)
+
+
+@pytest.mark.parametrize("mode", ["raise", "exit"])
+def test_torchrun_a_lone_failure_leaves_results_csv_with_its_cause(tmp_path, mode):
+    """Under torchrun, rank 1 failing alone: torchrun stops rank 0 (SIGTERM) as soon as rank 1 has exited; rank 0
+    used to die mid-write (exit -15, results.csv lost once, a lock left behind), and after a crash that left no
+    word it waited for rank 1's mark past torchrun's grace period (SIGKILL).  Now it writes results.csv with the
+    first cause, leaves no lock, and ends with its line."""
+    import pandas as pd
+
     out = tmp_path / "out"
-    res = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2",
-                          "-m", "pllzoo", "bench", "--methods", "rankfail,proden", "--dataset", "synthetic-lt",
-                          "--subset", "256", "--epochs", "2", "--batch-size", "32", "--device", "cpu", "--threads", "1",
-                          "--hp", "train.model=linear", "--out", str(out)],
-                         env=env, capture_output=True, text=True, timeout=200)
+    res = _rankfail_torchrun(tmp_path, "rankfail,proden", mode)
     assert res.returncode != 0 and "exitcode  : -15" not in res.stderr and "-9" not in res.stderr, res.stderr[-3000:]
     assert (out / "results.csv").exists(), res.stderr[-3000:]
     rows = pd.read_csv(out / "results.csv")
@@ -679,3 +691,14 @@ def test_torchrun_a_lone_failure_leaves_results_csv_with_its_cause(tmp_path, mod
     assert cause in rows["error"][0]
     assert f"Error: the bench ends: rankfail seed 1 failed on rank {1 if mode == 'raise' else 0}" in res.stderr
     assert not list(out.glob("**/*.lock"))
+
+
+def test_torchrun_a_component_not_ready_for_ddp_refuses_the_bench_before_any_run(tmp_path):
+    """An outside review: it used to fail each of its runs (one failed row each, torch's launcher traceback) and
+    did not say how a component opts in; now the bench is refused on every process before anything trains."""
+    res = _rankfail_torchrun(tmp_path, "proden,rankfail-unready")
+    lines = [line for line in res.stderr.splitlines() if line.startswith("Error:")]
+    assert res.returncode != 0 and len(lines) == 2 and lines[0] == lines[1], res.stderr[-3000:]
+    assert lines[0].startswith("Error: not ready for 2 processes (DDP): rankfail-unready: loss 'rankfail.unready'")
+    assert "`distributed = True`" in lines[0] and "proden:" not in lines[0]
+    assert not (tmp_path / "out" / "runs").exists()

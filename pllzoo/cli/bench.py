@@ -235,6 +235,14 @@ def _plans(ctx, dist, methods, dataset, seeds, epochs, batch_size, data_dir, spl
     )
     replay.check(ctx, plans)  # --from-run: the recorded config, or one line
     check_batches(plans)
+    if dist.active:  # a component not ready for DDP: the bench is refused before any run, not each run failed
+        from pllzoo.ddp import NOT_READY_ADVICE, not_ready
+
+        unready = {p.method.name: not_ready(reg.build_components(p.method, p.component_overrides,
+                                                                 (p.data.name, p.data.kind))) for p in plans}
+        told = "; ".join(f"{m}: {why}" for m, why in unready.items() if why)
+        if told:
+            raise PLLZooError(f"not ready for {dist.world} processes (DDP): {told}; {NOT_READY_ADVICE}")
     return reg, plans, observers, part
 
 
