@@ -264,7 +264,7 @@ def execute(
         raise RunsFailed(failure_line(named, attempted, runs_dir, overwrite), rows,
                          [(plans[i], why) for i, why in sorted(failed.items())])
     if skipped:  # a script's `bench && next` must not go on without them
-        raise checkpoint.Stopped(f"{len(skipped)} run(s) skipped, in use by another bench ({', '.join(skipped)}); "
+        raise checkpoint.Skipped(f"{len(skipped)} run(s) skipped, in use by another bench ({', '.join(skipped)}); "
                                  f"{_finished(finals, failed, len(plans))}; once that bench is done, they can be "
                                  "trained",
                                  checkpoint.TIME_LIMIT_EXIT)

@@ -62,6 +62,11 @@ class Stopped(PLLZooError):
         self.exit_code = exit_code
 
 
+class Skipped(Stopped):
+    """Runs left untrained because another live bench holds them (their lock): the rest went on; rerunning
+    once that bench is done trains them (exit :data:`TIME_LIMIT_EXIT`, as a clean stop)."""
+
+
 class Abandoned(KeyboardInterrupt):
     """A second SIGINT/SIGTERM (after the one that asked for a clean stop): the epoch is abandoned, each run
     keeps its last checkpoint.  ``exit_code`` is 128 + that signal's number, as for a clean stop by it;

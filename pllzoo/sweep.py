@@ -23,6 +23,7 @@ from typing import Any, Callable
 
 import pandas as pd
 
+from pllzoo import checkpoint
 from pllzoo.bench import execute, plan
 from pllzoo.costs import RunCost, run_costs
 from pllzoo.costs import plan_lines as bench_plan_lines
@@ -154,10 +155,12 @@ def run_sweep(registry: Registry, trials: list[Trial], out: Path, jobs: int = 1,
     the first failed run (one line).  ``on_run``/``on_epoch``/``threads``: as :func:`pllzoo.bench.execute`'s,
     with the trial first.
 
-    A failed run does not stop the sweep (its trial is left out of the selection);
-    a clean stop (:class:`pllzoo.checkpoint.Stopped`, a signal) propagates.
+    A failed run does not stop the sweep (its trial is left out of the selection), nor does a run another
+    sweep or bench holds (two copies of one sweep on one ``--out`` share its trials; the held runs are named
+    at the end, :class:`pllzoo.checkpoint.Skipped`); a clean stop (:class:`pllzoo.checkpoint.Stopped`, a
+    signal) propagates.
     """
-    failed = {}
+    failed, held = {}, []
     for t in trials:
         report = (lambda p, status, t=t: on_run(t, p, status)) if on_run else None
         epoch = (lambda p, rec, t=t: on_epoch(t, p, rec)) if on_epoch else None
@@ -167,6 +170,11 @@ def run_sweep(registry: Registry, trials: list[Trial], out: Path, jobs: int = 1,
         except RunsFailed as exc:  # the reason of its first failed run (pllzoo.jobs.record_failure)
             plan_, why = exc.failed[0]
             failed[t.index] = f"{plan_.method.name} seed {plan_.seed}: {why}"
+        except checkpoint.Skipped:  # its held runs stay for the one training them; the next trial goes on
+            held.append(str(t.index))
+    if held:
+        raise checkpoint.Skipped(f"trial(s) {', '.join(held)} left runs in use by another sweep or bench; once it is "
+                                 f"done", checkpoint.TIME_LIMIT_EXIT)
     return failed
 
 

@@ -331,3 +331,39 @@ def test_a_dry_run_sweep_writes_nothing_and_threads_reach_the_runs(tmp_path):
     assert res.exit_code == 0, res.output
     envs = [json.loads(p.read_text()) for p in (tmp_path / "sw").glob("trials/*/runs/*/env.json")]
     assert len(envs) == 2 and {e["torch_threads"] for e in envs} == {1}
+
+
+def test_a_sweep_under_torchrun_is_refused_with_one_line(tmp_path, monkeypatch):
+    """An outside review: under torchrun each process ran the whole sweep into one --out (one of them then
+    hit the other's lock and ended with a launcher traceback)."""
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    res = CliRunner().invoke(cli, ["sweep", "--methods", "proden", "--space", "train.lr=loguniform(1e-3,1e-1)",
+                                   "--out", str(tmp_path / "s")])
+    assert res.exit_code == 1 and "Traceback" not in res.output
+    assert "pllzoo sweep runs in one process; under torchrun (WORLD_SIZE=2)" in res.output
+    assert not (tmp_path / "s").exists()
+
+
+def test_a_run_held_by_another_sweep_leaves_its_trial_and_the_others_train(tmp_path):
+    """Two copies of one sweep on one --out (an outside review): the second stopped at the first trial whose run
+    the other held; now it trains every trial it can and names the held ones at the end (a clean stop, 75)."""
+    import os
+
+    from pllzoo import checkpoint
+    from pllzoo.registry import get_registry
+    from pllzoo.sweep import run_sweep, trial_dir
+
+    reg = get_registry()
+    trials = plan_sweep(reg, ["proden"], "synthetic-lt", [1], DataOptions(subset=200, holdout=0.1),
+                        parse_space(["train.lr=uniform(0.01,0.1)"]), 3, 0, epochs=1, batch_size=50, device="cpu")
+    (held,) = trials[1].plans
+    lock = trial_dir(tmp_path, 1) / "runs" / f"{held.run_id}.lock"
+    lock.parent.mkdir(parents=True)
+    lock.write_text(f"{os.getppid()}\n")  # a live process that is not this one
+    with pytest.raises(checkpoint.Skipped, match=r"^trial\(s\) 1 left runs in use by another sweep or bench") as info:
+        run_sweep(reg, trials, tmp_path, threads=1)
+    assert info.value.exit_code == checkpoint.TIME_LIMIT_EXIT
+    for t in (0, 2):  # the trials after the held one trained too
+        (run,) = trials[t].plans
+        assert (trial_dir(tmp_path, t) / "runs" / run.run_id / "done").exists()
+    assert not (trial_dir(tmp_path, 1) / "runs" / held.run_id).exists()

@@ -79,6 +79,12 @@ def sweep(methods, dataset, seeds, specs, space_file, trials, draw_seed, rule, h
     from pllzoo.search_space import parse_space, read_space_file
     from pllzoo.trial_selection import score_trials, trials_report, winners
 
+    import os
+
+    world = os.environ.get("WORLD_SIZE", "1")
+    if world.isdigit() and int(world) > 1:  # each process would run the whole sweep into one --out (a review)
+        raise PLLZooError(f"pllzoo sweep runs in one process; under torchrun (WORLD_SIZE={world}) each process would "
+                          "run every trial: run it without torchrun (--jobs N trains several runs at once)")
     if rule != "oracle" and not holdout:
         raise PLLZooError(f"--select {rule} scores held-out rows; give --holdout > 0 (e.g. 0.1) or --select oracle")
     space = parse_space([*specs, *(read_space_file(space_file) if space_file else [])])
