@@ -306,8 +306,7 @@ def agree_on_plans(plans: list[RunPlan] | None, failed: BaseException | None = N
         mine = None
     else:
         shas: dict[int, str] = {}  # id(p.data) → its fingerprint: a run id names data by name, shape and counts
-        mine = [(p.run_id, shas.setdefault(id(p.data), fingerprint(p.data)), json.dumps(p.plugins, sort_keys=True,
-                                                                                       default=str)) for p in plans]
+        mine = [(p.run_id, shas.setdefault(id(p.data), fingerprint(p.data)), _suppliers(p)) for p in plans]
     ours = dist.broadcast_object(mine)
     parts = ("runs", "data", "plugin versions", "planning")  # what a rank's plan differs in first: 1 + its index
     if mine is None:
@@ -324,9 +323,46 @@ def agree_on_plans(plans: list[RunPlan] | None, failed: BaseException | None = N
         raise PLLZooError(f"the bench ends: {dist.ended() or 'another process could not plan it'}")
     if any(differs):
         ranks = ", ".join(f"{r} ({parts[d - 1]})" for r, d in enumerate(differs) if d)
+        first = next(r for r, d in enumerate(differs) if d)  # what differs there, said by that rank
+        said = dist.broadcast_object(_plan_difference(mine, ours) if dist.rank == first else None, src=first)
         raise PLLZooError(f"the {dist.world} processes planned different runs (rank {ranks} against rank 0: "
-                          f"{len(ours)} run(s), e.g. {ours[0][0] if ours else 'none'}); start every process with "
-                          "the same arguments, config file, data and package versions")
+                          f"{len(ours)} run(s), e.g. {ours[0][0] if ours else 'none'}{'; ' + said if said else ''}); "
+                          "start every process with the same arguments, config file, data and package versions")
+
+
+def _suppliers(p: RunPlan) -> str:
+    """Which plugin, distribution and version supply the components, backbone and views of run ``p`` (the
+    parts of its ``env.json`` a process must agree on; other loaded plugins may differ), as JSON."""
+    return json.dumps({k: v for k, v in p.plugins.items() if k != "plugins"}, sort_keys=True, default=str)
+
+
+def _supplier(entry: dict[str, Any]) -> str:
+    """``plugin 'p' (dist 1.0)`` of a supplier entry of env.json; ``nothing`` for none."""
+    if not entry:
+        return "nothing"
+    return f"plugin {entry.get('plugin')!r} ({entry.get('dist')} {entry.get('version')})"
+
+
+def _plan_difference(mine: list[tuple[str, str, str]], ours: list[tuple[str, str, str]]) -> str:
+    """The first thing this process planned otherwise than rank 0 (``ours``), in a few words."""
+    if len(mine) != len(ours):
+        return f"rank {distributed.current().rank}: {len(mine)} run(s)"
+    for (run, data, sup), (run0, data0, sup0) in zip(mine, ours):
+        if run != run0:
+            return f"rank {distributed.current().rank}: {run}"
+        if data != data0:
+            return f"{run}'s data differ"
+        if sup != sup0:
+            here, there = json.loads(sup), json.loads(sup0)
+            for group in sorted(set(here) | set(there)):
+                a, b = here.get(group, {}), there.get(group, {})
+                for key in sorted(set(a) | set(b)):
+                    if a.get(key) != b.get(key):
+                        mine_, theirs = a.get(key) or {}, b.get(key) or {}
+                        what = theirs.get("component") or mine_.get("component") or theirs.get("name") or ""
+                        return (f"{key}{' ' + repr(what) if what else ''} from {_supplier(mine_)} on rank "
+                                f"{distributed.current().rank}, {_supplier(theirs)} on rank 0")
+    return ""
 
 
 def failed_line(exc: BaseException) -> str:

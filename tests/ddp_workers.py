@@ -264,7 +264,7 @@ def plan_agreement(ctx) -> list[str]:
     from pllzoo.registry import get_registry
 
     out = []
-    for case in ("same", "seeds", "data", "plugins"):
+    for case in ("same", "seeds", "data", "plugins", "other plugin"):
         seeds = [2] if case == "seeds" and ctx.rank == 1 else [1]
         plans = bench.plan(get_registry(), ["proden"], "synthetic-lt", seeds, DataOptions(subset=64), epochs=1,
                            batch_size=16, device="cpu")
@@ -273,6 +273,9 @@ def plan_agreement(ctx) -> list[str]:
         if ctx.rank == 1 and case == "plugins":  # another version of a plugin on this process's path
             plans[0].plugins = {**plans[0].plugins, "components": {"loss": {"plugin": "baselines", "dist": "x",
                                                                             "version": "9"}}}
+        if ctx.rank == 1 and case == "other plugin":  # a plugin no component of the run comes from: no matter
+            plans[0].plugins = {**plans[0].plugins, "plugins": [*plans[0].plugins["plugins"],
+                                                                {"name": "unrelated", "dist": "u", "version": "1"}]}
         try:
             bench.agree_on_plans(plans)
             out.append("")

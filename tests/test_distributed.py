@@ -516,13 +516,16 @@ def test_processes_that_planned_different_runs_end_the_bench_alike(small_jobs):
     """Rank 1 started with other seeds: every process gets the same one line, before any run trains."""
     answers = [rank[9] for rank in small_jobs]
     assert answers[0] == answers[1]
-    agreed, differs, data, plugins = answers[0]
-    assert agreed == ""
+    agreed, differs, data, plugins, unrelated = answers[0]
+    assert agreed == "" and unrelated == ""  # a loaded plugin none of the run's parts comes from (a review)
     assert differs.startswith("the 2 processes planned different runs (rank 1 (runs) against rank 0: 1 run(s), "
                               "e.g. proden__synthetic-lt__s1-") and "\n" not in differs
     # the same run ids on other data, or with another plugin version: an outside review trained them together
     assert data.startswith("the 2 processes planned different runs (rank 1 (data) against rank 0")
     assert plugins.startswith("the 2 processes planned different runs (rank 1 (plugin versions) against rank 0")
+    # named: rank 1's components here are a loss of another version alone (the first slot that differs is said)
+    assert "; label_update 'proden.confidence' from nothing on rank 1, plugin 'baselines' (" in plugins, plugins
+    assert "seed 2" not in differs and "; rank 1: proden__synthetic-lt__s2-" in differs
 
 
 @pytest.mark.parametrize("method", ["ranktest-boom", "ranktest-all"])
