@@ -143,6 +143,12 @@ def bench_seconds(run_s: list[float], jobs: int = 1) -> float:
     return sum(run_s) / max(1, min(jobs, len(run_s))) if run_s else 0.0
 
 
+def _about(seconds: float) -> str:
+    """``~12m``; ``<1s`` as it is (an approximate bound needs no tilde)."""
+    text = duration(seconds)
+    return text if text.startswith("<") else f"~{text}"
+
+
 def duration(seconds: float) -> str:
     """``<1s``, ``45s``, ``12m``, ``3.4h``, ``2.1 days``: a duration at the precision an estimate deserves."""
     if seconds < 1:
@@ -187,8 +193,8 @@ def estimate_line(costs: list[RunCost], run_s: dict[str, float], timed: list[str
     per = {}
     for c in todo:
         per.setdefault(c.method, run_s[c.run_id])
-    each = ", ".join(f"{m} ~{duration(s)}" for m, s in per.items())
-    return (f"estimate: ~{duration(total)} in all ({each} per run), from a timing of the first steps of "
+    each = ", ".join(f"{m} {_about(s)}" for m, s in per.items())
+    return (f"estimate: {_about(total)} in all ({each} per run), from a timing of the first steps of "
             f"{', '.join(timed)}; epoch-end passes and checkpoints not included")
 
 

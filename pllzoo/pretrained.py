@@ -57,8 +57,10 @@ def local_weights(url: str, model: str) -> dict[str, torch.Tensor]:
     digest = filename.rsplit("-", 1)[1].split(".")[0]  # torchvision: name-<sha256 prefix>.pth
     found = next((d / filename for d in weight_dirs() if (d / filename).is_file()), None)
     if found is None:
+        where = " or ".join(map(str, weight_dirs()))  # ${WEIGHTS_ENV}'s folder first, when it is set
         raise PLLZooError(f"model {model!r} needs the weight file {filename} and pllzoo never downloads: "
-                          f"put it in {weight_dirs()[-1]} (or the folder ${WEIGHTS_ENV} names); it is {url}")
+                          f"put it in {where}{'' if os.environ.get(WEIGHTS_ENV) else f' (or the folder ${WEIGHTS_ENV} names)'}; "
+                          f"it is {url}")
     if not _sha256(found).startswith(digest):
         raise PLLZooError(f"{found}: SHA-256 does not start with {digest}: not torchvision's {filename}; "
                           f"replace it with the file from {url}")

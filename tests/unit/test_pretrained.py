@@ -43,6 +43,14 @@ def test_missing_file_is_one_line_saying_where_to_put_it(no_weights):
     assert not (no_weights / "torch").exists()  # nothing fetched, nothing created
 
 
+def test_missing_file_names_the_weights_dir_that_is_set(no_weights, monkeypatch):
+    """An outside review: with $PLLZOO_WEIGHTS_DIR set, the line named only the hub cache."""
+    monkeypatch.setenv(pretrained.WEIGHTS_ENV, str(no_weights / "mine"))
+    with pytest.raises(PLLZooError) as info:
+        build_model("resnet18-imagenet", 10, (3, 64, 64))
+    assert f"put it in {no_weights / 'mine'} or {no_weights / 'torch' / 'hub' / 'checkpoints'};" in str(info.value)
+
+
 @pytest.mark.parametrize("where", ["hub", "env"])
 def test_weights_from_the_hub_cache_or_the_weights_dir(no_weights, monkeypatch, where):
     if where == "hub":
