@@ -29,6 +29,7 @@ import time
 import traceback
 from dataclasses import dataclass
 from types import ModuleType
+from typing import Any
 
 import pluggy
 
@@ -192,9 +193,9 @@ def _load_entrypoints(pm: pluggy.PluginManager, only: set[str] | None = None) ->
             pm.register(plugin, name=ep.name)
             try:
                 pm.check_pending()  # a misspelled hook is an error, not a silent no-op
-            except pluggy.PluginValidationError:
+            except pluggy.PluginValidationError as exc:
                 pm.unregister(name=ep.name)
-                raise
+                raise _unknown_hooks(plugin) or exc
             info = PluginInfo(ep.name, version, ep.value, builtin=False, dist=dist, import_s=_clock() - started)
         except (Exception, SystemExit) as exc:  # a broken plugin (sys.exit at import too) must not stop the others
             info = PluginInfo(ep.name, version, ep.value, builtin=False, dist=dist, error=one_line(exc),
@@ -202,6 +203,24 @@ def _load_entrypoints(pm: pluggy.PluginManager, only: set[str] | None = None) ->
         taken[ep.name] = info
         infos.append(info)
     return infos
+
+
+def _unknown_hooks(plugin: Any) -> ValueError | None:
+    """A plugin's hook implementations that name no discovery hook, each with the near name, e.g. ``unknown
+    hook pllzoo_register_selection (did you mean pllzoo_register_selections?)``; None when it has none."""
+    import difflib
+
+    specs = sorted(n for n in dir(hookspecs.DiscoverySpec) if n.startswith("pllzoo_"))
+    lines = []
+    for attr in sorted(dir(plugin)):
+        opts = getattr(getattr(plugin, attr, None), f"{hookspecs.PROJECT}_impl", None)
+        hook = (opts.get("specname") or attr) if isinstance(opts, dict) else None
+        if hook is not None and hook not in specs:
+            near = difflib.get_close_matches(hook, specs, n=1)
+            lines.append(f"unknown hook {hook}" + (f" (did you mean {near[0]}?)" if near else ""))
+    if not lines:
+        return None
+    return ValueError(f"{'; '.join(lines)}; a plugin module implements discovery hooks: {', '.join(specs)}")
 
 
 def _torch_defaults() -> tuple[str, str]:

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import difflib
 import fnmatch
 import os
 import sys
@@ -230,8 +231,19 @@ class Registry:
         failed = self.failures()
         if not failed:
             return ""
+        if len(failed) > 2:  # each reason is in `pllzoo plugins`: one line stays readable (a review: 2,852 chars)
+            return (f" ({len(failed)} plugins failed to load: {', '.join(p.name for p in failed)}; "
+                    "`pllzoo plugins --debug` says why)")
         parts = "; ".join(f"plugin {p.name} failed to load: {p.error}" for p in failed)
         return f" ({parts}; `pllzoo plugins --debug`)"
+
+    @staticmethod
+    def _near(name: str, names: Iterable[str]) -> str:
+        """`` (did you mean 'x'?)`` for a misspelt or miscased ``name`` of ``names``; '' when none is near."""
+        names = list(names)
+        same = [n for n in names if n.lower() == str(name).lower()]
+        near = same or difflib.get_close_matches(str(name), names, n=1, cutoff=0.75)
+        return f" (did you mean {near[0]!r}?)" if near else ""
 
     @staticmethod
     def _valid(names: Iterable[str]) -> str:
@@ -250,7 +262,8 @@ class Registry:
         except KeyError:
             valid = self._valid(self.components[slot])
             elsewhere = [s for s, names in self.components.items() if name in names]
-            hint = f" (it is a {' and '.join(elsewhere)} component)" if elsewhere else ""
+            hint = f" (it is a {' and '.join(elsewhere)} component)" if elsewhere else \
+                self._near(name, self.components[slot])
             raise UnknownNameError(f"unknown {slot} component {name!r}{hint}; valid: {valid}"
                                    f"{self._failed_note()}") from None
 
@@ -271,7 +284,8 @@ class Registry:
         try:
             return table[name][0]
         except (KeyError, TypeError):
-            raise UnknownNameError(f"{where + ': ' if where else ''}unknown {what} {name!r}; "
+            near = self._near(name, table) if isinstance(name, str) else ""
+            raise UnknownNameError(f"{where + ': ' if where else ''}unknown {what} {name!r}{near}; "
                                    f"valid: {self._valid(table)}{self._failed_note()}") from None
 
     def observer_class(self, name: str) -> type[Observer]:
@@ -289,8 +303,8 @@ class Registry:
         """Resolve a method string (``base+slot=component...``); the string becomes its name."""
         base, swaps = parse_method_string(text)
         if base not in self.methods:
-            raise UnknownNameError(
-                f"unknown method {base!r}; valid: {self._valid(self.methods)}{self._failed_note()}")
+            raise UnknownNameError(f"unknown method {base!r}{self._near(base, self.methods)}; valid: "
+                                   f"{self._valid(self.methods)}{self._failed_note()}")
         method = self.methods[base][0]
         for slot, comp in swaps.items():
             if comp is not None:

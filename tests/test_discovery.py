@@ -629,3 +629,37 @@ def test_a_plugin_that_changes_torchs_defaults_at_import_is_refused(install, cha
     assert torch.get_default_dtype() == torch.float32 and torch.empty(1).device.type == "cpu"
     assert torch._C._len_torch_function_stack() == 0  # torch's own default, not a "cpu" device mode on every call
     assert _info(reg, "baselines").error is None
+
+
+def test_a_misspelled_discovery_hook_says_the_near_name(install):
+    """An outside review: pluggy's "unknown hook ... in plugin <module ...>" named neither the hook meant nor the
+    hooks there are."""
+    install("pllzoo-dtypo", "1.0", "dtypo", '''
+        from pllzoo import hookimpl
+        from pllzoo.builtin import SelectAll
+
+        @hookimpl
+        def pllzoo_register_selection(register):
+            register("dtypo.sel", SelectAll)
+        ''')
+    (info,) = [p for p in Registry.build(*make_plugin_manager()).plugins if p.name == "dtypo"]
+    assert info.error.startswith("ValueError: unknown hook pllzoo_register_selection (did you mean "
+                                 "pllzoo_register_selections?); a plugin module implements discovery hooks: ")
+    assert "pllzoo_register_methods" in info.error and "\n" not in info.error
+
+
+def test_an_unknown_name_says_the_near_one_and_many_failed_plugins_stay_one_short_line(install, monkeypatch):
+    """An outside review: `PRODEN` got no hint, and with 17 failed plugins the unknown-name line listed every
+    reason (2,852 characters); past two, it names them and points to `pllzoo plugins --debug`."""
+    monkeypatch.setenv("PLLZOO_LOAD_PLUGINS", f"{SHIPPED},b1,b2,b3")
+    for n in (1, 2, 3):
+        install(f"pllzoo-broken{n}", "1.0", f"b{n}", f"raise ImportError('broken {n} ' + 'x' * 300)\n")
+    reg = Registry.build(*make_plugin_manager())
+    with pytest.raises(UnknownNameError) as info:
+        reg.method("PRODEN")
+    text = str(info.value)
+    assert text.startswith("unknown method 'PRODEN' (did you mean 'proden'?); valid: ")
+    assert text.endswith("(3 plugins failed to load: b1, b2, b3; `pllzoo plugins --debug` says why)")
+    assert "xxx" not in text
+    with pytest.raises(UnknownNameError, match=r"unknown loss component 'proden.los' \(did you mean 'proden.loss'\?\)"):
+        reg.method("proden+loss=proden.los")

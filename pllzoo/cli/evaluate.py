@@ -25,7 +25,9 @@ from pllzoo.columns import ACC_COLUMNS
 @click.option("--csv", "csv_path", type=OutputFile(), default=None, help="Write the rows here.")
 @click.option("--md", "md_path", type=OutputFile(), default=None,
               help="Write a Markdown table here: mean ± sample std over the runs of each method.")
-def evaluate(runs, predict, hps, data_dir, device, dataset, csv_path, md_path) -> None:
+@click.option("--threads", type=click.IntRange(min=1, max=1024), default=None,
+              help="Torch CPU threads, as pllzoo bench's --threads (default: the CPUs this process may use).")
+def evaluate(runs, predict, hps, data_dir, device, dataset, csv_path, md_path, threads) -> None:
     """Test accuracy of each finished run (RUNS: results/<study>/runs/<run>) under --hp, no training."""
     import pandas as pd
     from rich.console import Console
@@ -37,6 +39,9 @@ def evaluate(runs, predict, hps, data_dir, device, dataset, csv_path, md_path) -
     from pllzoo.portable import portable
     from pllzoo.results import run_id, settings_of
 
+    from pllzoo.threads import default_threads, set_threads
+
+    set_threads(threads or default_threads())  # torch's own default made runs 10–25× slower on a shared machine
     overrides = planning.parse_overrides(hps)
     unique: dict[str, Path] = {}
     for run in runs:  # a run given twice, or a copy of its folder, counts once (as in pllzoo report): by its id
