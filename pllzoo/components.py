@@ -95,6 +95,11 @@ class Component:
       is already right (DDP averages the gradients of equal slices), a mean over a subset is not
       (``masked_mean(values, mask, step.dist)`` scales it, ``docs/distributed.md``), and mixup pairs over
       the global batch (:mod:`pllzoo.mixup`).
+
+    Construction: the registry calls ``cls(hp)`` with the resolved ``HParams`` instance (``self.hp``); a
+    subclass that overrides ``__init__`` takes ``hp`` and calls ``super().__init__(hp)``.  Attributes set on
+    ``self`` are not checkpointed: what must survive ``--resume`` (a step counter, a running mean) lives in the
+    state (a key it ``provides``), which is; ``provides`` is also what the ownership and DDP checks know of a key.
     """
 
     HParams: ClassVar[type] = NoHParams
@@ -128,8 +133,11 @@ class Component:
 class Method:
     """A named recipe: one component name per slot, plus default hyper-parameters.
 
-    ``hparams`` holds recipe-level defaults as dotted keys (``"loss.eta": 0.5``),
-    applied before the user's ``--hp`` overrides.
+    ``loss`` is required; ``label_update`` defaults to ``pllzoo.uniform`` (targets uniform over the
+    candidates, never updated), ``selection`` to ``pllzoo.all`` (every sample), ``estimator`` and
+    ``predict`` to none (no prior; argmax of the logits).  ``hparams`` holds recipe-level defaults as dotted
+    keys (``"loss.eta": 0.5``), applied before the user's ``--hp`` overrides.  ``description`` (one line)
+    and ``citation`` (the paper) are listed by ``pllzoo methods --json``.
     """
 
     name: str

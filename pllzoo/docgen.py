@@ -114,7 +114,7 @@ WHO_ANSWERS = """\
 **Checked outputs** (`pllzoo/checks.py`). The host checks what role hooks return. Every step, from metadata
 only (no device value is read, so a CUDA step stays sync-free): targets a float `[B, K]` tensor, a selection
 `[B]` (bool, or float weights), the loss a 0-dim float tensor with grad. On the first step of each epoch, and
-on every step when the trainer runs with `check=True` (`Trainer(..., check=True)`; result-neutral, it only
+on every step with `pllzoo bench --check` (`Trainer(..., check=True)`; result-neutral, it only
 reads values), also the values: targets finite, non-negative, 0 outside the candidate set, rows summing to 1
 (within 1e-3); weights finite and in [0, 1]; the loss finite. At every evaluation: predict logits float,
 `[M, K]` and finite. A violation is one line naming the slot, the component, its plugin module and what was
@@ -123,7 +123,7 @@ wrong, e.g. `predict component 'my.adjust' (plugin 'my_plugin'): pllzoo_predict 
 
 **Exceptions.** An exception raised inside any run hook becomes a one-line `pllzoo.checks.ComponentError`
 (a `PLLZooError`) naming the component and the hook, e.g. `label_update component 'my.targets' (plugin
-my_plugin) failed in pllzoo_label_update: ValueError: ...`; it is chained to the original exception, so a
+'my_plugin') failed in pllzoo_label_update: ValueError: ...`; it is chained to the original exception, so a
 traceback still shows where it was raised. Hook wrappers (`wrapper=True`) are refused for run hooks, and so is
 a component with a method named as a run hook but without `@pllzoo.hookimpl` (pluggy would never call it).
 
@@ -131,7 +131,7 @@ a component with a method named as a run hook but without `@pllzoo.hookimpl` (pl
 `run.candidates`), the step's batch, logits, features and probabilities, the answers already given
 (`step.targets`, `step.mask`, `step.logit_offset`) and `pllzoo_predict`'s logits. A hook that changes one of them
 in place fails its run with one line naming the component and what it changed, e.g. `selection component
-'my.sel' (plugin my_plugin): pllzoo_select changed step.probs in place (or a tensor sharing its memory), ...;
+'my.sel' (plugin 'my_plugin'): pllzoo_select changed step.probs in place (or a tensor sharing its memory), ...;
 work on a copy (.clone())` (the check compares version counters: no device value is read). State keys are
 guarded the same way (`state` below). Answers of the hooks called under `no_grad` (targets, selections,
 offsets, predict logits) must not require grad: one built under `torch.enable_grad()` is refused. Nor may a hook

@@ -509,7 +509,8 @@ class RunSpec:
             ``[B, K]`` (softmax of the weak view, detached), ``step.scratch``.
         :param state: the run's state.
         :returns: targets float32 ``[B, K]``: each row sums to 1 and is 0 outside
-            the candidate set.
+            the candidate set.  (The host checks a floating-point dtype and casts nothing: another
+            float dtype passes the checks but carries its precision into the loss.)
 
         Example::
 

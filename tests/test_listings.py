@@ -78,9 +78,12 @@ def test_methods_json_lists_every_recipe(registry):
     rows = json.loads(_invoke(["methods", "--json"], 40, terminal=False))
     assert [r["name"] for r in rows] == registry.list_methods()
     solar = next(r for r in rows if r["name"] == "solar-global-selection")
+    method = registry.methods["solar-global-selection"][0]
     assert solar == {"name": "solar-global-selection", "plugin": "solar", "hparams": {"selection.mode": "global"},
                      "slots": {"label_update": "solar.sinkhorn", "selection": "solar.classwise", "loss": "solar.loss",
-                               "estimator": "solar.prior", "predict": None}}
+                               "estimator": "solar.prior", "predict": None},
+                     "description": method.description, "citation": method.citation}
+    assert next(r for r in rows if r["name"] == "cc")["description"].startswith("CC: ")  # what Method(...) says
 
 
 def test_methods_hparams_json_has_train_and_every_component(registry):

@@ -96,7 +96,8 @@ def _train_rows() -> list[dict[str, Any]]:
 
 def _method_rows(reg) -> list[dict[str, Any]]:
     return [{"name": n, "plugin": reg.methods[n][1], "slots": reg.methods[n][0].slots(),
-             "hparams": dict(reg.methods[n][0].hparams)} for n in reg.list_methods()]
+             "hparams": dict(reg.methods[n][0].hparams), "description": reg.methods[n][0].description,
+             "citation": reg.methods[n][0].citation} for n in reg.list_methods()]
 
 
 def _component_rows(reg) -> list[dict[str, Any]]:
