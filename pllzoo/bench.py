@@ -499,6 +499,22 @@ def _write_rows(out: Path, plans: list[RunPlan], finals: list[dict[str, Any] | N
     return rows
 
 
+def _earlier_processes(run_dir: Path, resume: bool, now: int) -> dict[str, list[int]]:
+    """``{"processes_earlier": [G, ...]}`` when a run resumed from its checkpoint had trained part of its
+    epochs with another number of processes (its env.json, rewritten here, said so; an outside review: the
+    record lost it), else ``{}``."""
+    if not (resume and (run_dir / "checkpoint.pt").exists() and (run_dir / "env.json").exists()):
+        return {}
+    try:
+        old = json.loads((run_dir / "env.json").read_text())
+    except (OSError, ValueError):
+        return {}
+    if not isinstance(old, dict):
+        return {}
+    earlier = [g for g in [*old.get("processes_earlier", []), old.get("processes", 1)] if isinstance(g, int)]
+    return {"processes_earlier": list(dict.fromkeys(earlier))} if set(earlier) - {now} else {}
+
+
 def _train(registry, p: RunPlan, run_dir: Path, resume: bool, on_epoch, on_run, deadline: float | None = None,
            threads: int | None = None) -> list[dict[str, Any]]:
     """Train one run into ``run_dir``.  ``deadline``: a :data:`pllzoo.checkpoint.clock` time to stop by;
@@ -514,6 +530,7 @@ def _train(registry, p: RunPlan, run_dir: Path, resume: bool, on_epoch, on_run, 
     write_json(run_dir / "config.json", p.config)
     bookkeeping = {f: getattr(p.train, f) for f in sorted(BOOKKEEPING_FIELDS)}
     processes = {"processes": distributed.current().world} if distributed.current().active else {}  # torchrun
+    processes |= _earlier_processes(run_dir, resume, processes.get("processes", 1))
     env = {**env_info(device), **plugins, "view_workers": p.view_workers, "bookkeeping": bookkeeping, **processes,
            "data_sha256": data_sha}
     write_json(run_dir / "env.json", env)
