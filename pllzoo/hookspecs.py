@@ -560,7 +560,10 @@ class RunSpec:
         tensor with grad every step; finite on the first step of each epoch, and
         every step under ``check``.
 
-        :returns: a scalar tensor to minimise.
+        :returns: a scalar tensor to minimise.  Honour ``step.mask`` (bool: the samples kept; float:
+            their weights), or declare ``ignores = frozenset({"mask"})`` for a loss that selects its own
+            samples (HTC's): then a recipe with another selection is refused.  A loss that does neither
+            makes every selection swapped in a silent no-op, which the host cannot tell from its outputs.
 
         Example::
 
