@@ -123,7 +123,7 @@ def test_an_unknown_name_is_one_line_listing_the_valid_ones(reg, what, name, val
 
 def test_an_unknown_train_model_or_view_fails_the_plan(reg):
     for key in ("train.model", "train.strong_view"):
-        with pytest.raises(UnknownNameError, match=rf"{key}: unknown .* 'nope'; valid: .*"):
+        with pytest.raises(UnknownNameError, match=rf"{key}: unknown .* 'nope'( \(did you mean .*\))?; valid: .*"):
             bench.plan(reg, ["proden"], "t.images", [1], DataOptions(), epochs=1, hp={key: "nope"}, device="cpu")
 
 
