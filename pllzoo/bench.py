@@ -72,13 +72,16 @@ def execute(
     on_epoch: Callable[[RunPlan, dict[str, Any]], None] | None = None,
     on_run: Callable[[RunPlan, str], None] | None = None,
     jobs: int = 1, threads: int | None = None, time_limit: float | None = None, overwrite: bool = False,
+    started: float | None = None,
 ) -> pd.DataFrame:
     """Train every planned run (skipping finished ones when ``resume``); return the rows of ``results.csv``.
 
     ``jobs`` > 1 trains up to that many runs at once in worker processes (:mod:`pllzoo.jobs`, with
     ``threads`` torch threads each); the records, run folders and rows are those of ``jobs=1``.
     ``threads``: torch threads (None: :func:`pllzoo.threads.default_threads`).  ``time_limit``: minutes
-    for the whole bench; on a clean stop (time limit, SIGINT/SIGTERM) ``results.csv`` lists the finished
+    for the whole bench, counted from ``started`` (a :data:`pllzoo.checkpoint.clock` time: the command's start,
+    so loading and planning count; None: now), with at least one epoch trained (its first run's: every part
+    makes progress); on a clean stop (time limit, SIGINT/SIGTERM) ``results.csv`` lists the finished
     (and failed) runs only and :class:`~pllzoo.checkpoint.Stopped` is raised.
 
     Finished runs are never lost: without ``resume`` a finished run is reused with a one-line warning,
@@ -107,7 +110,7 @@ def execute(
     dist = distributed.current()
     if dist.active and jobs > 1:
         raise PLLZooError(f"--jobs {jobs} under torchrun: the {dist.world} processes train one run at a time")
-    deadline = checkpoint.clock() + 60 * time_limit if time_limit is not None else None
+    deadline = _deadline(time_limit, started)
     threads = threads or default_threads(jobs)
     runs_dir = Path(out) / "runs"
     runs_dir.mkdir(parents=True, exist_ok=True)
@@ -375,7 +378,17 @@ def failed_line(exc: BaseException) -> str:
     return one_line(exc)
 
 
-def follow(registry: Registry, plans: list[RunPlan], time_limit: float | None = None) -> None:
+def _deadline(time_limit: float | None, started: float | None) -> float | None:
+    """The :data:`pllzoo.checkpoint.clock` time ``time_limit`` minutes after ``started`` (the command's start;
+    None: now), or None; a time-limited bench begins a part (:func:`pllzoo.checkpoint.start_part`)."""
+    if time_limit is None:
+        return None
+    checkpoint.start_part()
+    return (checkpoint.clock() if started is None else started) + 60 * time_limit
+
+
+def follow(registry: Registry, plans: list[RunPlan], time_limit: float | None = None,
+           started: float | None = None) -> None:
     """A rank other than 0 under torchrun: train each run rank 0 announces, with it, until it says done.
 
     Nothing is written.  A run that stops here stops on rank 0 too (stops are decided collectively; once rank 0
@@ -388,7 +401,7 @@ def follow(registry: Registry, plans: list[RunPlan], time_limit: float | None = 
     import torch
 
     dist = distributed.current()
-    deadline = checkpoint.clock() + 60 * time_limit if time_limit is not None else None
+    deadline = _deadline(time_limit, started)
     bench_no = next(_BENCHES)
     stopped: checkpoint.Stopped | None = None
     with checkpoint.stop_signals():
@@ -463,8 +476,8 @@ def _stop_before(p: RunPlan, deadline: float | None) -> None:
     """A pending stop signal or a passed deadline leaves run ``p`` unstarted."""
     if checkpoint.stop_requested() is not None:
         raise checkpoint.signal_stop("before it started")
-    if deadline is not None and checkpoint.clock() >= deadline:
-        raise checkpoint.time_stop("before it started")
+    if deadline is not None and checkpoint.part_progressed() and checkpoint.clock() >= deadline:
+        raise checkpoint.time_stop("before it started")  # (the part's first run trains an epoch all the same)
 
 
 def _write_rows(out: Path, plans: list[RunPlan], finals: list[dict[str, Any] | None],

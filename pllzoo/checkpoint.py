@@ -377,6 +377,22 @@ def time_stop(progress: str) -> Stopped:
 
 
 # ---------------------------------------------------------------------- cadence
+_part_progressed = True  # whether this part of a time-limited bench trained an epoch yet (start_part)
+
+
+def start_part() -> None:
+    """A time-limited bench (or one ``--jobs`` worker of it) begins: until it has trained one epoch, the deadline
+    stops nothing, so every part makes progress.  (The clock starts with the command: a limit shorter than
+    planning plus one epoch stopped each part before its first epoch, and a retry loop never ended.)"""
+    global _part_progressed
+    _part_progressed = False
+
+
+def part_progressed() -> bool:
+    """Whether this part trained an epoch (True outside a time-limited bench: the deadline stops as it says)."""
+    return _part_progressed
+
+
 class Bookkeeper:
     """At each epoch boundary: is a checkpoint due, and should training stop first?
 
@@ -399,8 +415,10 @@ class Bookkeeper:
         self._t0 = clock()
 
     def epoch_done(self) -> None:
+        global _part_progressed
         self.epoch_s = (self.epoch_s + [clock() - self._t0])[-5:]
         self.unsaved += 1
+        _part_progressed = True
 
     @contextlib.contextmanager
     def saving(self) -> Iterator[None]:
@@ -420,9 +438,10 @@ class Bookkeeper:
     def out_of_time(self, save_guess: Callable[[], float]) -> bool:
         """Would the next epoch (1.1 × the slowest of the last five) and a checkpoint miss the deadline?
 
-        Before any epoch time is known (a fresh run) only a deadline already passed stops.
+        Before any epoch time is known (a fresh run) only a deadline already passed stops, and nothing does
+        before the part's first epoch (:func:`start_part`).
         """
-        if self.deadline is None:
+        if self.deadline is None or not _part_progressed:
             return False
         now = clock()
         if not self.epoch_s:

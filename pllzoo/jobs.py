@@ -191,6 +191,8 @@ def _child(blob: bytes, specs, sys_path: list[str], run_dir: str, resume: bool, 
     warnings.showwarning = lambda message, *_, **__: send("warning", str(message))
     sys.path[:0] = [p for p in sys_path if p not in sys.path]  # the parent's, so its plugin modules import
     set_threads(threads)
+    if deadline is not None:
+        checkpoint.start_part()  # this worker's run trains an epoch before the deadline stops it
     from pllzoo import bench
 
     run_dir = Path(run_dir)
@@ -255,8 +257,12 @@ def run_parallel(
     finals: dict[int, dict[str, Any]] = {}
     failed: dict[int, str] = {}
     stopped: dict[int, tuple[str, int]] = {}  # index → (one line, exit status)
+    progressed = deadline is None or checkpoint.part_progressed()  # a worker trained an epoch in this part
 
     def handle(i: int, kind: str, payload: Any) -> None:
+        nonlocal progressed
+        if kind == "epoch":
+            progressed = True
         if kind == "epoch" and on_epoch:
             on_epoch(plans[i], payload)
         elif kind == "run" and on_run:
@@ -275,7 +281,8 @@ def run_parallel(
                 on_run(plans[i], "stopped")
 
     def start(i: int) -> None:
-        if deadline is not None and checkpoint.clock() >= deadline:
+        if deadline is not None and progressed and checkpoint.clock() >= deadline:  # (each worker's run
+            # trains an epoch all the same: checkpoint.start_part)
             handle(i, "stopped", ("stopped before it started to stay within the time limit", TIME_LIMIT_EXIT))
             return
         if asked:

@@ -123,3 +123,20 @@ def test_the_plan_of_a_resumed_run_counts_only_the_epochs_left(registry, tmp_pat
     run_dir = out / "runs" / plans[0].run_id
     (run_dir / "log.jsonl").write_text("garbage\n")  # unreadable: counted as nothing done, the run says why
     assert costs.run_costs(registry, plans, out, resume=True)[0].done == 0
+
+
+def test_every_part_makes_progress_even_when_no_epoch_fits(registry, tmp_path, monkeypatch):
+    """An outside review: with a limit shorter than one epoch and its checkpoint, a resumed run (whose first
+    estimate comes from its recorded epochs) stopped before training, part after part, while a fresh one
+    trained an epoch; a retry loop on exit 75 never ended.  Now each part trains one epoch and stops; the
+    parts add up to the uninterrupted run.  The limit counts from ``started`` (the command's start)."""
+    clock = fake_clock.install(monkeypatch)  # epochs of 10 s
+    plans = _plans(registry, ["proden"], epochs=3)
+    out, run = tmp_path / "parts", tmp_path / "parts" / "runs" / plans[0].run_id
+    for part in (1, 2):
+        with pytest.raises(Stopped, match=f"stopped after epoch {part}/3 of stage 'train'"):
+            bench.execute(registry, plans, out, resume=part > 1, time_limit=5 / 60, started=clock.t - 60)
+        assert len(read_jsonl(run / "log.jsonl")) == part
+    bench.execute(registry, plans, out, resume=True, time_limit=5 / 60, started=clock.t - 60)
+    bench.execute(registry, plans, tmp_path / "full")
+    _assert_same_runs(out, tmp_path / "full", plans)

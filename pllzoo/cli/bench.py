@@ -192,6 +192,9 @@ def _bench(ctx, dist, methods, dataset, seeds, epochs, batch_size, data_dir, spl
            subset, device, view_workers, hps, out, resume, overwrite, offline, check, jobs, threads, time_limit,
            shard, observe=(), tensorboard=None, dry_run=False) -> None:
     from pllzoo import bench as bench_lib
+    from pllzoo import checkpoint
+
+    started = checkpoint.clock()  # --time-limit counts from here: loading the data and planning count
 
     if not dist.is_main:  # torchrun: rank 0 reports warnings (the data's, reused runs, ...) once
         warnings.simplefilter("ignore")
@@ -204,7 +207,8 @@ def _bench(ctx, dist, methods, dataset, seeds, epochs, batch_size, data_dir, spl
         bench_lib.agree_on_plans(None, failed=exc)  # comparison (a 300 s timeout, then gloo's traceback)
         raise
     bench_lib.agree_on_plans(plans)  # torchrun: every process planned rank 0's runs, or one line on each
-    _run_plans(ctx, dist, reg, plans, observers, part, out, resume, overwrite, jobs, threads, time_limit, dry_run)
+    _run_plans(ctx, dist, reg, plans, observers, part, out, resume, overwrite, jobs, threads, time_limit, dry_run,
+               started)
 
 
 def _plans(ctx, dist, methods, dataset, seeds, epochs, batch_size, data_dir, split, phi, imb, imb_type, holdout,
@@ -247,7 +251,7 @@ def _plans(ctx, dist, methods, dataset, seeds, epochs, batch_size, data_dir, spl
 
 
 def _run_plans(ctx, dist, reg, plans, observers, part, out, resume, overwrite, jobs, threads, time_limit,
-               dry_run) -> None:
+               dry_run, started=None) -> None:
     """Train ``plans`` (every process under torchrun) and print the table (rank 0)."""
     from rich.console import Console
 
@@ -272,7 +276,7 @@ def _run_plans(ctx, dist, reg, plans, observers, part, out, resume, overwrite, j
         if dry_run:
             return
         try:
-            bench_lib.follow(reg, plans, time_limit)
+            bench_lib.follow(reg, plans, time_limit, started)
         except checkpoint.Stopped as exc:  # the collective stop: its line and exit status here too
             _stop(ctx, exc, Path(out))
         return
@@ -287,7 +291,7 @@ def _run_plans(ctx, dist, reg, plans, observers, part, out, resume, overwrite, j
         try:
             rows = bench_lib.execute(reg, plans, out, resume=resume, on_epoch=progress.on_epoch,
                                      on_run=progress.on_run, jobs=jobs, threads=threads, time_limit=time_limit,
-                                     overwrite=overwrite)
+                                     started=started, overwrite=overwrite)
         except RunsFailed as exc:  # the others finished: their table, then one line naming the failed runs
             failure, rows = exc, exc.rows
         except (checkpoint.Stopped, KeyboardInterrupt) as exc:
