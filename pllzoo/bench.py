@@ -512,10 +512,16 @@ def _write_rows(out: Path, plans: list[RunPlan], finals: list[dict[str, Any] | N
     return rows
 
 
-def _earlier_processes(run_dir: Path, resume: bool, now: int) -> dict[str, list[int]]:
-    """``{"processes_earlier": [G, ...]}`` when a run resumed from its checkpoint had trained part of its
-    epochs with another number of processes (its env.json, rewritten here, said so; an outside review: the
-    record lost it), else ``{}``."""
+#: env.json's values a part of a run may differ in, each able to change its numbers (its record must say so)
+PART_KEYS = ("torch_threads", "processes", "git_commit", "versions", "python", "numpy", "torch_cuda", "cudnn",
+             "device", "gpu", "cpu", "cpu_capability", "platform", "data_sha256")
+
+
+def _earlier_parts(run_dir: Path, resume: bool, env: dict[str, Any]) -> dict[str, list[dict[str, Any]]]:
+    """``{"earlier_parts": [...]}``: for a run resumed from its checkpoint whose earlier parts ran otherwise than
+    this one (``env``), each earlier part's values of :data:`PART_KEYS` that differ from this part's (the
+    env.json rewritten here said them; an outside review: a resumed run's record described its last part
+    only, so rerunning as it said gave other numbers), the oldest first; else ``{}``."""
     if not (resume and (run_dir / "checkpoint.pt").exists() and (run_dir / "env.json").exists()):
         return {}
     try:
@@ -524,8 +530,12 @@ def _earlier_processes(run_dir: Path, resume: bool, now: int) -> dict[str, list[
         return {}
     if not isinstance(old, dict):
         return {}
-    earlier = [g for g in [*old.get("processes_earlier", []), old.get("processes", 1)] if isinstance(g, int)]
-    return {"processes_earlier": list(dict.fromkeys(earlier))} if set(earlier) - {now} else {}
+    value = lambda e, k: e.get(k, 1) if k == "processes" else e.get(k)  # noqa: E731  (no key: one process)
+    parts = [p for p in old.get("earlier_parts", []) if isinstance(p, dict)]
+    parts.append({k: value(old, k) for k in PART_KEYS if k in old or k == "processes"})
+    told = [{k: v for k, v in p.items() if v != value(env, k)} for p in parts]
+    told = [p for p in told if p]
+    return {"earlier_parts": told} if told else {}
 
 
 def _train(registry, p: RunPlan, run_dir: Path, resume: bool, on_epoch, on_run, deadline: float | None = None,
@@ -543,9 +553,9 @@ def _train(registry, p: RunPlan, run_dir: Path, resume: bool, on_epoch, on_run, 
     write_json(run_dir / "config.json", p.config)
     bookkeeping = {f: getattr(p.train, f) for f in sorted(BOOKKEEPING_FIELDS)}
     processes = {"processes": distributed.current().world} if distributed.current().active else {}  # torchrun
-    processes |= _earlier_processes(run_dir, resume, processes.get("processes", 1))
     env = {**env_info(device), **plugins, "view_workers": p.view_workers, "bookkeeping": bookkeeping, **processes,
            "data_sha256": data_sha}
+    env |= _earlier_parts(run_dir, resume, env)
     write_json(run_dir / "env.json", env)
     resumed = resume and (run_dir / "checkpoint.pt").exists()
     config, env = (json.loads((run_dir / name).read_text()) for name in ("config.json", "env.json"))  # as written

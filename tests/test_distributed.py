@@ -705,19 +705,3 @@ def test_torchrun_a_component_not_ready_for_ddp_refuses_the_bench_before_any_run
     assert lines[0].startswith("Error: not ready for 2 processes (DDP): rankfail-unready: loss 'rankfail.unready'")
     assert "`distributed = True`" in lines[0] and "proden:" not in lines[0]
     assert not (tmp_path / "out" / "runs").exists()
-
-
-def test_a_run_resumed_with_another_number_of_processes_keeps_the_earlier_count(tmp_path):
-    """An outside review: env.json, rewritten at the resume, lost that 44 of the run's epochs ran on 2 processes."""
-    import json
-
-    from pllzoo.bench import _earlier_processes
-
-    (tmp_path / "checkpoint.pt").write_bytes(b"x")
-    (tmp_path / "env.json").write_text(json.dumps({"processes": 2}))
-    assert _earlier_processes(tmp_path, True, 1) == {"processes_earlier": [2]}
-    assert _earlier_processes(tmp_path, True, 2) == {} and _earlier_processes(tmp_path, False, 1) == {}
-    (tmp_path / "env.json").write_text(json.dumps({"processes_earlier": [2]}))  # then one process, now 4
-    assert _earlier_processes(tmp_path, True, 4) == {"processes_earlier": [2, 1]}
-    (tmp_path / "env.json").write_text(json.dumps({}))  # one process before, one now
-    assert _earlier_processes(tmp_path, True, 1) == {}

@@ -140,3 +140,26 @@ def test_every_part_makes_progress_even_when_no_epoch_fits(registry, tmp_path, m
     bench.execute(registry, plans, out, resume=True, time_limit=5 / 60, started=clock.t - 60)
     bench.execute(registry, plans, tmp_path / "full")
     _assert_same_runs(out, tmp_path / "full", plans)
+
+
+def test_a_run_resumed_otherwise_keeps_its_earlier_parts_in_env_json(registry, tmp_path, monkeypatch):
+    """An outside review: env.json, rewritten at each resume, described the last part only (a run of 4 epochs on
+    1 thread and 196 on 2 said 2 threads, and a rerun with 2 gave other numbers; the git commit likewise)."""
+    from pllzoo import bench as bench_lib
+
+    fake_clock.install(monkeypatch)
+    plans = _plans(registry, ["proden"], epochs=3)
+    out, run = tmp_path / "out", tmp_path / "out" / "runs" / plans[0].run_id
+    with pytest.raises(Stopped):
+        bench.execute(registry, plans, out, time_limit=15 / 60, threads=1)
+    env = json.loads((run / "env.json").read_text())
+    assert env["torch_threads"] == 1 and "earlier_parts" not in env
+    monkeypatch.setattr(bench_lib, "env_info", lambda device: {**env, "torch_threads": 3, "git_commit": "abc"})
+    with pytest.raises(Stopped):
+        bench.execute(registry, plans, out, resume=True, time_limit=15 / 60, threads=1)
+    env2 = json.loads((run / "env.json").read_text())
+    assert env2["torch_threads"] == 3
+    assert env2["earlier_parts"] == [{"torch_threads": 1, "git_commit": env["git_commit"]}]
+    monkeypatch.setattr(bench_lib, "env_info", lambda device: {**env, "torch_threads": 3, "git_commit": "abc"})
+    bench.execute(registry, plans, out, resume=True, threads=1)  # the same as the last part: the first one stays
+    assert json.loads((run / "env.json").read_text())["earlier_parts"] == env2["earlier_parts"]
