@@ -27,6 +27,7 @@ import click
 from pllzoo.errors import PLLZooError, UnknownNameError, UsageError
 
 META_HP = "pllzoo.config.hp"  # ctx.meta: the file's --hp pairs, before the command line's
+META_STDIN = "pllzoo.config.stdin"  # ctx.meta: the text `--config -` read from standard input
 META_REPLAY_HP = "pllzoo.replay.hp"  # ctx.meta: a replayed run's typed overrides (pllzoo.replay)
 NOT_IN_FILE = frozenset({"config", "from_run", "help"})  # options that make no sense inside the file
 LIST_OPTIONS = frozenset({"methods", "seeds"})  # comma-separated strings on the command line; lists in a file
@@ -47,6 +48,9 @@ def read(path: Path) -> dict[str, Any]:
         text = click.get_text_stream("stdin").read() if stdin else path.read_text()
     except (OSError, UnicodeDecodeError) as exc:
         raise PLLZooError(f"--config {path}: cannot read it ({getattr(exc, 'strerror', None) or exc})") from None
+    ctx = click.get_current_context(silent=True)
+    if stdin and ctx is not None:  # the command that continues a stopped bench gives it again (cli.bench)
+        ctx.meta[META_STDIN] = text
     if suffix == ".toml":
         try:
             data = tomllib.loads(text)

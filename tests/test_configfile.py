@@ -279,3 +279,19 @@ def test_example_config_in_docs_is_valid():
     ctx = bench.make_context("bench", ["--config", str(example)])
     assert ctx.params["dataset"] == "synthetic-lt" and "solar" in ctx.params["methods"].split(",")
     assert ctx.params["batch_size"] == 64 and ctx.params["out"] == Path("results/config-example")
+
+
+def test_the_continue_line_after_config_on_stdin_gives_the_config_again(tmp_path):
+    """An outside review: after `--config -` the continue line read `pllzoo bench --config - ... --resume`,
+    which found nothing on standard input ("Missing option '--methods'"); it now pipes the same TOML in."""
+    import shlex
+    import subprocess
+
+    text = f'methods = "proden"\nepochs = 50\nout = "{tmp_path / "o"}"\nsubset = 200\nbatch-size = 50\n# 100% \\\\ x\n'
+    res = CliRunner().invoke(cli, ["bench", "--config", "-", "--time-limit", "0.001", "--threads", "1"], input=text)
+    assert res.exit_code == 75, res.output
+    line = [x for x in res.output.splitlines() if "continue with: " in x][-1].split("continue with: ")[1]
+    piped, _, command = line.partition(" | ")
+    assert shlex.split(command) == ["pllzoo", "bench", "--config", "-", "--time-limit", "0.001", "--threads", "1",
+                                    "--resume"]
+    assert subprocess.run(["bash", "-c", piped], capture_output=True, text=True).stdout == text

@@ -72,7 +72,12 @@ def _continue_command(ctx: click.Context, resume: bool = True) -> str:
         local = int(os.environ.get("LOCAL_WORLD_SIZE", dist.world))
         nodes = ["--nnodes", str(dist.world // local)] if local < dist.world else []
         head = ["torchrun", *nodes, "--nproc-per-node", str(local), "-m", "pllzoo"]
-    return shlex.join([*head, "bench", *args, *([] if "--resume" in args or not resume else ["--resume"])])
+    command = shlex.join([*head, "bench", *args, *([] if "--resume" in args or not resume else ["--resume"])])
+    stdin = ctx.meta.get(configfile.META_STDIN)
+    if stdin is not None:  # `--config -`: the same TOML again on standard input, in one runnable line
+        escaped = stdin.replace("\\", "\\\\").replace("%", "%%").replace("\n", "\\n")
+        command = f"printf {shlex.quote(escaped)} | {command}"
+    return command
 
 
 
