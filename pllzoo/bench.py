@@ -197,6 +197,8 @@ def execute(
                     finals.append(records[-1])
                     continue
                 attempted += 1
+                if resume and not run_dir.exists():
+                    _say_unfinished_twins(p, runs_dir)
                 if jobs > 1:
                     todo.append(len(finals))
                     dirs[len(finals)] = target
@@ -376,6 +378,28 @@ def failed_line(exc: BaseException) -> str:
         text = exc.format_message() if isinstance(exc, click.ClickException) else str(exc)
         return (text.strip().splitlines() or [type(exc).__name__])[0]
     return one_line(exc)
+
+
+def _say_unfinished_twins(p: RunPlan, runs_dir: Path) -> None:
+    """``--resume`` of a run not under ``OUT``: a warning naming an unfinished run there of the same method,
+    dataset and seed trained with other settings (an outside review: ``--resume --epochs 30`` after a stopped
+    25-epoch bench started a new run without a word, the stopped one left behind)."""
+    from pllzoo.results import _flat
+
+    prefix = p.run_id.rsplit("-", 1)[0] + "-"
+    for other in sorted(runs_dir.glob(f"{prefix}*")) if runs_dir.is_dir() else ():
+        if other.name == p.run_id or not other.is_dir() or (other / "done").exists():
+            continue
+        try:
+            config = json.loads((other / "config.json").read_text())
+        except (OSError, ValueError):
+            continue
+        mine, theirs = _flat(p.config), _flat(config) if isinstance(config, dict) else {}
+        differ = [k for k in sorted(set(mine) | set(theirs)) if mine.get(k) != theirs.get(k)][:3]
+        shown = ", ".join(f"{k}={theirs.get(k, '–')}" for k in differ)
+        warnings.warn(f"{_name(p)}: --resume starts a new run: {runs_dir / other.name} is an unfinished run of it "
+                      f"with other settings ({shown}); a run resumes with its own settings only")
+        return
 
 
 def _deadline(time_limit: float | None, started: float | None) -> float | None:

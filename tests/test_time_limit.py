@@ -163,3 +163,22 @@ def test_a_run_resumed_otherwise_keeps_its_earlier_parts_in_env_json(registry, t
     monkeypatch.setattr(bench_lib, "env_info", lambda device: {**env, "torch_threads": 3, "git_commit": "abc"})
     bench.execute(registry, plans, out, resume=True, threads=1)  # the same as the last part: the first one stays
     assert json.loads((run / "env.json").read_text())["earlier_parts"] == env2["earlier_parts"]
+
+
+def test_resume_with_other_settings_says_it_starts_a_new_run(registry, tmp_path, monkeypatch):
+    """An outside review: `--resume --epochs 30` after a stopped 25-epoch bench started a new run without a word."""
+    fake_clock.install(monkeypatch)
+    out = tmp_path / "out"
+    (stopped,) = _plans(registry, ["proden"], epochs=3)
+    with pytest.raises(Stopped):
+        bench.execute(registry, [stopped], out, time_limit=15 / 60)
+    (longer,) = _plans(registry, ["proden"], epochs=4)
+    with pytest.warns(UserWarning, match=rf"proden seed 1: --resume starts a new run: .*{stopped.run_id} is an "
+                                         r"unfinished run of it with other settings \(.*train.epochs=3"):
+        bench.execute(registry, [longer], out, resume=True)
+    import warnings
+
+    with warnings.catch_warnings(record=True) as seen:  # resuming the stopped run itself: nothing said
+        warnings.simplefilter("always")
+        bench.execute(registry, [stopped], out, resume=True)
+    assert not [w for w in seen if "starts a new run" in str(w.message)]
