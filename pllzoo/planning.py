@@ -13,7 +13,7 @@ from typing import Any, Callable
 
 from pllzoo import prefetch
 from pllzoo.components import Method, declared_strong_view, views_of
-from pllzoo.data.base import DataOptions, PLLData, downloads
+from pllzoo.data.base import DataOptions, PLLData
 from pllzoo.augment import make_view
 from pllzoo.data.holdout import hold_out, subsample
 from pllzoo.data.validate import check_loaded, check_training_set
@@ -293,9 +293,6 @@ def plan(
     recipes = _once([registry.method(m) for m in methods], lambda r: r.name, "--methods", "method")
     spec = registry.dataset(dataset)
     check_reads(spec, options)
-    # --offline where nothing downloads (a generated set, a .mat file) changes nothing: such a run keeps the id of
-    # one without it (data.download is hashed: a CIFAR run offline is recorded as such), so either reuses the other
-    recorded = options if downloads(spec) else dataclasses.replace(options, download=True)
     _check_flags_agree(epochs, batch_size, hp or {})
     train_hp, per_method = _route(hp or {}, recipes, registry)
     declared = {}  # method → the strong view its components declare (Component.strong_view), or None
@@ -327,7 +324,7 @@ def plan(
                 "recipe": {s: c.name for s, c in comps.items()},
                 "hparams": {s: named(c.hp) for s, c in comps.items()},  # hparams.named: later additions
                 "train": hashed_train(cfg),  # see module doc
-                "data": {**as_dict(recorded), "seed": seed, **data.info, "train_counts": data.train_counts.tolist()},
+                "data": {**as_dict(options), "seed": seed, **data.info, "train_counts": data.train_counts.tolist()},
             })
             pooled = workers if prefetch.uses_pool(data.kind, views_of(comps), cfg.strong_view) else 0
             if pooled:  # another random stream (pllzoo.prefetch); absent otherwise, so older run ids stand

@@ -104,12 +104,6 @@ class DatasetSpec:
     reads: frozenset[str] | None = None
 
 
-def downloads(spec: DatasetSpec) -> bool:
-    """Whether loading ``spec`` may download (files it can fetch on the fly), i.e. whether ``--offline``
-    (``DataOptions.download``) can change anything: not for a generated set nor for one that needs its files."""
-    return bool(spec.files) and not spec.needs_files
-
-
 #: ``reads`` of a drawn set: its candidates and long tail (φ, γ, the tail's shape)
 GENERATED = frozenset({"phi", "imb", "imb_type"})
 SPLIT = frozenset({"split"})  # ``reads`` of a fixed set: only the test protocol is chosen
