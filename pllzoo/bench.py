@@ -542,10 +542,10 @@ PART_KEYS = ("torch_threads", "processes", "git_commit", "versions", "python", "
 
 
 def _earlier_parts(run_dir: Path, resume: bool, env: dict[str, Any]) -> dict[str, list[dict[str, Any]]]:
-    """``{"earlier_parts": [...]}``: for a run resumed from its checkpoint whose earlier parts ran otherwise than
-    this one (``env``), each earlier part's values of :data:`PART_KEYS` that differ from this part's (the
-    env.json rewritten here said them; an outside review: a resumed run's record described its last part
-    only, so rerunning as it said gave other numbers), the oldest first; else ``{}``."""
+    """``{"earlier_parts": [...]}``: for a run resumed from its checkpoint some of whose earlier parts ran
+    otherwise than this one (``env``), the :data:`PART_KEYS` values of each earlier part, the oldest first
+    (consecutive parts alike as one; the env.json rewritten here said them: an outside review found a resumed
+    run's record described its last part only, so rerunning as it said gave other numbers); else ``{}``."""
     if not (resume and (run_dir / "checkpoint.pt").exists() and (run_dir / "env.json").exists()):
         return {}
     try:
@@ -554,12 +554,10 @@ def _earlier_parts(run_dir: Path, resume: bool, env: dict[str, Any]) -> dict[str
         return {}
     if not isinstance(old, dict):
         return {}
-    value = lambda e, k: e.get(k, 1) if k == "processes" else e.get(k)  # noqa: E731  (no key: one process)
-    parts = [p for p in old.get("earlier_parts", []) if isinstance(p, dict)]
-    parts.append({k: value(old, k) for k in PART_KEYS if k in old or k == "processes"})
-    told = [{k: v for k, v in p.items() if v != value(env, k)} for p in parts]
-    told = [p for p in told if p]
-    return {"earlier_parts": told} if told else {}
+    snap = lambda e: {k: e.get(k, 1) if k == "processes" else e.get(k) for k in PART_KEYS}  # noqa: E731
+    parts = [p for p in old.get("earlier_parts", []) if isinstance(p, dict)] + [snap(old)]
+    parts = [p for i, p in enumerate(parts) if i == 0 or p != parts[i - 1]]
+    return {"earlier_parts": parts} if any(p != snap(env) for p in parts) else {}
 
 
 def _train(registry, p: RunPlan, run_dir: Path, resume: bool, on_epoch, on_run, deadline: float | None = None,

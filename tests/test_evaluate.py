@@ -79,11 +79,15 @@ def test_cli_md_is_mean_and_sample_std_per_method(run_dir, tmp_path):
     shutil.copytree(run_dir, copy)
     renamed = tmp_path / "copy" / "backup"  # a copy under another name is the same run (its config's id)
     shutil.copytree(run_dir, renamed)
+    offline = tmp_path / "copy" / "offline"  # the same run trained with --offline: its own id, counted once
+    shutil.copytree(run_dir, offline)
+    config = json.loads((offline / "config.json").read_text())
+    (offline / "config.json").write_text(json.dumps({**config, "data": {**config["data"], "download": False}}))
     out = tmp_path / "table.md"
-    result = CliRunner().invoke(cli, ["evaluate", str(run_dir), str(run_dir), str(copy), str(renamed),
+    result = CliRunner().invoke(cli, ["evaluate", str(run_dir), str(run_dir), str(copy), str(renamed), str(offline),
                                       "--device", "cpu", "--md", str(out)])
     assert result.exit_code == 0, result.output
-    assert result.output.count("(each run counts once)") == 3
+    assert result.output.count("(each run counts once)") == 4
     last = _last(run_dir)
     rows = [line for line in out.read_text().splitlines() if line.startswith("| solar")]
     assert rows == [f"| solar | {last['acc_all']:.2f} | {last['acc_many']:.2f} | "

@@ -159,10 +159,13 @@ def test_a_run_resumed_otherwise_keeps_its_earlier_parts_in_env_json(registry, t
         bench.execute(registry, plans, out, resume=True, time_limit=15 / 60, threads=1)
     env2 = json.loads((run / "env.json").read_text())
     assert env2["torch_threads"] == 3
-    assert env2["earlier_parts"] == [{"torch_threads": 1, "git_commit": env["git_commit"]}]
-    monkeypatch.setattr(bench_lib, "env_info", lambda device: {**env, "torch_threads": 3, "git_commit": "abc"})
-    bench.execute(registry, plans, out, resume=True, threads=1)  # the same as the last part: the first one stays
-    assert json.loads((run / "env.json").read_text())["earlier_parts"] == env2["earlier_parts"]
+    (part1,) = env2["earlier_parts"]  # every value of the first part, the ones that differ among them
+    assert part1["torch_threads"] == 1 and part1["git_commit"] == env["git_commit"] and part1["processes"] == 1
+    assert part1["versions"] == env["versions"] and part1["data_sha256"] == env["data_sha256"]
+    monkeypatch.setattr(bench_lib, "env_info", lambda device: {**env, "torch_threads": 3, "git_commit": "def"})
+    bench.execute(registry, plans, out, resume=True, threads=1)  # a third part at another commit
+    part1_, part2 = json.loads((run / "env.json").read_text())["earlier_parts"]
+    assert part1_ == part1 and part2["git_commit"] == "abc" and part2["torch_threads"] == 3  # not "the same as now"
 
 
 def test_resume_with_other_settings_says_it_starts_a_new_run(registry, tmp_path, monkeypatch):

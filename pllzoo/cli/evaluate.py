@@ -36,7 +36,7 @@ def evaluate(runs, predict, hps, data_dir, device, dataset, csv_path, md_path, t
     from pllzoo import report as rep
     from pllzoo.evaluate import rescore, run_config
     from pllzoo.registry import get_registry
-    from pllzoo.portable import portable
+    from pllzoo.portable import WHERE_FROM_KEYS, portable
     from pllzoo.results import run_id, settings_of
 
     from pllzoo.threads import default_threads, set_threads
@@ -44,8 +44,11 @@ def evaluate(runs, predict, hps, data_dir, device, dataset, csv_path, md_path, t
     set_threads(threads or default_threads())  # torch's own default made runs 10–25× slower on a shared machine
     overrides = planning.parse_overrides(hps)
     unique: dict[str, Path] = {}
-    for run in runs:  # a run given twice, or a copy of its folder, counts once (as in pllzoo report): by its id
-        key = run_id(portable(run_config(run)))
+    for run in runs:  # a run given twice, a copy of its folder, or one that differs only in how its data came
+        config = portable(run_config(run))  # (--offline) counts once, as in pllzoo report: by its id without that
+        if isinstance(config["data"], dict):
+            config["data"] = {k: v for k, v in config["data"].items() if k not in WHERE_FROM_KEYS}
+        key = run_id(config)
         if key in unique:
             warnings.warn(f"left out {run}: the same run as {unique[key]} (each run counts once)")
         else:
