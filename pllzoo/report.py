@@ -177,8 +177,9 @@ def wide_report(summ: pd.DataFrame, rule: str, metric: str = "acc_all", paper: p
     """
     settings = list(dict.fromkeys(summ["setting"]))
     methods = list(dict.fromkeys(summ["method"]))
-    cell = {(r["setting"], r["method"]): (_cell(r, metric, int(r["n"])), int(r["n"]))
-            for _, r in summ.iterrows()}
+    failed = lambda r: int(r.get("failed", 0) or 0)  # noqa: E731  (with_failures' column)
+    cell = {(r["setting"], r["method"]): ("failed" if not int(r["n"]) and failed(r) else _cell(r, metric, int(r["n"])),
+                                          int(r["n"])) for _, r in summ.iterrows()}
     printed = {} if paper is None else {(r["setting"], r["method"]): str(r["paper"]) for _, r in paper.iterrows()}
     with_paper = [s for s in settings if any(k[0] == s for k in printed)]
     headers = ["Method"]
@@ -192,9 +193,11 @@ def wide_report(summ: pd.DataFrame, rule: str, metric: str = "acc_all", paper: p
             if s in with_paper:
                 row.append(printed.get((s, m), ""))
         rows.append(row)
-    ns = sorted({n for _, n in cell.values()})
+    ns = sorted({n for _, n in cell.values() if n}) or [0]  # a cell of failed runs only says so
     note = f"n = {ns[0]} seeds per cell" if len(ns) == 1 else f"n = {ns[0]}–{ns[-1]} seeds per cell"
     cap = f"{HEADERS.get(metric, metric)} accuracy (%). {caption(rule)} {note}."
+    if "failed" in summ and summ["failed"].any():
+        cap += f" {FAILED_NOTE}."
     if metric != "acc_all":  # a shot group: which classes it holds, per setting (their counts differ)
         shots = {s: shot_caption([c for lst in g["train_counts"] for c in lst])
                  for s, g in summ.groupby("setting", sort=False)}

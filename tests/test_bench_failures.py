@@ -180,3 +180,34 @@ def test_a_failed_run_is_labelled_as_its_setting_among_runs_of_other_settings(fa
     base = "synthetic-lt φ=0.5 γ=100 subset=200"
     got = {s: (n, f) for s, n, f in zip(summary["setting"], summary["n"], summary["failed"])}
     assert got == {f"{base} [train.epochs=1]": (1, 0), f"{base} [train.epochs=2]": (0, 1)}
+
+
+def test_report_keeps_failures_after_archive_prune_and_drops_one_finished_elsewhere(fail_registry, tmp_path):
+    """A second review: after `pllzoo archive --prune` the failed rows left report (the archive keeps their
+    error), and a run that failed in one folder but finished in another read "1 failed" beside n = 2."""
+    import shutil
+
+    out = tmp_path / "out"
+    assert _bench("failtest-raises,proden", out).exit_code == 1
+    res = CliRunner().invoke(cli, ["archive", str(out), "--prune"])
+    assert res.exit_code == 0, res.output
+    res = CliRunner().invoke(cli, ["report", str(out), "--csv", str(tmp_path / "r.csv")])
+    assert res.exit_code == 0 and "unfinished" not in res.output, res.output
+    summary = pd.read_csv(tmp_path / "r.csv").set_index("method")
+    assert summary.loc["failtest-raises", "failed"] == 1 and summary.loc["failtest-raises", "n"] == 0
+    res = CliRunner().invoke(cli, ["report", str(out), "--wide", "--md", str(tmp_path / "w.md")])
+    assert res.exit_code == 0, res.output  # the wide cell says failed, not "–", and n counts finished runs
+    text = (tmp_path / "w.md").read_text()
+    assert "| failtest-raises | failed |" in text and "n = 1 seeds per cell" in text and "failed: runs" in text
+    # proden "failed" in another folder, finished here: not a failure
+    (good,) = _plans(fail_registry, ["proden"])
+    other = tmp_path / "other" / "runs" / good.run_id
+    other.mkdir(parents=True)
+    fresh = tmp_path / "fresh"
+    assert _bench("proden", fresh).exit_code == 0
+    shutil.copy(fresh / "runs" / good.run_id / "config.json", other / "config.json")
+    (other / "error.txt").write_text("Traceback: boom\n")
+    res = CliRunner().invoke(cli, ["report", str(fresh), str(tmp_path / "other"), "--csv", str(tmp_path / "s.csv")])
+    assert res.exit_code == 0, res.output
+    row = pd.read_csv(tmp_path / "s.csv").set_index("method").loc["proden"]
+    assert row["n"] == 1 and ("failed" not in row or row["failed"] == 0)

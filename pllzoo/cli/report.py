@@ -45,19 +45,31 @@ def _paper(path: Path | None) -> pd.DataFrame | None:
 
 
 def _failed(results: tuple[Path, ...]) -> dict[Path, dict]:
-    """The failed runs under ``results`` (``runs/<id>/error.txt``, no ``done``, a readable config.json), with
-    each one's config; a run that failed before its first epoch has no log."""
+    """The failed runs under ``results`` (``runs/<id>/error.txt`` without ``done``, or an archived run with its
+    error and not done; a readable config), with each one's config; a run that failed before its first epoch
+    has no log."""
     import json
 
+    from pllzoo import archive
+
+    def whole(config) -> bool:
+        return isinstance(config, dict) and isinstance(config.get("method"), str) and "seed" in config and \
+            isinstance(config.get("data"), dict) and isinstance(config["data"].get("train_counts"), list)
+
     out = {}
-    for run in (e.parent for d in results for e in sorted(Path(d).glob("runs/*/error.txt"))):
-        try:
-            config = None if (run / "done").exists() else json.loads((run / "config.json").read_text())
-        except (OSError, ValueError):
-            config = None
-        if isinstance(config, dict) and isinstance(config.get("method"), str) and "seed" in config and \
-                isinstance(config.get("data"), dict) and isinstance(config["data"].get("train_counts"), list):
-            out[run] = config
+    for folder in results:
+        local = set()
+        for run in sorted(e.parent for e in Path(folder).glob("runs/*/error.txt")):
+            local.add(run.name)
+            try:
+                config = None if (run / "done").exists() else json.loads((run / "config.json").read_text())
+            except (OSError, ValueError):
+                config = None
+            if whole(config):
+                out[run] = config
+        for name, run in archive.read(Path(folder)).items():  # archived with --prune: the folder is gone
+            if name not in local and run.error is not None and not run.done and whole(run.config):
+                out[Path(folder) / archive.NAME / name] = run.config
     return out
 
 
@@ -102,7 +114,9 @@ def report(results, rule, methods, missing_ok, seeds, wide, metric, paper, title
     skipped = [p for p in skipped if p not in failed]
     if skipped:
         click.echo(f"Warning: left out {len(skipped)} unfinished run(s), e.g. {skipped[0]}", err=True)
-    failures = [(label, c["method"], c["data"]["train_counts"], c["seed"]) for label, c in zip(labels, failed.values())]
+    finished = set(records["run"]) if "run" in records else set()  # a failed run trained again elsewhere: not
+    failures = [(label, c["method"], c["data"]["train_counts"], c["seed"])  # failed (a second review)
+                for label, (where, c) in zip(labels, failed.items()) if where.name not in finished]
     if records.empty:
         if damaged:  # each named above
             raise PLLZooError(f"no usable runs under {', '.join(map(str, results))}: {len(damaged)} damaged (above); "
