@@ -177,10 +177,8 @@ STALE_LOCK_S = 30.0  # a lock file without a PID (its writer died between creati
 def take_lock(lock: Path) -> int | str | None:
     """Create ``lock`` holding this PID (``O_CREAT | O_EXCL``); None when taken, else the holder's PID.
 
-    It holds ``PID HOST DEV:INO`` (the lock file's own device and inode).  A lock whose PID is not a live
-    process on this host, or that is a copy of another (its folder copied while a bench ran), is stale and
-    taken over; one written on another host (a shared ``--out`` across nodes) cannot be checked and counts
-    as held."""
+    It holds ``PID HOST``.  A lock whose PID is not a live process on this host is stale and taken over;
+    one written on another host (a shared ``--out`` across nodes) cannot be checked and counts as held."""
     for _ in range(3):
         try:
             fd = os.open(lock, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
@@ -191,9 +189,8 @@ def take_lock(lock: Path) -> int | str | None:
             lock.unlink(missing_ok=True)  # stale
             continue
         try:
-            st = os.fstat(fd)  # the file's identity: a copy of the folder (cp -a while a bench ran) is another file
             with os.fdopen(fd, "w") as f:
-                f.write(f"{os.getpid()} {socket.gethostname()} {st.st_dev}:{st.st_ino}\n")
+                f.write(f"{os.getpid()} {socket.gethostname()}\n")
         except OSError:  # a full disk: no empty lock left behind to hold the run for STALE_LOCK_S
             lock.unlink(missing_ok=True)
             raise
@@ -206,20 +203,16 @@ def lock_holder(lock: Path) -> int | str | None:
     import time
 
     try:
-        text, st = lock.read_text().strip(), lock.stat()
+        text, age = lock.read_text().strip(), time.time() - lock.stat().st_mtime
     except FileNotFoundError:
         return None
     except OSError:
         return "unknown"
-    age = time.time() - st.st_mtime
-    pid_text, _, rest = text.partition(" ")  # "PID HOST DEV:INO"; older pllzoo wrote "PID HOST", or the PID alone
-    host, _, ident = rest.partition(" ")
+    pid_text, _, host = text.partition(" ")  # "PID HOST"; a lock of an older pllzoo holds the PID alone
     if not pid_text.isdigit():
         return None if age > STALE_LOCK_S else "unknown"
     if host and host != socket.gethostname():  # its process cannot be looked up from here
         return f"{pid_text} on {host}"
-    if ident and ident != f"{st.st_dev}:{st.st_ino}":  # a copy of the lock (its folder copied while a bench ran):
-        return None  # it locks nothing here
     pid = int(pid_text)
     try:
         os.kill(pid, 0)
