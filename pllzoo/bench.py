@@ -394,7 +394,8 @@ def _say_unfinished_twins(p: RunPlan, runs_dir: Path) -> None:
             config = json.loads((other / "config.json").read_text())
         except (OSError, ValueError):
             continue
-        mine, theirs = _flat(p.config), _flat(config) if isinstance(config, dict) else {}
+        mine = _flat(json.loads(json.dumps(p.config, default=str)))  # as config.json holds it (tuples as lists)
+        theirs = _flat(config) if isinstance(config, dict) else {}
         differ = [k for k in sorted(set(mine) | set(theirs)) if mine.get(k) != theirs.get(k)][:3]
         shown = ", ".join(f"{k}={theirs.get(k, '–')}" for k in differ)
         warnings.warn(f"{_name(p)}: --resume starts a new run: {runs_dir / other.name} is an unfinished run of it "

@@ -173,8 +173,8 @@ def run_sweep(registry: Registry, trials: list[Trial], out: Path, jobs: int = 1,
         except checkpoint.Skipped:  # its held runs stay for the one training them; the next trial goes on
             held.append(str(t.index))
     if held:
-        raise checkpoint.Skipped(f"trial(s) {', '.join(held)} left runs in use by another sweep or bench; once it is "
-                                 f"done", checkpoint.TIME_LIMIT_EXIT)
+        raise checkpoint.Skipped(f"trial(s) {', '.join(held)} left runs in use by another sweep or bench (they train "
+                                 f"once it is done)", checkpoint.TIME_LIMIT_EXIT)
     return failed
 
 

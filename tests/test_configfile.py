@@ -295,3 +295,16 @@ def test_the_continue_line_after_config_on_stdin_gives_the_config_again(tmp_path
     assert shlex.split(command) == ["pllzoo", "bench", "--config", "-", "--time-limit", "0.001", "--threads", "1",
                                     "--resume"]
     assert subprocess.run(["bash", "-c", piped], capture_output=True, text=True).stdout == text
+
+
+def test_a_stop_under_overwrite_from_a_config_file_does_not_print_resume(tmp_path):
+    """A second review: `overwrite = true` in the config file got `--resume` appended to the continue line, which
+    then failed (--overwrite and --resume exclude each other); as with --overwrite on the command line it says
+    to rerun with room for whole runs."""
+    config = tmp_path / "c.toml"
+    config.write_text(f'methods = "proden"\nepochs = 50\nsubset = 200\nbatch-size = 50\noverwrite = true\n'
+                      f'out = "{tmp_path / "o"}"\n')
+    res = CliRunner().invoke(cli, ["bench", "--config", str(config), "--time-limit", "0.001", "--threads", "1"])
+    assert res.exit_code == 75, res.output
+    last = res.output.strip().splitlines()[-1]
+    assert "an --overwrite starts each run it retrains over" in last and "--resume" not in last

@@ -654,25 +654,25 @@ def pllzoo_register_methods(register):
 '''
 
 
-def _rankfail_torchrun(tmp_path, methods: str, mode: str = "raise"):
+def _rankfail_torchrun(tmp_path, methods: str, mode: str = "raise", *more: str, processes: int = 2):
     """``torchrun --nproc-per-node 2 -m pllzoo bench --methods METHODS`` with the plugin above installed (a
-    site folder with its dist-info)."""
+    site folder with its dist-info); ``processes=1``: plain ``python -m pllzoo bench``."""
     import os
     import subprocess
     import sys
 
     site = tmp_path / "site"
-    (site / "rankfail-0.1.dist-info").mkdir(parents=True)
+    (site / "rankfail-0.1.dist-info").mkdir(parents=True, exist_ok=True)
     (site / "rankfail.py").write_text(_RANK_FAIL_PLUGIN)
     (site / "rankfail-0.1.dist-info" / "METADATA").write_text("Metadata-Version: 2.1\nName: rankfail\nVersion: 0.1\n")
     (site / "rankfail-0.1.dist-info" / "entry_points.txt").write_text("[pllzoo]\nrankfail = rankfail\n")
     env = {**{k: v for k, v in os.environ.items() if k != "PLLZOO_LOAD_PLUGINS"},  # (the suite's limit)
            "OMP_NUM_THREADS": "1", "PLLZOO_DIST_TIMEOUT_S": "30", "RANKFAIL_MODE": mode,
            "PYTHONPATH": os.pathsep.join([str(site), os.environ.get("PYTHONPATH", "")])}
-    return subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2",
-                           "-m", "pllzoo", "bench", "--methods", methods, "--dataset", "synthetic-lt",
-                           "--subset", "256", "--epochs", "2", "--batch-size", "32", "--device", "cpu", "--threads",
-                           "1", "--hp", "train.model=linear", "--out", str(tmp_path / "out")],
+    launch = ["-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2"] if processes > 1 else []
+    return subprocess.run([sys.executable, *launch, "-m", "pllzoo", "bench", "--methods", methods, "--dataset",
+                           "synthetic-lt", "--subset", "256", "--epochs", "2", "--batch-size", "32", "--device", "cpu",
+                           "--threads", "1", "--hp", "train.model=linear", "--out", str(tmp_path / "out"), *more],
                           env=env, capture_output=True, text=True, timeout=200)
 
 
@@ -705,3 +705,7 @@ def test_torchrun_a_component_not_ready_for_ddp_refuses_the_bench_before_any_run
     assert lines[0].startswith("Error: not ready for 2 processes (DDP): rankfail-unready: loss 'rankfail.unready'")
     assert "`distributed = True`" in lines[0] and "proden:" not in lines[0]
     assert not (tmp_path / "out" / "runs").exists()
+    # its runs trained in one process first: reused, so nothing refuses the torchrun bench (a second review)
+    assert _rankfail_torchrun(tmp_path, "rankfail-unready", processes=1).returncode == 0
+    res = _rankfail_torchrun(tmp_path, "proden,rankfail-unready", "raise", "--resume")
+    assert res.returncode == 0 and "not ready" not in res.stderr, res.stderr[-3000:]

@@ -245,10 +245,14 @@ def _plans(ctx, dist, methods, dataset, seeds, epochs, batch_size, data_dir, spl
     replay.check(ctx, plans)  # --from-run: the recorded config, or one line
     check_batches(plans)
     if dist.active:  # a component not ready for DDP: the bench is refused before any run, not each run failed
+        from pllzoo import archive
         from pllzoo.ddp import NOT_READY_ADVICE, not_ready
 
+        done = set() if overwrite else {n for n, r in archive.read(Path(out)).items() if r.done} | \
+            {d.parent.name for d in Path(out).glob("runs/*/done")}  # finished runs are reused, not trained
         unready = {p.method.name: not_ready(reg.build_components(p.method, p.component_overrides,
-                                                                 (p.data.name, p.data.kind))) for p in plans}
+                                                                 (p.data.name, p.data.kind)))
+                   for p in plans if p.run_id not in done}
         told = "; ".join(f"{m}: {why}" for m, why in unready.items() if why)
         if told:
             raise PLLZooError(f"not ready for {dist.world} processes (DDP): {told}; {NOT_READY_ADVICE}")
@@ -418,7 +422,7 @@ def _stop(ctx: click.Context, exc: BaseException, out: Path) -> None:
             exc.exit_code
     else:  # Ctrl-C outside a clean-stop window
         message, code = "interrupted; each unfinished run continues from its last checkpoint", 130
-    if "--overwrite" in ctx.meta.get("pllzoo.bench.args", []):  # --resume excludes it: nothing to continue
+    if ctx.params.get("overwrite"):  # --resume excludes it (from the command line or a config file)
         click.echo(f"{message}; an --overwrite starts each run it retrains over (the earlier finished run stays "
                    f"until the new one finishes): rerun it with room for whole runs: "
                    f"{_continue_command(ctx, resume=False)}", err=True)
