@@ -18,6 +18,7 @@ PyYAML is one ``Error:`` line.
 
 from __future__ import annotations
 
+import os
 import tomllib
 from pathlib import Path
 from typing import Any
@@ -40,6 +41,10 @@ def read(path: Path) -> dict[str, Any]:
         another suffix, a YAML file without PyYAML, or a top level that is not a table.
     """
     stdin = str(path) == "-"
+    world = os.environ.get("WORLD_SIZE", "1")
+    if stdin and world.isdigit() and int(world) > 1:  # torchrun hands standard input to one process only
+        raise PLLZooError(f"--config - under torchrun (WORLD_SIZE={world}): only one process reads standard input; "
+                          "write the TOML to a file and give --config FILE")
     suffix = ".toml" if stdin else path.suffix.lower()
     if suffix not in {".toml", ".yaml", ".yml"}:
         raise PLLZooError(f"--config {path}: write a .toml or .yaml file, or - for TOML on standard input "

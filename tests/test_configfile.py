@@ -308,3 +308,11 @@ def test_a_stop_under_overwrite_from_a_config_file_does_not_print_resume(tmp_pat
     assert res.exit_code == 75, res.output
     last = res.output.strip().splitlines()[-1]
     assert "an --overwrite starts each run it retrains over" in last and "--resume" not in last
+
+
+def test_config_on_stdin_under_torchrun_is_refused_with_one_line(tmp_path, monkeypatch):
+    """torchrun hands standard input to one process: the others ended with "Missing option '--methods'"."""
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    res = CliRunner().invoke(cli, ["bench", "--config", "-", "--out", str(tmp_path / "o")], input='methods = "cc"\n')
+    assert res.exit_code != 0 and "Traceback" not in res.output
+    assert "--config - under torchrun (WORLD_SIZE=2): only one process reads standard input" in res.output
