@@ -336,7 +336,8 @@ class Registry:
 
             return path_dataset(name_or_path)
         valid = ", ".join(sorted(self.datasets))
-        raise UnknownNameError(f"unknown dataset {name_or_path!r}; valid: {valid}, a path to a .mat file, "
+        raise UnknownNameError(f"unknown dataset {name_or_path!r}{self._near(name_or_path, self.datasets)}; valid: "
+                               f"{valid}, a path to a .mat file, "
                                f"or {IMAGEFOLDER_PREFIX}PATH (an image folder and its candidate file)"
                                f"{self._failed_note()}")
 

@@ -663,3 +663,5 @@ def test_an_unknown_name_says_the_near_one_and_many_failed_plugins_stay_one_shor
     assert "xxx" not in text
     with pytest.raises(UnknownNameError, match=r"unknown loss component 'proden.los' \(did you mean 'proden.loss'\?\)"):
         reg.method("proden+loss=proden.los")
+    with pytest.raises(UnknownNameError, match=r"^unknown dataset 'Lost' \(did you mean 'lost'\?\); valid: "):
+        reg.dataset("Lost")
