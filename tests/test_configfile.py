@@ -316,3 +316,17 @@ def test_config_on_stdin_under_torchrun_is_refused_with_one_line(tmp_path, monke
     res = CliRunner().invoke(cli, ["bench", "--config", "-", "--out", str(tmp_path / "o")], input='methods = "cc"\n')
     assert res.exit_code != 0 and "Traceback" not in res.output
     assert "--config - under torchrun (WORLD_SIZE=2): only one process reads standard input" in res.output
+
+
+def test_a_flag_the_file_sets_is_undone_on_the_command_line(tmp_path):
+    """An outside review: `resume = true` in a file could not be undone (`--overwrite` was refused beside it,
+    and there was no --no-resume); each flag has its --no- form, and the command line wins."""
+    config = tmp_path / "c.toml"
+    config.write_text(f'methods = "proden"\nepochs = 1\nsubset = 200\nbatch-size = 50\nresume = true\n'
+                      f'dry-run = true\nout = "{tmp_path / "o"}"\n')
+    res = CliRunner().invoke(cli, ["bench", "--config", str(config), "--overwrite", "--threads", "1"])
+    assert res.exit_code == 1 and "--overwrite and --resume exclude each other" in res.output
+    res = CliRunner().invoke(cli, ["bench", "--config", str(config), "--overwrite", "--no-resume", "--threads", "1"])
+    assert res.exit_code == 0 and "dry run" in res.output and not (tmp_path / "o").exists(), res.output
+    res = CliRunner().invoke(cli, ["bench", "--config", str(config), "--no-dry-run", "--threads", "1"])
+    assert res.exit_code == 0 and (tmp_path / "o" / "results.csv").exists(), res.output

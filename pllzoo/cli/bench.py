@@ -106,12 +106,13 @@ _OUT = _Folder(path_type=Path)
                    "0 keeps it in the loop; > 0 is another random stream, the same for any count.")
 @click.option("--hp", "hps", multiple=True, help="Override: slot.field=value, train.field=value, or METHOD:slot.field=value.")
 @click.option("--out", type=_OUT, default=Path("results/bench"), show_default=True)
-@click.option("--resume", is_flag=True, help="Reuse finished runs in OUT and resume unfinished ones from checkpoints.")
-@click.option("--overwrite", is_flag=True,
+@click.option("--resume/--no-resume", default=False,  # --no-X: undo a config file's X = true
+              help="Reuse finished runs in OUT and resume unfinished ones from checkpoints.")
+@click.option("--overwrite/--no-overwrite", default=False,
               help="Retrain finished runs in OUT (without it they are reused, with a note); the old run is "
                    "replaced only once the new one finished.")
-@click.option("--offline", is_flag=True, help="Never download data.")
-@click.option("--check", is_flag=True,
+@click.option("--offline/--no-offline", default=False, help="Never download data.")
+@click.option("--check/--no-check", default=False,
               help="Check the components' outputs at every step, not only the first of each epoch (same results; "
                    "on a GPU it reads device values every step).")
 @click.option("--jobs", type=click.IntRange(min=1), default=1, show_default=True,
@@ -144,7 +145,7 @@ _OUT = _Folder(path_type=Path)
 @click.option("--tensorboard", type=click.Path(path_type=Path), default=None, metavar="DIR",
               help="Write every epoch's scalars (loss, lr, accuracies, method logs) to DIR/<run-id>/ for TensorBoard; "
                    "short for --observe pllzoo.tensorboard=DIR. Needs: pip install 'pllzoo[tensorboard]'.")
-@click.option("--dry-run", is_flag=True,
+@click.option("--dry-run/--no-dry-run", default=False,
               help="Print the plan (runs, model, stages and epochs, device, estimated duration) and each run's "
                    "resolved config as JSON (what its config.json would hold); train and write nothing, exit 0.")
 @click.pass_context
