@@ -243,3 +243,17 @@ def test_compiled_runs_skip_the_timing_and_say_why(tmp_path):
     plain = CliRunner().invoke(cli, ["bench", "--methods", "proden,cc", *TINY, "--epochs", "1", "--dry-run",
                                      "--out", str(tmp_path / "out")])
     assert re.search(r"^estimate: ~?\S+ in all", plain.stderr, re.M), plain.stderr  # eager runs are still timed
+
+
+def test_a_dry_run_whose_timing_fails_is_an_error(tmp_path):
+    """An outside review: --dry-run as a pre-flight check exited 0 for a plan whose first steps already failed
+    (an image model on tabular data), with the cost warning's advice beside it."""
+    res = CliRunner().invoke(cli, ["bench", "--methods", "proden", "--subset", "200", "--batch-size", "50",
+                                   "--epochs", "2", "--threads", "1", "--hp", "train.model=resnet18", "--dry-run",
+                                   "--out", str(tmp_path / "o")])
+    assert res.exit_code == 1 and "Traceback" not in res.output, res.output
+    assert "Error: dry run: the first steps of proden seed 1 failed (model 'resnet18' needs image input" in res.output
+    assert not (tmp_path / "o").exists()
+    res = CliRunner().invoke(cli, ["bench", "--methods", "proden", "--subset", "200", "--batch-size", "50",
+                                   "--epochs", "1", "--threads", "1", "--tensorboard", "", "--out", str(tmp_path / "t")])
+    assert res.exit_code == 2 and "'--tensorboard': is empty; give a folder" in res.output  # not the current folder

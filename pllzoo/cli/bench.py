@@ -142,7 +142,7 @@ _OUT = _Folder(path_type=Path)
               help="Send each run's start, epoch records and end to the observer NAME that a plugin registered "
                    "(pllzoo plugins lists them), e.g. an experiment tracker; repeatable (default: PLLZOO_OBSERVE, "
                    "space-separated). An observer that fails is one warning and is disabled for that run.")
-@click.option("--tensorboard", type=click.Path(path_type=Path), default=None, metavar="DIR",
+@click.option("--tensorboard", type=_Folder(path_type=Path), default=None, metavar="DIR",
               help="Write every epoch's scalars (loss, lr, accuracies, method logs) to DIR/<run-id>/ for TensorBoard; "
                    "short for --observe pllzoo.tensorboard=DIR. Needs: pip install 'pllzoo[tensorboard]'.")
 @click.option("--dry-run/--no-dry-run", default=False,

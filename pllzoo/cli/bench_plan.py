@@ -14,9 +14,11 @@ from pathlib import Path
 import click
 
 from pllzoo import costs as cost_lib
+from pllzoo.errors import PLLZooError
 from pllzoo.planning import RunPlan
 from pllzoo.registry import Registry
 
+FAILED_STEPS = "the first steps of "  # how estimate() says a timing failed (the run will): a dry run's error
 TIMING_BUDGET_S = 3.0  # seconds of timed steps per bench; a method not timed in it costs what the first did
 
 
@@ -51,7 +53,7 @@ def estimate(registry: Registry, plans: list[RunPlan], costs: list[cost_lib.RunC
                 timings[p.method.name] = time_steps(registry, p, budget_s=max(budget_s - spent, 0.0))
         except Exception as exc:  # the run itself will fail the same way, and say so then
             why = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:160]
-            return {}, [], f"the first steps of {p.method.name} seed {p.seed} failed ({why})"
+            return {}, [], f"{FAILED_STEPS}{p.method.name} seed {p.seed} failed ({why})"
         timed.append(f"{p.method.name} seed {p.seed}")
     fallback = next(iter(timings.values()))
     seconds = {}
@@ -62,7 +64,7 @@ def estimate(registry: Registry, plans: list[RunPlan], costs: list[cost_lib.RunC
 
 
 def show_estimate(registry: Registry, plans: list[RunPlan], costs: list[cost_lib.RunCost], threads: int | None,
-                  jobs: int, time: bool, untimed: str) -> tuple[dict[str, float], float | None]:
+                  jobs: int, time: bool, untimed: str, dry_run: bool = False) -> tuple[dict[str, float], float | None]:
     """Print the estimate (from a timing of the first steps when ``time``; else a line that the progress gives it,
     ``untimed`` saying when that is) and the cost warning; ``pllzoo sweep`` shows its trials' with it too.
 
@@ -72,6 +74,9 @@ def show_estimate(registry: Registry, plans: list[RunPlan], costs: list[cost_lib
     total = None
     if time:
         seconds, timed, why = estimate(registry, plans, costs, threads, jobs)
+        if why is not None and why.startswith(FAILED_STEPS) and dry_run:  # a pre-flight check: a run that would
+            # fail is its error, not exit 0
+            raise PLLZooError(f"dry run: {why}; the bench would fail that run")
         if why is not None:
             click.echo(f"estimate: none, {why}", err=True)
         elif timed:
@@ -100,7 +105,7 @@ def show_plan(registry: Registry, plans: list[RunPlan], out: Path, overwrite: bo
     costs = cost_lib.run_costs(registry, plans, out, overwrite=overwrite, resume=resume)
     for line in cost_lib.plan_lines(costs, jobs):
         click.echo(line, err=True)
-    seconds, total = show_estimate(registry, plans, costs, threads, jobs, time, "with --jobs or torchrun")
+    seconds, total = show_estimate(registry, plans, costs, threads, jobs, time, "with --jobs or torchrun", dry_run)
     tip = cost_lib.graphs_tip(costs, all(p.train.compile != "none" for p in plans), total)
     if tip is not None:
         click.echo(tip, err=True)

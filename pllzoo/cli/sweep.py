@@ -107,7 +107,7 @@ def sweep(methods, dataset, seeds, specs, space_file, trials, draw_seed, rule, h
     for line in sw.plan_lines(planned, per_trial, jobs):
         click.echo(line, err=True)
     flat_plans, flat = [p for t in planned for p in t.plans], [c for cs in per_trial for c in cs]
-    seconds, _ = show_estimate(reg, flat_plans, flat, threads, jobs, jobs == 1, "with --jobs")
+    seconds, _ = show_estimate(reg, flat_plans, flat, threads, jobs, jobs == 1, "with --jobs", dry_run)
     if dry_run:
         click.echo("dry run: nothing trained or written", err=True)
         return
