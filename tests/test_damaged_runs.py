@@ -288,7 +288,13 @@ def test_report_of_runs_that_all_failed_says_so(tmp_path):
                                    "--batch-size", "100", "--hp", "train.lr=1e30", "--epochs", "1", "--threads", "1",
                                    "--out", str(out)])
     assert res.exit_code == 1 and "2 of 2 runs failed" in res.output
-    res = CliRunner().invoke(cli, ["report", str(out)])
+    res = CliRunner().invoke(cli, ["report", str(out), "--csv", str(tmp_path / "s.csv")])  # their rows, as the
+    assert res.exit_code == 0 and "Traceback" not in res.output, res.output  # bench's table (an outside review)
+    summary = pd.read_csv(tmp_path / "s.csv")
+    assert sorted(summary["method"]) == ["cc", "proden"] and set(summary["n"]) == {0} and set(summary["failed"]) == {1}
+    for config in (out / "runs").glob("*/config.json"):
+        config.unlink()
+    res = CliRunner().invoke(cli, ["report", str(out)])  # no readable failed run left: the error says what is there
     assert res.exit_code == 1 and "Traceback" not in res.output
     last = res.output.strip().splitlines()[-1]
     assert last.startswith(f"Error: no finished runs under {out}: 2 failed, e.g. cc__synthetic-lt__s1-"), last

@@ -117,7 +117,7 @@ def report(results, rule, methods, missing_ok, seeds, wide, metric, paper, title
     finished = set(records["run"]) if "run" in records else set()  # a failed run trained again elsewhere: not
     failures = [(label, c["method"], c["data"]["train_counts"], c["seed"])  # failed (a second review)
                 for label, (where, c) in zip(labels, failed.items()) if where.name not in finished]
-    if records.empty:
+    if records.empty and not failures:  # (failed runs alone: their rows say so, as the bench's table)
         if damaged:  # each named above
             raise PLLZooError(f"no usable runs under {', '.join(map(str, results))}: {len(damaged)} damaged (above); "
                               "bench --resume with their settings repairs them")
@@ -134,7 +134,7 @@ def report(results, rule, methods, missing_ok, seeds, wide, metric, paper, title
         found = sorted(set(records["seed"]))
         records = records[records["seed"].isin(kept)]
         failures = [f for f in failures if f[3] in kept]
-        if records.empty:
+        if records.empty and not failures:
             raise PLLZooError(f"--seeds {seeds}: no runs of these seeds; found seeds {', '.join(map(str, found))}")
     wanted = [m.strip() for m in methods.split(",") if m.strip()] if methods else None
     have = set(records["method"]) | {f[1] for f in failures}
