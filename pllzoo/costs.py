@@ -212,7 +212,9 @@ def cost_warning(costs: list[RunCost], total_s: float | None) -> str | None:
         why.append(f"estimated at ~{duration(total_s)}")
     if not why:
         return None
-    fix = (f"on a CPU use the CPU-tier recipe {CPU_RECIPE}, or a GPU" if on_cpu
+    images = any(c.model not in ("mlp", "linear") for c in todo)  # the CPU tier is a CIFAR recipe
+    fix = (f"on a CPU use the CPU-tier recipe {CPU_RECIPE}, or a GPU" if on_cpu and images
+           else "fewer epochs or seeds, --jobs N, or --shard I/N over several machines" if on_cpu
            else "fewer epochs or seeds, --jobs N, or --shard I/N over several GPUs")
     return f"Warning: this bench looks too long ({'; '.join(why)}); {fix}. --dry-run shows the plan only."
 

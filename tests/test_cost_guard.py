@@ -85,6 +85,12 @@ def test_a_long_estimate_is_warned_on_a_gpu_with_gpu_advice():
     assert "estimated at ~2.0 days" in line and "--shard" in line and "cifar10lt-cpu" not in line
 
 
+def test_a_long_tabular_plan_on_the_cpu_is_not_sent_to_the_cifar_recipe():
+    """An outside review: an MLP on synthetic-lt for 3,000,000 epochs was told to use the CIFAR CNN recipe."""
+    line = costs.cost_warning([_cost(model="mlp")], total_s=2 * 86400.0)
+    assert "estimated at ~2.0 days" in line and "cifar10lt-cpu" not in line and "fewer epochs or seeds" in line
+
+
 def test_a_long_eager_gpu_bench_gets_the_cuda_graphs_tip_once():
     line = costs.graphs_tip([_cost(device="cuda")], compiled=False, total_s=3600.0)
     assert line.startswith("Tip: ") and "--hp train.compile=reduce-overhead" in line and "\n" not in line
