@@ -209,7 +209,7 @@ def cost_warning(costs: list[RunCost], total_s: float | None) -> str | None:
     if slow:
         why.append(f"{slow[0].model} for {slow[0].epochs} epochs on the CPU")
     if total_s is not None and total_s > LONG_HOURS * 3600:
-        why.append(f"estimated at ~{duration(total_s)}")
+        why.append(f"estimated at {_about(total_s)}")
     if not why:
         return None
     images = any(c.model not in ("mlp", "linear") for c in todo)  # the CPU tier is a CIFAR recipe
