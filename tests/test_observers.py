@@ -407,3 +407,18 @@ def test_installed_tracker_plugin_sees_every_run_from_jobs_workers(tracker_site,
                             env=env, timeout=300)
     rows = {r["name"]: r for r in json.loads(listed.stdout)}
     assert rows["tracker"]["observers"] == ["example.tracker"] and rows["tracker"]["dist"] == "pllzoo-tracker-example"
+
+
+def test_tensorboard_on_the_command_line_replaces_the_environments_choice(reg, tmp_path, monkeypatch):
+    """An outside review: PLLZOO_OBSERVE="pllzoo.tensorboard=A" beside --tensorboard B was refused as selected
+    twice, though the command line wins; it now writes to B only (both on the command line stay an error)."""
+    pytest.importorskip("tensorboard")
+    monkeypatch.setenv("PLLZOO_OBSERVE", f"pllzoo.tensorboard={tmp_path / 'a'}")
+    res = CliRunner().invoke(cli, ["bench", "--methods", "proden", *TINY, "--epochs", "1", "--out",
+                                   str(tmp_path / "o"), "--tensorboard", str(tmp_path / "b")])
+    assert res.exit_code == 0, res.output
+    assert (tmp_path / "b").is_dir() and not (tmp_path / "a").exists()
+    res = CliRunner().invoke(cli, ["bench", "--methods", "proden", *TINY, "--epochs", "1", "--out",
+                                   str(tmp_path / "o2"), "--tensorboard", str(tmp_path / "b"),
+                                   "--observe", f"pllzoo.tensorboard={tmp_path / 'c'}"])
+    assert res.exit_code == 1 and "is selected twice" in res.output

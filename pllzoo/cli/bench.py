@@ -230,8 +230,12 @@ def _plans(ctx, dist, methods, dataset, seeds, epochs, batch_size, data_dir, spl
         raise PLLZooError(f"--jobs {jobs} under torchrun: the {dist.world} processes train one run at a time")
     warn_failed_plugins(reg)  # one line each, to stderr: a method may be missing because of it
     check_out(Path(out), write=not dry_run)
-    from pllzoo.observers import choose
+    from pllzoo.observers import TENSORBOARD, choose
 
+    src = click.core.ParameterSource
+    if tensorboard is not None and ctx.get_parameter_source("tensorboard") == src.COMMANDLINE and \
+            ctx.get_parameter_source("observe") != src.COMMANDLINE:  # the command line wins over PLLZOO_OBSERVE's
+        observe = [t for t in observe if t.strip().partition("=")[0].strip() != TENSORBOARD]  # or a file's choice
     observers = choose(reg, observe, tensorboard)  # names and arguments checked before anything is written
     if resume and overwrite:
         raise PLLZooError("--overwrite and --resume exclude each other; --overwrite retrains finished runs, "
