@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import os
 import tomllib
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -245,4 +246,11 @@ def overrides(ctx: click.Context, hps: tuple[str, ...] | list[str]) -> dict[str,
     if META_REPLAY_HP in ctx.meta:
         replay.refuse_changes(ctx)
         return dict(ctx.meta[META_REPLAY_HP])
-    return {**parse_overrides(ctx.meta.get(META_HP, [])), **parse_overrides(list(hps))}
+    from_file = parse_overrides(ctx.meta.get(META_HP, []))
+    if from_file and ctx.get_parameter_source("methods") == click.core.ParameterSource.COMMANDLINE:
+        wanted = {m.strip() for m in str(ctx.params.get("methods") or "").split(",")}
+        for key in [k for k in from_file if ":" in k and k.rpartition(":")[0] not in wanted]:
+            warnings.warn(f"the config file's hp {key!r} is left out: --methods on the command line has no "
+                          f"{key.rpartition(':')[0]!r}", stacklevel=2)  # narrowing a file's methods is no error
+            del from_file[key]
+    return {**from_file, **parse_overrides(list(hps))}

@@ -330,3 +330,17 @@ def test_a_flag_the_file_sets_is_undone_on_the_command_line(tmp_path):
     assert res.exit_code == 0 and "dry run" in res.output and not (tmp_path / "o").exists(), res.output
     res = CliRunner().invoke(cli, ["bench", "--config", str(config), "--no-dry-run", "--threads", "1"])
     assert res.exit_code == 0 and (tmp_path / "o" / "results.csv").exists(), res.output
+
+
+def test_narrowing_the_files_methods_leaves_its_scoped_hp_out_with_a_warning(tmp_path):
+    """An outside review: `--config docs/config-example.toml --methods proden` was refused because the file's hp
+    scopes solar ("--hp solar:...: method 'solar' is not in --methods", naming a --hp never typed)."""
+    example = Path(__file__).resolve().parents[1] / "docs" / "config-example.toml"
+    res = CliRunner().invoke(cli, ["bench", "--config", str(example), "--methods", "proden", "--threads", "1",
+                                   "--dry-run", "--out", str(tmp_path / "o")])
+    assert res.exit_code == 0, res.output
+    assert "the config file's hp 'solar:selection.rho_end' is left out: --methods on the command line has no " \
+           "'solar'" in res.output
+    res = CliRunner().invoke(cli, ["bench", "--methods", "proden", "--hp", "solar:loss.eta=0.5", "--dry-run",
+                                   "--out", str(tmp_path / "p")])
+    assert res.exit_code == 2 and "method 'solar' is not in --methods" in res.output  # typed: still an error
