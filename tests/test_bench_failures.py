@@ -191,6 +191,7 @@ def test_report_keeps_failures_after_archive_prune_and_drops_one_finished_elsewh
     assert _bench("failtest-raises,proden", out).exit_code == 1
     res = CliRunner().invoke(cli, ["archive", str(out), "--prune"])
     assert res.exit_code == 0, res.output
+    assert "no log.jsonl to archive" in res.output  # failed before its first epoch: its config.json is there
     res = CliRunner().invoke(cli, ["report", str(out), "--csv", str(tmp_path / "r.csv")])
     assert res.exit_code == 0 and "unfinished" not in res.output, res.output
     summary = pd.read_csv(tmp_path / "r.csv").set_index("method")

@@ -21,7 +21,8 @@ def prune(out: Path) -> tuple[int, dict[str, list[Path]]]:
     for run_dir in sorted(p for p in (out / "runs").glob("*") if p.is_dir() and not p.name.startswith(".")):
         entry = arc.from_folder(run_dir)
         extra = sorted({f.name for f in run_dir.iterdir()} - arc.ARCHIVED_FILES)
-        why = ("no log.jsonl or config.json to archive" if entry is None else
+        missing = " and ".join(f for f in ("log.jsonl", "config.json") if not (run_dir / f).is_file())
+        why = (f"no {missing or 'readable log.jsonl or config.json'} to archive" if entry is None else
                "a checkpoint.pt, which the archive does not hold (delete it to prune the folder)"
                if extra == ["checkpoint.pt"] else
                f"files the archive does not hold ({', '.join(extra)})" if extra else
