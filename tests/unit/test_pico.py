@@ -63,3 +63,22 @@ def test_pico_runs_on_images_with_strong_view_and_projection(registry):
     assert set(trainer.modules) == {"loss.head", "loss.key"}
     # the key encoder moved towards the query encoder but is not trained by the optimizer
     assert not any(p.requires_grad for p in trainer.modules["loss.key"].parameters())
+
+
+def test_confidence_momentum_follows_the_current_stage_length(registry):
+    """An outside review: pico+estimator=solar.prior took E from the final stage (here 1 epoch), so over a longer
+    pre-estimation stage m = 0.95 + (e/E)(0.8 − 0.95) fell below 0 and the targets went negative."""
+    from pllzoo import PLLState, Stage
+    from pllzoo.run import Run, TrainConfig
+    from conftest import make_fake_images
+
+    data = make_fake_images()
+    comps = registry.build_components(registry.method("pico"), {"loss.queue": 40}, (data.name, data.kind))
+    loss = comps["loss"]
+    run = Run(data=data, candidates=data.candidates, config=TrainConfig(model="cnn", epochs=1),
+              device=torch.device("cpu"), seed=1, stage=Stage("pre-estimation", epochs=20))
+    loss.pllzoo_setup_stage(run, PLLState())
+    assert loss.epochs == 20 and 0.8 <= loss.confidence_momentum(19) <= 0.95
+    run.stage = Stage("train")  # the final stage: E = train.epochs, as before
+    loss.pllzoo_setup_stage(run, PLLState())
+    assert loss.epochs == 1

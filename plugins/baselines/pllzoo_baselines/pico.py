@@ -123,7 +123,10 @@ class PiCOLoss(Component):
         state.pico_queue = F.normalize(torch.randn(n, d, device=run.device), dim=0)  # upstream's dim-0 quirk
         state.pico_queue_labels = torch.full((n,), -1, dtype=torch.long, device=run.device)
         state.pico_queue_ptr = torch.zeros((), dtype=torch.long, device=run.device)
-        self.epochs = run.config.epochs  # E of l.7; m itself is derived from the epoch (pllzoo_on_epoch_start)
+        # E of l.7: the stage's epochs (m itself is derived from the epoch, pllzoo_on_epoch_start).  The run's final
+        # stage length would send m below 0 in a longer stage before it (pico+estimator=solar.prior's
+        # pre-estimation: negative targets at its epoch 16; an outside review); one stage: the same E.
+        self.epochs = run.stage.epochs or run.config.epochs
 
     @hookimpl
     def pllzoo_modules(self, run: Run) -> dict[str, torch.nn.Module]:
