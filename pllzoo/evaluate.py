@@ -18,6 +18,7 @@ from typing import Any
 
 from pllzoo.bench import carve
 from pllzoo.checkpoint import NAME, CheckpointError, check_owner, load_checkpoint
+from pllzoo.components import parse_method_string
 from pllzoo.data.base import DataOptions
 from pllzoo.errors import PLLZooError
 from pllzoo.portable import portable
@@ -33,6 +34,17 @@ def _options(recorded: dict[str, Any], data_dir: Path | None) -> DataOptions:
     opts = DataOptions(**{k: v for k, v in recorded.items() if k in names})
     root = Path(data_dir) if data_dir else (Path(opts.data_dir) if opts.data_dir else None)
     return dataclasses.replace(opts, data_dir=root, download=False)
+
+
+def with_predict(method: str, predict: str | None) -> str:
+    """The method string ``method`` with its predict slot set to ``predict`` (None: as it is); a swap of that
+    slot the run already has is replaced, not added (an outside review: ``solar+predict=solar.la`` re-scored
+    with ``--predict X`` was refused as "swapped twice")."""
+    if not predict:
+        return method
+    base, swaps = parse_method_string(method)
+    swaps["predict"] = predict
+    return "+".join([base] + [f"{slot}={name or 'none'}" for slot, name in swaps.items()])
 
 
 def run_config(run_dir: Path) -> dict[str, Any]:
@@ -90,7 +102,7 @@ def rescore(registry: Registry, run_dir: Path, overrides: dict[str, str], predic
     if (last.get("stage_index"), last.get("epoch")) != (records[-1].get("stage_index"), records[-1]["epoch"]):
         raise PLLZooError(f"{run_dir / 'checkpoint.pt'}: not the run's final checkpoint (it ends at epoch "
                           f"{last.get('epoch')}, the log at {records[-1]['epoch']}); re-run the training")
-    method = registry.method(config["method"] + (f"+predict={predict}" if predict else ""))
+    method = registry.method(with_predict(config["method"], predict))
     valid = registry.hparam_keys(method)
     unknown = sorted(set(overrides) - valid)
     if unknown:

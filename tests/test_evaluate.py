@@ -159,3 +159,18 @@ def test_a_bounded_tuple_hyper_parameter_is_read_back(tmp_path):
     row = rescore(reg, run, {})
     assert seen and all(w == (0.5, 3.0) for w in seen)
     assert row["acc_all"] == _last(run)["acc_all"]
+
+
+def test_predict_replaces_a_predict_swap_the_run_already_has():
+    """An outside review: re-scoring `proden-s-cpe+predict=pllzoo.logit_adjust` with --predict solar.la was refused
+    as "slot 'predict' is swapped twice" (and ended the whole command)."""
+    from pllzoo.evaluate import with_predict
+    from pllzoo.registry import get_registry
+
+    assert with_predict("solar", "solar.la") == "solar+predict=solar.la"
+    assert with_predict("solar", None) == "solar"
+    mixed = with_predict("proden-s-cpe+predict=pllzoo.logit_adjust", "solar.la")
+    assert mixed == "proden-s-cpe+predict=solar.la"
+    assert get_registry().method(mixed).predict == "solar.la"
+    assert with_predict("proden+predict=solar.la+selection=solar.classwise", "none") == \
+        "proden+predict=none+selection=solar.classwise"
