@@ -53,9 +53,15 @@ class Trial:
         return " ".join(f"{k}={v}" for k, v in self.overrides.items())
 
     def label_of(self, p: RunPlan) -> str:
-        """:attr:`label` as far as it reaches run ``p``: a key of another method's components is left out."""
-        return " ".join(f"{k}={v}" for k, v in self.overrides.items()
-                        if k.startswith("train.") or k in p.component_overrides) or "defaults"
+        """:attr:`label` as far as it reaches run ``p``: a key of another method's components, or one scoped to
+        another method (``METHOD:key``), is left out; one scoped to ``p``'s method is its."""
+        def reaches(key: str) -> bool:
+            scope, colon, bare = key.rpartition(":")
+            if colon and scope != p.method.name:
+                return False
+            return bare.startswith("train.") or bare in p.component_overrides
+
+        return " ".join(f"{k}={v}" for k, v in self.overrides.items() if reaches(k)) or "defaults"
 
 
 def trial_dir(out: Path, index: int) -> Path:

@@ -367,3 +367,18 @@ def test_a_run_held_by_another_sweep_leaves_its_trial_and_the_others_train(tmp_p
         (run,) = trials[t].plans
         assert (trial_dir(tmp_path, t) / "runs" / run.run_id / "done").exists()
     assert not (trial_dir(tmp_path, 1) / "runs" / held.run_id).exists()
+
+
+def test_a_scoped_space_key_labels_the_trials_of_its_method(tmp_path):
+    """An outside review: `--space "proden:train.lr=..."` labelled every trial "defaults" (sweep.csv and the
+    winner line lost the value); a key scoped to another method still does not reach a run."""
+    from pllzoo.registry import get_registry
+
+    reg = get_registry()
+    trials = plan_sweep(reg, ["proden", "cc"], "synthetic-lt", [1], DataOptions(subset=200, holdout=0.1),
+                        parse_space(["proden:train.lr=uniform(0.01,0.1)"]), 1, 0, epochs=1, batch_size=50,
+                        device="cpu")
+    (t,) = trials
+    proden, cc = t.plans
+    (key,) = t.overrides
+    assert t.label_of(proden) == f"{key}={t.overrides[key]}" and t.label_of(cc) == "defaults"
