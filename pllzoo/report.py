@@ -139,9 +139,14 @@ def mean_std_cells(summ: pd.DataFrame) -> list[list[str]]:
     rows = []
     for _, r in summ.iterrows():
         n, failed = int(r["n"]), int(r.get("failed", 0))
-        cells = [_cell(r, c, n) for c in ACC_COLUMNS] if n else ["failed"] * len(ACC_COLUMNS)
+        cells = ["failed"] * len(ACC_COLUMNS) if _failed_only(r) else [_cell(r, c, n) for c in ACC_COLUMNS]
         rows.append([r["method"], *cells, f"{n} ({failed} failed)" if failed else str(n)])
     return rows
+
+
+def _failed_only(r: pd.Series) -> bool:
+    """A row of :func:`with_failures` whose runs all failed (n = 0): its cells say "failed"."""
+    return not int(r["n"]) and int(r.get("failed", 0) or 0) > 0
 
 
 def _cell(r: pd.Series, column: str, n: int) -> str:
@@ -177,9 +182,8 @@ def wide_report(summ: pd.DataFrame, rule: str, metric: str = "acc_all", paper: p
     """
     settings = list(dict.fromkeys(summ["setting"]))
     methods = list(dict.fromkeys(summ["method"]))
-    failed = lambda r: int(r.get("failed", 0) or 0)  # noqa: E731  (with_failures' column)
-    cell = {(r["setting"], r["method"]): ("failed" if not int(r["n"]) and failed(r) else _cell(r, metric, int(r["n"])),
-                                          int(r["n"])) for _, r in summ.iterrows()}
+    cell = {(r["setting"], r["method"]): ("failed" if _failed_only(r) else _cell(r, metric, int(r["n"])), int(r["n"]))
+            for _, r in summ.iterrows()}
     printed = {} if paper is None else {(r["setting"], r["method"]): str(r["paper"]) for _, r in paper.iterrows()}
     with_paper = [s for s in settings if any(k[0] == s for k in printed)]
     headers = ["Method"]
