@@ -13,7 +13,7 @@ import torch
 from dataclasses import dataclass
 
 from pllzoo import hookimpl
-from pllzoo.components import SELECT_ALL, Component
+from pllzoo.components import SELECT_ALL, UNIFORM_TARGETS, Component
 from pllzoo.hparams import hp
 from pllzoo.losses import masked_mean, normalize_rows, soft_cross_entropy
 from pllzoo.run import Step
@@ -84,7 +84,7 @@ def pllzoo_register_predictors(register):
 
 @hookimpl
 def pllzoo_register_label_updates(register):
-    register("pllzoo.uniform", UniformTargets)
+    register(UNIFORM_TARGETS, UniformTargets)
 
 
 @hookimpl

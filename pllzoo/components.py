@@ -47,6 +47,8 @@ SYNC_MODES: tuple[str, ...] = ("rows", "replicated")
 HOST_PROVIDES: frozenset[str] = frozenset({"logits", "probs", "candidates", "targets", "mask", "weak"})
 #: the built-in selection every row passes (the default; the one a loss that ``ignores`` the mask may have)
 SELECT_ALL = "pllzoo.all"
+#: the built-in label update without disambiguation (the default; the one a loss that ``ignores`` the targets may have)
+UNIFORM_TARGETS = "pllzoo.uniform"
 
 
 class Component:
@@ -58,13 +60,17 @@ class Component:
       the instance gets the resolved values as ``self.hp``.
     * ``needs`` / ``provides`` — state keys read / written.
     * ``reads`` — what it reads when the recipe has it, without needing it: ``"logit_offset"`` for a label
-      update that reads ``step.label_probs``/``label_probs_of`` (debiased by the run's logit offset), or
-      a state key another component may provide.  A component that offsets the logits
+      update that reads ``step.label_probs``/``label_probs_of`` (debiased by the run's logit offset),
+      ``"targets"`` for a selection, estimator or predictor that reads ``step.targets``, or a state key
+      another component may provide.  A component that offsets the logits
       (``pllzoo_logit_offset``) in a recipe where nothing reads the offset, and nothing needs or reads
       what it provides either, is refused: it would change nothing (:func:`check_compatible`).
     * ``ignores`` — inputs of its slot that it does not honour: ``"mask"`` for a loss that makes its
       own selection (HTC's), so that a recipe swapping in a selection other than ``pllzoo.all`` is
-      refused rather than run unchanged.
+      refused rather than run unchanged; ``"targets"`` for a loss that never reads ``step.targets``
+      (CC's, MSE's, EXP's read the candidate rows), so that a label update other than ``pllzoo.uniform``
+      in front of it is refused unless another component reads ``"targets"`` (SoLar's selection)
+      or uses what the label update provides.
     * ``views`` — input views beyond the weak one that the trainer must forward
       (``{"strong"}`` gives ``step.logits_strong``, ``{"features"}`` the encoder outputs;
       ``"joint"`` with ``"strong"`` forwards the weak and strong views as one batch).
@@ -237,8 +243,9 @@ def stage_planner(method_name: str, components: Mapping[str, Component]) -> str 
 def check_compatible(method_name: str, components: Mapping[str, Component]) -> None:
     """Raise ``PLLZooError`` unless every ``need`` is provided, no key has two writers, at most one
     component answers each of :data:`SINGLE_HOOKS` (:func:`single_answerers`), and no component would
-    change nothing: a logit offset that nothing reads from a component whose outputs nothing uses, or a
-    selection in front of a loss that ``ignores`` the mask."""
+    change nothing: a logit offset that nothing reads from a component whose outputs nothing uses, a
+    selection in front of a loss that ``ignores`` the mask, or a label update in front of a loss that ``ignores``
+    the targets when nothing else reads them or what the label update provides."""
     answerers = single_answerers(method_name, components)
     writers: dict[str, Component] = {}
     for comp in components.values():
@@ -277,6 +284,16 @@ def _check_effective(method_name: str, components: Mapping[str, Component], offs
         raise PLLZooError(
             f"incompatible recipe {method_name!r}: loss {loss.name!r} makes its own selection and does not read "
             f"the selection's mask, so selection {selection.name!r} would change nothing")
+    update = components.get("label_update")
+    if loss is not None and update is not None and "targets" in loss.ignores and update.name != UNIFORM_TARGETS:
+        others = [c for c in components.values() if c is not update]
+        used = set().union(*(c.needs | c.reads for c in others if c is not loss))
+        if "targets" not in used and not update.provides & set().union(*(c.needs | c.reads for c in others)):
+            raise PLLZooError(
+                f"incompatible recipe {method_name!r}: loss {loss.name!r} reads the candidate rows, not the label "
+                f"update's targets, and no other component reads them or what it provides, so label update "
+                f"{update.name!r} would change nothing (a component that reads step.targets declares "
+                "reads = {'targets'})")
 
 
 def declared_strong_view(method: str, components: Mapping[str, Component]) -> str | None:
@@ -333,7 +350,7 @@ def check_name(what: str, name: Any) -> None:
 
 #: the values a component may declare in ``views`` and ``ignores`` (what the trainer and the checks act on)
 KNOWN_VIEWS: frozenset[str] = frozenset({"strong", "features", "joint"})
-KNOWN_IGNORES: frozenset[str] = frozenset({"mask"})
+KNOWN_IGNORES: frozenset[str] = frozenset({"mask", "targets"})
 SYNC_MODES: frozenset[str] = frozenset({"rows", "replicated"})
 
 

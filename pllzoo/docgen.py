@@ -72,8 +72,8 @@ class Confident(Component):
     HParams = ThresholdHParams          # resolved values arrive as self.hp
     needs = frozenset()                 # state keys of other components it reads
     provides = frozenset()              # state keys it writes (allocates in pllzoo_setup_stage)
-    reads = frozenset()                 # read when present, not needed: "logit_offset" (step.label_probs)
-    ignores = frozenset()               # its slot's inputs it does not honour: "mask" (a loss's own selection)
+    reads = frozenset()                 # read when present, not needed: "logit_offset", "targets"
+    ignores = frozenset()               # its slot's inputs it does not honour: "mask", "targets" (a loss's)
     views = frozenset()                 # extra views: "strong", "features"
     distributed = True                  # correct under torchrun/DDP (per sample, no state)
     sync = {}                           # DDP: {provided key: "rows" | "replicated"} (docs/distributed.md)
@@ -97,7 +97,11 @@ A recipe in which a component would change nothing is refused too: a logit offse
 that no component `reads` (`"logit_offset"`: PRODEN's, CORR's and HTC's label updates read
 `step.label_probs`) from a component whose `provides` nothing needs or reads (e.g. `pico+estimator=records.prior`;
 `lws+estimator=records.prior+predict=pllzoo.logit_adjust` is fine: the prediction uses its `prior`), and a
-selection other than `pllzoo.all` in front of a loss that `ignores` the `"mask"` (HTC's loss selects its own rows).
+selection other than `pllzoo.all` in front of a loss that `ignores` the `"mask"` (HTC's loss selects its own rows),
+and a label update other than `pllzoo.uniform` in front of a loss that `ignores` the `"targets"` (CC's, MSE's and EXP's
+losses read the candidate rows) unless another component `reads` `"targets"` (SoLar's selection: so
+`cc+label_update=proden.confidence` is refused, `cc+label_update=proden.confidence+selection=solar.classwise+estimator=solar.prior`
+is not) or what the label update `provides`.
 """
 
 WHO_ANSWERS = """\

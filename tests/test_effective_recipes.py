@@ -39,6 +39,22 @@ class OwnSelection(Component):
     ignores = frozenset({"mask"})
 
 
+class CandidateLoss(Component):
+    ignores = frozenset({"targets"})
+
+
+class ReadsTargets(Component):
+    reads = frozenset({"targets"})
+
+
+class Confidences(Component):
+    provides = frozenset({"confidence"})
+
+
+class NeedsConfidence(Component):
+    needs = frozenset({"confidence"})
+
+
 def _named(comp: Component, slot: str, name: str) -> Component:
     comp.slot, comp.name = slot, name  # what the registry sets on registration
     return comp
@@ -68,7 +84,25 @@ def test_a_selection_in_front_of_a_loss_with_its_own_is_refused_but_select_all_i
         check_compatible("e", _recipe(selection=Plain(), **parts))
 
 
+def test_a_label_update_in_front_of_a_loss_without_targets_is_refused_unless_something_reads_them():
+    """A loss that reads the candidate rows (CC's, MSE's, EXP's) made a swapped label update a silent no-op:
+    ``mse+label_update=proden.confidence`` trained as ``mse`` (an outside review)."""
+    uniform = {"label_update": _named(Plain(), "label_update", "pllzoo.uniform")}
+    check_compatible("f", {**_recipe(loss=CandidateLoss()), **uniform})  # the neutral default
+    with pytest.raises(PLLZooError, match=r"incompatible recipe 'g': loss 'test.loss' reads the candidate rows, not "
+                                          r"the label update's targets, .* so label update 'test.label_update' "
+                                          r"would change nothing \(a component that reads step.targets declares "
+                                          r"reads = \{'targets'\}\)"):
+        check_compatible("g", _recipe(label_update=Confidences(), loss=CandidateLoss(), selection=Plain()))
+    check_compatible("h", _recipe(label_update=Plain(), loss=CandidateLoss(), selection=ReadsTargets()))
+    check_compatible("i", _recipe(label_update=Confidences(), loss=CandidateLoss(), estimator=NeedsConfidence()))
+    check_compatible("j", _recipe(label_update=Confidences(), loss=Plain()))  # a loss that reads the targets
+
+
 @pytest.mark.parametrize("method,why", [
+    ("mse+label_update=proden.confidence", "label update 'proden.confidence' would change nothing"),
+    ("proden+loss=cc.loss", "loss 'cc.loss' reads the candidate rows"),
+    ("exp+label_update=solar.sinkhorn+estimator=solar.prior", "label update 'solar.sinkhorn' would change nothing"),
     ("pico+estimator=records.prior", "estimator 'records.prior' offsets the logits"),  # PiCO's W ignores it
     ("cc+estimator=records.prior", "estimator 'records.prior' offsets the logits"),  # CC has no label update
     ("htc+selection=solar.classwise+estimator=solar.prior", "loss 'htc.loss' makes its own selection"),
@@ -85,7 +119,9 @@ def test_shipped_recipes_that_would_change_nothing_fail_before_training(method, 
 
 @pytest.mark.parametrize("method", ["proden+estimator=records.prior", "corr-records", "htc+estimator=records.prior",
                                     "lws+estimator=records.prior+predict=pllzoo.logit_adjust", "cc-records",
-                                    "solar+estimator=records.prior", "htc", "valen+estimator=records.prior"])
+                                    "solar+estimator=records.prior", "htc", "valen+estimator=records.prior",
+                                    "cc+label_update=proden.confidence+selection=solar.classwise+estimator=solar.prior",
+                                    "lws", "mse", "exp+selection=solar.classwise+estimator=solar.prior"])
 def test_recipes_where_each_component_acts_are_accepted(registry, method):
     registry.build_components(registry.method(method), {}, dataset=("synthetic-lt", "tabular"))
 

@@ -32,6 +32,7 @@ class CCLoss(ProtocolLoss):
     """The classifier-consistent loss (Alg. l.1) on candidate rows, with consistency and mixup."""
 
     distributed = True  # with or without mixup (ProtocolLoss: the global batch's)
+    ignores = frozenset({"targets"})  # the candidate rows in every term: a label update would change nothing
 
     def labels(self, step: Step, state: PLLState) -> torch.Tensor:
         return step.batch.candidates

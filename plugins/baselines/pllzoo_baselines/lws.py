@@ -92,6 +92,8 @@ class LWSLoss(ProtocolLoss):
     def __init__(self, hp: LWSHParams | None = None) -> None:
         super().__init__(hp)
         self.protocol_terms = self.hp.protocol_terms  # "targets": CE on the weights re-normalised on the candidates
+        if self.protocol_terms == "loss":  # every term reads the weights and candidates, never step.targets
+            self.ignores = frozenset({"targets"})
 
     @classmethod
     def dataset_defaults(cls, dataset: str, kind: str) -> dict[str, object]:

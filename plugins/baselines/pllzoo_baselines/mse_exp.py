@@ -68,6 +68,7 @@ class ComplementaryHParams(ProtocolHParams):
 class _ComplementaryLoss(ProtocolLoss):
     HParams = ComplementaryHParams
     fn = staticmethod(mse_loss)
+    ignores = frozenset({"targets"})  # the candidate rows in every term: a label update would change nothing
 
     def labels(self, step: Step, state: PLLState) -> torch.Tensor:
         return step.batch.candidates

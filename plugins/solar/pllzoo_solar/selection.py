@@ -64,6 +64,7 @@ class ClasswiseSelection(Component):
 
     HParams = SelectionHParams
     needs = frozenset({"prior"})
+    reads = frozenset({"targets"})  # the label update's pseudo-labels Q (Alg. l.2): a swapped update has effect here
     distributed = True  # selection over the global batch (D4): |R_G| is the same on every rank
 
     @classmethod
