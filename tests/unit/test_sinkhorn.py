@@ -192,6 +192,51 @@ def test_relax_nan_follows_the_reference_on_an_infeasible_problem():
     assert check.relaxed and float(check.col_err) > float(nan.col_err) + 0.25  # 0.70 against 0.40
 
 
+def _reference_trigger_problem(seed: int, case: int):
+    """Ñ = 256, K = 10, a random 30 % candidate mask plus one candidate per row; class 9 empty (case 0), on 2,
+    20 or 3–10 rows (1–3) under a uniform prior, or every class open under a random prior (4, 5: rows whose
+    candidates all have a small prior drive the reference's c to +inf)."""
+    g = torch.Generator().manual_seed(seed)
+    n, k = 256, 10
+    logits = torch.randn(n, k, generator=g) * 2
+    cand = torch.rand(n, k, generator=g) < 0.3
+    cand[torch.arange(n), torch.randint(0, k - 1, (n,), generator=g)] = True
+    if case < 4:
+        cand[:, 9] = False
+        cand[: (0, 2, 20, 3 + seed % 8)[case], 9] = True
+        r = torch.full((k,), 0.1)
+    else:
+        r = torch.softmax(torch.randn(k, generator=g) * (2.0 if case == 4 else 1.0), 0)
+    return logits, cand, r
+
+
+@pytest.mark.parametrize("case", range(6))
+def test_relax_reference_relaxes_where_the_reference_goes_nan(case):
+    """``relax="reference"`` solves the relaxed problem on exactly the problems where the reference's float32
+    iterations go NaN (an outside review: ``relax="nan"``, read as the reference's trigger, never relaxed an empty
+    column or a class on 2 rows, which the reference does); elsewhere it is the reference's answer.  Host and
+    sync-free paths agree."""
+    relaxed = []
+    for seed in range(8):
+        logits, cand, r = _reference_trigger_problem(seed, case)
+        ref = reference_sinkhorn(torch.softmax(logits, 1) * cand, r)
+        res = sinkhorn(masked_log_softmax(logits, cand), r, stop="fixed", relax="reference")
+        assert bool(res.relaxed) == bool(torch.isnan(ref).any()), seed
+        _assert_valid(res.q, cand)
+        if not res.relaxed:
+            torch.testing.assert_close(res.q, ref / ref.sum(1, keepdim=True), atol=5e-6, rtol=0)
+        with count_syncs(cuda=False) as syncs:
+            dev = sinkhorn(masked_log_softmax(logits, cand), r, stop="fixed", relax="reference")
+            q, dev_relaxed = dev.q, dev.relaxed
+        assert syncs.count == 0 and torch.equal(q, res.q) and bool(dev_relaxed) == bool(res.relaxed)
+        relaxed.append(bool(res.relaxed))
+    mixed = any(relaxed) and not all(relaxed)  # 3: 3–5 rows relax, 6–10 do not; 4: the c trigger in 3 of 8
+    assert (all(relaxed), all(relaxed), not any(relaxed), mixed, mixed, not any(relaxed))[case], relaxed
+    if case == 0:  # "nan" stays finite on the empty column: it is not the reference's trigger
+        logits, cand, r = _reference_trigger_problem(0, 0)
+        assert not sinkhorn(masked_log_softmax(logits, cand), r, stop="fixed", relax="nan").relaxed
+
+
 @pytest.mark.parametrize("case", range(5))
 def test_relax_nan_still_relaxes_what_goes_non_finite_and_keeps_rows_valid(case):
     """``relax="nan"`` skips the feasibility check only: a row whose candidates all have prior 0 (mass 0, so

@@ -14,7 +14,7 @@ Deviations:
   * ``mode="online"`` counts argmax(p⊙Y) of the weak-view training predictions during the epoch
     instead of the extra pass: the paper's SUN397 mode (App. C), which the released code never
     implemented. Ours. Test: tests/unit/test_solar_prior.py::test_online_counts_batches.
-  * The released SUN397 loader leaks true labels into the estimation pass (SoLar code: train.py, the estimation pass); not reproduced.
+  * The released SUN397 loader leaks true labels into the estimation pass (SoLar code: utils/sun397.py, ``MySUN397``'s ``est=True`` dataset); not reproduced.
   * ``init="cand-mle"`` (ours) starts from the maximum-likelihood prior of the candidate sets alone
     (:func:`candidate_mle`).  Why: with a weak network the argmax votes z over-weight the tail
     (a head image mis-ranked within its candidates votes for a tail class, and Sinkhorn then trains

@@ -29,7 +29,9 @@ RECIPES = [
     SOLAR,
     _variant("solar-no-preest", "Table 4: w/o pre-estimation, from a uniform prior",
              hparams={"estimator.est_epochs": 0}),
-    _variant("solar-cand-est", "Table 4: prior initialised by candidate counts, no pre-estimation",
+    # "no pre-estimation" is our reading: the paper (§4.3) calls Cand-Est "an alternative way for initializing r",
+    # which is what the pre-estimation stage does, and says Oracle "also removes the pre-estimation stage"
+    _variant("solar-cand-est", "Table 4: prior initialised by candidate counts, no pre-estimation (our reading)",
              hparams={"estimator.init": "candidates", "estimator.est_epochs": 0}),
     _variant("solar-cand-mle", "ours: prior initialised by the candidate sets' maximum-likelihood prior, "
              "no pre-estimation", hparams={"estimator.init": "cand-mle", "estimator.est_epochs": 0}),

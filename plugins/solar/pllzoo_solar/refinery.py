@@ -65,9 +65,10 @@ class RefineryHParams:
     tol: float = hp(1e-3, "L1 error of the column marginal at which Sinkhorn stops", ge=0)
     eps: float = hp(1e-5, "weight of non-candidates in the relaxed problem (paper: 1e-5 added to M)", ge=0)
     warm_start: bool = hp(True, "start each solve from the previous step's class scalings (stop=tol only)")
-    # added after the recorded runs, which all ran "check": the run id names it only when it is "nan"
-    relax: str = hp("check", "solve the relaxed problem also when a feasibility check fails (check) or only when "
-                    "the scalings go non-finite (nan, the reference)", choices=("check", "nan"),
+    # added after the recorded runs, which all ran "check": the run id names it only when it is not "check"
+    relax: str = hp("check", "solve the relaxed problem also when a feasibility check fails (check), only where "
+                    "the reference's float32 scalings overflow to NaN (reference), or only where pllzoo's shifted "
+                    "ones go non-finite (nan: never on an empty column)", choices=("check", "reference", "nan"),
                     unnamed_when="check")
 
 

@@ -35,7 +35,16 @@ Reference loop (``reference_sinkhorn``): c ← 1/Ñ; 50 × { β ← r ./ (Mᵀc)
     does not re-normalise. A row left with no candidate mass gets (p ⊙ Y)^λ normalised. The column error is
     reported, not hidden. Tests: test_infeasible_empty_column_relaxes, test_infeasible_singletons_relax,
     test_relaxed_row_without_mass.
-    ``relax="nan"`` drops the feasibility check (the reference's trigger alone). The check can do worse than
+    ``relax="reference"`` drops the feasibility check and relaxes where the reference's iterates go NaN: when
+    its float32 β_j = r_j/(Mᵀc)_j overflows (an empty column of positive prior at the first iteration; a class
+    whose few candidate rows cannot carry Ñ·r_j, whose β then grows until it does). Its unshifted iterates are
+    the shifted ones times known factors (u^ref_j = u_j·e^(b_j + A), b the column shift, A the largest row
+    shift), so the overflow is read from the shifted u without computing them; it is the reference's trigger
+    up to the e⁻⁶⁰ clamp of c₀ and to the last bits of β near the float32 limit, and is exact for a cold start
+    (``warm_start=false``, as the reference). ``relax="nan"`` (recorded runs) drops the check and relaxes only
+    where pllzoo's shifted iterates go non-finite, which they do not on an empty column or an overflowing
+    β: such problems run 50 iterations to the nearest reachable marginals, where the reference relaxes
+    (test_relax_reference_relaxes_where_the_reference_goes_nan). The check can do worse than
     the reference: on an infeasible problem that stays finite, the reference's 50 iterations end at the
     nearest reachable marginals, while the relaxed problem's ε outweighs any candidate below 0.0215 of its
     row's best (0.0215³ ≈ 1e-5) and moves rows away from the prior
@@ -65,6 +74,7 @@ the relaxed flag and the errors are 0-d device tensors.
 
 from __future__ import annotations
 
+import math
 from functools import cached_property
 from typing import Literal
 
@@ -97,9 +107,19 @@ def reference_sinkhorn(scores: Tensor, r: Tensor, lam: float = 3.0, n_iter: int 
     return n * c * m.t() * beta.t()  # [Ñ, K]
 
 
+#: log of float32's largest finite value: where the reference's unshifted float32 β_j = r_j/(Mᵀc)_j overflows
+_LOG_F32_MAX = math.log(torch.finfo(torch.float32).max)
+
+
 def _scale(mv: MatVec, rmv: MatVec, r: Tensor, c: Tensor, max_iter: int, tol: float, check_every: int,
-           fixed: bool, host: bool, active: Tensor | None = None) -> tuple[Tensor, Tensor, Tensor]:
+           fixed: bool, host: bool, active: Tensor | None = None,
+           overflow: tuple[Tensor, Tensor] | None = None) -> tuple[Tensor, Tensor, Tensor]:
     """Sinkhorn iterations from c [Ñ]: β ← r/(Mᵀc), c ← (1/Ñ)/(Mβ). Returns (β [K], iterations, finite).
+
+    ``overflow`` ([K], [Ñ]) (``relax="reference"``): log u_j below the first means the reference's unshifted
+    float32 β_j = r_j/u_j^ref is +inf, after which its next c is NaN (0·inf on the rows without candidate j);
+    log (Mβ)_i below the second, that its c_i is +inf, after which its next u is NaN. Such an iteration ends
+    the solve as not finite.
 
     ``host``: stop at the first check that passes (a host read per check). Otherwise run ``max_iter``
     iterations and freeze the iterates on the device once a check passes (or from the start where
@@ -116,13 +136,27 @@ def _scale(mv: MatVec, rmv: MatVec, r: Tensor, c: Tensor, max_iter: int, tol: fl
     done = torch.zeros((), dtype=torch.bool, device=r.device) if active is None else ~active
     watch = None if host else _watch(done)
     beta0, u0 = beta, u  # the iterates at the start of the chunk of iterations between two checks
+    over = None if overflow is None else torch.zeros((), dtype=torch.bool, device=r.device)
     for t in range(1, max_iter + 1):
         if watch is not None and watch.known_done():  # done was posted at a check, i.e. before this chunk began
             beta, u = beta0, u0
             break
-        beta = r / u.clamp_min(tiny)  # [K]; r_j = 0 → β_j = 0
-        u = rmv((1.0 / n) / mv(beta))  # [K]; rows of Q sum to 1; column marginal / Ñ is β ⊙ u
+        # [K]; r_j = 0 → β_j = 0. "reference": unclamped, so that β keeps the reference's growth (u^ref ≤ u, as b, A ≤
+        # 0: the test below fires at or before the iteration where this β overflows)
+        beta = r / u.clamp_min(tiny) if over is None else torch.where(r > 0, r / u, 0.0)
+        mass = mv(beta)  # [Ñ] = 1/(Ñ·c)
+        if over is not None:  # the reference's β or c of this iteration is +inf: its iterates go NaN from here
+            over = over | (((u.log() < overflow[0]).any() | (mass.log() < overflow[1]).any()) & ~done)
+        u = rmv((1.0 / n) / mass)  # [K]; rows of Q sum to 1; column marginal / Ñ is β ⊙ u
         end = t % check_every == 0 or t == max_iter
+        if over is not None and end:
+            if host:
+                if bool(over):
+                    return beta, iters.fill_(t), finite.fill_(False)
+            else:
+                iters = torch.where(over & ~done, t, iters)
+                finite = finite & ~over
+                done = done | over
         if not host and end:  # frozen once done: done changes only at checks, so a chunk is kept or dropped whole
             beta, u = torch.where(done, beta0, beta), torch.where(done, u0, u)  # two launches a chunk, not two an iteration
         if not fixed and end:
@@ -215,13 +249,22 @@ class SinkhornResult:
 
 def solve(kern: Kernel, *, max_iter: int = 50, tol: float = 1e-3, stop: Literal["tol", "fixed"] = "tol",
           check_every: int = 10, log_beta0: Tensor | None = None, eps: float = 1e-5,
-          relax: Literal["check", "nan"] = "check") -> SinkhornResult:
+          relax: Literal["check", "nan", "reference"] = "check") -> SinkhornResult:
     """Solve the problem of a :func:`build_kernel` kernel (parameters as :func:`sinkhorn`).
 
     Explicit CSR off the CPU takes the host path: its index needed a sync anyway.
     """
     m, r, fixed = kern.m, kern.r, stop == "fixed"
     infeasible = kern.infeasible if relax == "check" else torch.zeros_like(kern.infeasible)
+    # relax="reference": log u_j below this is the reference's float32 β_j = +inf (its u^ref = u·e^(b_j + A),
+    # with b the column shift and A the largest row shift, c₀ being the reference's 1/Ñ scaled by e^(a_i − A))
+    # and log (Mβ)_i below the second is the reference's c_i = (1/Ñ)/(M^ref β^ref)_i = +inf (a row whose candidates all
+    # have a vanishing β; (M^ref β^ref)_i = (Mβ)_i·e^(a_i − A))
+    overflow = None
+    if relax == "reference":
+        top = kern.row_shift.max()
+        overflow = (r.log() - _LOG_F32_MAX - kern.col_shift - top,
+                    -math.log(m.shape[0]) - _LOG_F32_MAX + top - kern.row_shift)
     host, n = kern.host or kern.sparse, m.shape[0]
     mv, rmv = _sparse_matvecs(kern.cand, m, kern.per_class) if kern.sparse else (
         (lambda b: m @ b), (lambda c: c @ m))  # the candidate kernel
@@ -236,7 +279,7 @@ def solve(kern: Kernel, *, max_iter: int = 50, tol: float = 1e-3, stop: Literal[
     if host:
         relaxed = bool(infeasible)
         if not relaxed:
-            beta, iters, finite = _scale(mv, rmv, r, c0, *opts)
+            beta, iters, finite = _scale(mv, rmv, r, c0, *opts, overflow=overflow)
             mass = mv(beta)  # [Ñ] = 1/(Ñ·c): the final c update
             relaxed = not (bool(finite) and bool((torch.isfinite(mass) & (mass > 0)).all()))
         if relaxed:  # relaxed problem: non-candidates weigh eps in the normalised kernel
@@ -248,7 +291,7 @@ def solve(kern: Kernel, *, max_iter: int = 50, tol: float = 1e-3, stop: Literal[
         m_eps = kern.relaxed_kernel(eps)  # [Ñ, K]
         m1 = torch.where(infeasible, m_eps, m)  # equal to m (or m_eps) entry by entry
         beta1, iters1, finite1 = _scale(lambda b: m1 @ b, lambda c: c @ m1, r,
-                                        torch.where(infeasible, cold, c0), *opts)
+                                        torch.where(infeasible, cold, c0), *opts, overflow=overflow)
         mass1 = mv(beta1)
         ok = ~infeasible & finite1 & (torch.isfinite(mass1) & (mass1 > 0)).all()
         second = ~ok & ~infeasible
@@ -277,7 +320,7 @@ def sinkhorn(
     check_every: int = 10,
     log_beta0: Tensor | None = None,
     eps: float = 1e-5,
-    relax: Literal["check", "nan"] = "check",
+    relax: Literal["check", "nan", "reference"] = "check",
     sparse: bool | None = None,
     sparse_density: float = 0.15,
     dtype: torch.dtype = torch.float32,
@@ -291,7 +334,8 @@ def sinkhorn(
     :param log_beta0: the ``log_beta`` of a previous result (warm start).
     :param eps: the relaxed path's weight of non-candidates in the normalised kernel.
     :param relax: when the relaxed problem is solved: ``check`` also when the feasibility check fails (see the
-        module doc), ``nan`` only when the scalings go non-finite (the reference's one trigger).
+        module doc), ``nan`` only when pllzoo's shifted scalings go non-finite, ``reference`` when the
+        reference's unshifted float32 ones would (its one trigger, module doc).
     :param sparse: CSR mat-vecs; None chooses them when the candidate density is ≤ ``sparse_density``
         (on the CPU; elsewhere None means dense).
     :param dtype: compute dtype (float64 for tight tests); q is returned in float32.
