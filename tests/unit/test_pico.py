@@ -82,3 +82,19 @@ def test_confidence_momentum_follows_the_current_stage_length(registry):
     run.stage = Stage("train")  # the final stage: E = train.epochs, as before
     loss.pllzoo_setup_stage(run, PLLState())
     assert loss.epochs == 1
+
+
+def test_confidence_mask_is_not_a_setting_of_pico(registry):
+    """An outside review: PiCO inherited PRODEN's ``label_update.mask``; W is never re-normalised, so
+    ``mask=candidates`` trained a bit-identical run under another id.  The field keeps its one value (recorded
+    PiCO runs keep their ids) and another is refused."""
+    import pytest
+    from pllzoo import PLLZooError
+
+    comps = registry.build_components(registry.method("pico"), {}, ("synthetic-lt", "tabular"))
+    assert comps["label_update"].hp.mask == "support"
+    with pytest.raises(PLLZooError, match="label_update.mask"):
+        registry.build_components(registry.method("pico"), {"label_update.mask": "candidates"}, ("synthetic-lt", "tabular"))
+    proden = registry.build_components(registry.method("proden"), {"label_update.mask": "candidates"},
+                                       ("synthetic-lt", "tabular"))
+    assert proden["label_update"].hp.mask == "candidates"

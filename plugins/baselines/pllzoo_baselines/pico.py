@@ -55,7 +55,7 @@ from pllzoo_baselines.proden import Confidence
 class PiCOHParams:
     loss_weight: float = hp(0.5, "λ: weight of the contrastive loss", ge=0)
     temperature: float = hp(0.07, "contrastive temperature", gt=0)
-    queue: int = hp(8192, "embedding queue length (a multiple of the batch size)", ge=1)
+    queue: int = hp(8192, "embedding queue length (any length: a ring buffer)", ge=1)
     low_dim: int = hp(128, "projection dimension", ge=1)
     moco_m: float = hp(0.999, "momentum of the key encoder", ge=0, le=1)
     proto_m: float = hp(0.99, "momentum m_p of the prototypes", ge=0, le=1)
@@ -181,9 +181,18 @@ class PiCOLoss(Component):
         state.pico_queue_ptr = (state.pico_queue_ptr + k.shape[0]) % n
 
 
+@dataclass(frozen=True)
+class PiCOConfidenceHParams:
+    # PRODEN's field, kept with its one value so that recorded PiCO runs keep their ids: PiCO's W is never
+    # re-normalised (it moves with the prototypes, in pico.loss), so "candidates" would retrain the same run
+    mask: str = hp("support", "not used by PiCO (W is not re-normalised); kept for recorded runs' ids",
+                   choices=("support",))
+
+
 class PiCOConfidence(Confidence):
     """PiCO's W (initialised uniform on the candidates, updated by ``pico.loss``), as targets."""
 
+    HParams = PiCOConfidenceHParams
     distributed = True  # W is written at the batch rows by pico.loss: "rows" (inherited sync)
     reads = frozenset()  # W moves with the prototypes, never from step.label_probs: a logit offset changes nothing
 
