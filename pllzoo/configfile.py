@@ -13,12 +13,14 @@ value.  A file value goes through the same parsing as the command line's, so ``e
 ``--epochs 2`` (or ``hp = {"train.lr" = 0.05}`` and ``--hp train.lr=0.05``) give the same run id.
 Relative paths in the file (``out``, ``data-dir``) are relative to the current folder, as on the
 command line.  An unknown key, a value of the wrong type, an unreadable file or a YAML file without
-PyYAML is one ``Error:`` line.
+PyYAML is one ``Error:`` line; an ``hp`` key or value refused later, in planning, ends with ``(config file FILE)``
+when the file alone gave that key.
 """
 
 from __future__ import annotations
 
 import os
+import re
 import tomllib
 import warnings
 from pathlib import Path
@@ -31,6 +33,7 @@ from pllzoo.errors import PLLZooError, UnknownNameError, UsageError
 META_HP = "pllzoo.config.hp"  # ctx.meta: the file's --hp pairs, before the command line's
 META_STDIN = "pllzoo.config.stdin"  # ctx.meta: the text `--config -` read from standard input
 META_REPLAY_HP = "pllzoo.replay.hp"  # ctx.meta: a replayed run's typed overrides (pllzoo.replay)
+META_FILE_KEYS = "pllzoo.config.hp_keys"  # ctx.meta: (the file, its hp keys the command line did not override)
 NOT_IN_FILE = frozenset({"config", "from_run", "help"})  # options that make no sense inside the file
 LIST_OPTIONS = frozenset({"methods", "seeds"})  # comma-separated strings on the command line; lists in a file
 
@@ -233,6 +236,7 @@ def use_config(ctx: click.Context, param: click.Parameter, value: Path | None) -
     defaults, hp_pairs = values(ctx, read(Path(value)), where)
     ctx.default_map = {**(ctx.default_map or {}), **defaults}
     ctx.meta[META_HP] = hp_pairs
+    ctx.meta[META_FILE_KEYS] = (where, set())  # filled in by overrides()
     return value
 
 
@@ -253,4 +257,21 @@ def overrides(ctx: click.Context, hps: tuple[str, ...] | list[str]) -> dict[str,
             warnings.warn(f"the config file's hp {key!r} is left out: --methods on the command line has no "
                           f"{key.rpartition(':')[0]!r}", stacklevel=2)  # narrowing a file's methods is no error
             del from_file[key]
-    return {**from_file, **parse_overrides(list(hps))}
+    command_line = parse_overrides(list(hps))
+    if META_FILE_KEYS in ctx.meta:
+        ctx.meta[META_FILE_KEYS] = (ctx.meta[META_FILE_KEYS][0], {k.rpartition(":")[2] for k in from_file} -
+                                    {k.rpartition(":")[2] for k in command_line})
+    return {**from_file, **command_line}
+
+
+_NAMED_KEY = re.compile(r"^(?:bad value for |unknown hyper-parameter ')([\w.-]+)")
+
+
+def locate(ctx: click.Context, message: str) -> str:
+    """``message`` with ``(config file FILE)`` added when it is a bad or unknown ``hp`` key that came from the
+    config file alone, so that an error from deep in planning says where the value was written."""
+    path, keys = ctx.meta.get(META_FILE_KEYS, (None, set()))
+    found = _NAMED_KEY.match(message)
+    if path is None or found is None or found.group(1) not in keys:
+        return message
+    return f"{message} (config file {'standard input' if str(path) == '-' else path})"

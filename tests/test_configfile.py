@@ -127,6 +127,20 @@ def test_bad_config_file_is_one_error_line(tmp_path, text, words):
     assert not (tmp_path / "out").exists()
 
 
+@pytest.mark.parametrize("hp, words", [('"train.lr" = -5', "bad value for train.lr"),
+                                       ('"cc:loss.mixup_alpha" = 0', "bad value for loss.mixup_alpha"),
+                                       ('"loss.nope" = 1', "unknown hyper-parameter 'loss.nope'")])
+def test_a_bad_hp_value_in_a_config_file_names_the_file(tmp_path, hp, words):
+    """Known issue of an earlier session: a config file's hp value refused in planning did not say where it was
+    written.  The same value given with --hp on the command line is not put on the file."""
+    path = _write(tmp_path / "bad.toml", f'methods = "cc"\ndataset = "synthetic-lt"\n[hp]\n{hp}\n')
+    line = _error_line(_run(["--config", str(path), "--dry-run", "--out", str(tmp_path / "out")]))
+    assert words in line and line.endswith(f"(config file {path})"), line
+    pair = hp.replace('"', "").replace(" = ", "=")
+    line = _error_line(_run(["--config", str(path), "--hp", pair, "--dry-run", "--out", str(tmp_path / "out")]))
+    assert words in line and "config file" not in line, line
+
+
 @pytest.mark.parametrize("text, flag", [('jobs = 0\n', ["--jobs", "0"]), ('epochs = "two"\n', ["--epochs", "two"]),
                                         ('imb-type = "linear"\n', ["--imb-type", "linear"])])
 def test_a_bad_value_in_a_config_file_exits_as_its_flag_does(tmp_path, text, flag):

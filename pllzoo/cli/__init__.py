@@ -15,7 +15,7 @@ import warnings
 
 import click
 
-from pllzoo import __version__, interrupts
+from pllzoo import __version__, configfile, interrupts
 from pllzoo.errors import PLLZooError, UsageError
 
 
@@ -26,10 +26,10 @@ class _Group(click.Group):
                 return super().invoke(ctx)
         except UsageError as exc:  # an unknown name, a bad value from a config file: exit 2, as click's own
             _debug_traceback(exc)
-            raise click.UsageError(str(exc)) from None
+            raise click.UsageError(configfile.locate(ctx, str(exc))) from None
         except PLLZooError as exc:
             _debug_traceback(exc)
-            raise click.ClickException(str(exc)) from None
+            raise click.ClickException(configfile.locate(ctx, str(exc))) from None
         except KeyboardInterrupt:  # Ctrl-C outside a bench's clean-stop window (loading, planning): 130
             click.echo("interrupted (Ctrl-C)", err=True)
             ctx.exit(130)
