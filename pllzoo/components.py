@@ -240,12 +240,14 @@ def stage_planner(method_name: str, components: Mapping[str, Component]) -> str 
     return single_answerers(method_name, components).get("pllzoo_stages")
 
 
-def check_compatible(method_name: str, components: Mapping[str, Component]) -> None:
+def check_compatible(method_name: str, components: Mapping[str, Component], training: bool = True) -> None:
     """Raise ``PLLZooError`` unless every ``need`` is provided, no key has two writers, at most one
-    component answers each of :data:`SINGLE_HOOKS` (:func:`single_answerers`), and no component would
-    change nothing: a logit offset that nothing reads from a component whose outputs nothing uses, a
+    component answers each of :data:`SINGLE_HOOKS` (:func:`single_answerers`), and (``training``) no component
+    would change nothing: a logit offset that nothing reads from a component whose outputs nothing uses, a
     selection in front of a loss that ``ignores`` the mask, or a label update in front of a loss that ``ignores``
-    the targets when nothing else reads them or what the label update provides."""
+    the targets when nothing else reads them or what the label update provides.  ``training=False`` (``pllzoo
+    evaluate``, which only re-scores a trained model) leaves that last check out: there the recipe's other
+    components have already acted, and e.g. ``cc-records`` with ``--predict none`` is its model unadjusted."""
     answerers = single_answerers(method_name, components)
     writers: dict[str, Component] = {}
     for comp in components.values():
@@ -264,7 +266,8 @@ def check_compatible(method_name: str, components: Mapping[str, Component]) -> N
                 f"incompatible recipe {method_name!r}: {comp.slot} {comp.name!r} needs {key!r}, "
                 f"which none of the other components provides ({others})"
             )
-    _check_effective(method_name, components, answerers.get("pllzoo_logit_offset"))
+    if training:
+        _check_effective(method_name, components, answerers.get("pllzoo_logit_offset"))
 
 
 def _check_effective(method_name: str, components: Mapping[str, Component], offset_slot: str | None) -> None:

@@ -119,7 +119,7 @@ def rescore(registry: Registry, run_dir: Path, overrides: dict[str, str], predic
     opts = _options(config["data"], data_dir)
     data = carve(registry.recorded_dataset(config["dataset"], dataset).load(opts), opts, config["seed"])
     other = _check_data(run_dir, data)
-    comps = registry.build_components(method, {**recorded, **overrides}, (data.name, data.kind))
+    comps = registry.build_components(method, {**recorded, **overrides}, (data.name, data.kind), training=False)
     train = TrainConfig(**{k: json_typed(v) for k, v in config["train"].items()})
     trainer = Trainer(data, comps, train, config["seed"], resolve_device(device))
     try:

@@ -370,8 +370,10 @@ class Registry:
 
     def build_components(
         self, method: Method, overrides: Mapping[str, Any] | None = None, dataset: tuple[str, str] | None = None,
+        training: bool = True,
     ) -> dict[str, Component]:
-        """Instantiate the recipe's components with resolved hyper-parameters.
+        """Instantiate the recipe's components with resolved hyper-parameters (``training``: as
+        :func:`~pllzoo.components.check_compatible` takes it).
 
         Precedence, lowest first: the dataclass defaults, the component's
         ``dataset_defaults(name, kind)`` when ``dataset=(name, kind)`` is given,
@@ -417,7 +419,7 @@ class Registry:
             except Exception as exc:  # its constructor (a bug in it, a resource it needs): one line
                 raise PLLZooError(f"{self._component_origin(slot, comp_name)} could not be built: "
                                   f"{one_line(exc)}") from exc
-        check_compatible(method.name, built)
+        check_compatible(method.name, built, training)
         return built
 
 

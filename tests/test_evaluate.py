@@ -174,3 +174,21 @@ def test_predict_replaces_a_predict_swap_the_run_already_has():
     assert get_registry().method(mixed).predict == "solar.la"
     assert with_predict("proden+predict=solar.la+selection=solar.classwise", "none") == \
         "proden+predict=none+selection=solar.classwise"
+
+
+def test_predict_none_rescores_a_run_whose_estimator_then_only_trained(tmp_path):
+    """Known issue of an earlier session: ``evaluate --predict none`` on a ``cc-records`` run was refused with
+    training's "would change nothing" check (RECORDS' offset reads nothing in cc+estimator=records.prior), though
+    the trained model without the adjustment is a fair question.  Training that recipe stays refused."""
+    out = tmp_path / "out"
+    res = CliRunner().invoke(cli, ["bench", "--methods", "cc-records", "--dataset", "synthetic-lt", "--subset", "256",
+                                   "--epochs", "1", "--batch-size", "64", "--threads", "1", "--out", str(out)])
+    assert res.exit_code == 0, res.output
+    (run,) = [p for p in (out / "runs").iterdir() if p.is_dir()]
+    plain = rescore(get_registry(), run, {}, predict="none", device="cpu")
+    adjusted = rescore(get_registry(), run, {}, device="cpu")
+    assert adjusted["acc_all"] == _last(run)["acc_all"]
+    assert plain["class_acc"] != adjusted["class_acc"]  # the model's own argmax, not the debiased one
+    with pytest.raises(PLLZooError, match="would change nothing"):
+        get_registry().build_components(get_registry().method("cc-records+predict=none"), {},
+                                        ("synthetic-lt", "tabular"))
