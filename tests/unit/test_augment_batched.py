@@ -33,12 +33,16 @@ TOLERANCE = {
     "Color": 0.01,  # same blend, with PIL's fixed-point luma
     "Contrast": 0.01,  # same blend, with the rounded mean of the luma
     "Sharpness": 0.01,  # exact integer 3x3 sums, rounded /13, then the same blend
-    "Rotate": 0.05,  # float64 sample positions vs PIL's incremental double sums: a rare flipped nearest pixel
-    "ShearX": 0.05,  # as Rotate
-    "ShearY": 0.05,  # as Rotate
-    "TranslateX": 0.05,  # as Rotate
-    "TranslateY": 0.05,  # as Rotate
+    "Rotate": 0.01,  # Pillow's 16.16 fixed point exactly; cos/sin from another libm could move a coefficient's last bit
+    "ShearX": 0.0,  # Pillow's 16.16 fixed point of float64 coefficients, integer indices
+    "ShearY": 0.0,  # as ShearX
+    "TranslateX": 0.0,  # as ShearX
+    "TranslateY": 0.0,  # as ShearX
 }
+# Round magnitudes where a float evaluation of the affine map and Pillow's fixed point disagree (an outside review:
+# ShearX 0.2 moved whole rows, mean |diff| 2.7, while the interior points above happened to agree)
+ROUND = {"Rotate": (-15.0, 20.0, 25.78134523614841), "ShearX": (0.12, 0.2, -0.28), "ShearY": (0.12, 0.2, -0.28),
+         "TranslateX": (0.1, -0.2), "TranslateY": (0.1, -0.2)}
 
 
 @functools.lru_cache(maxsize=1)
@@ -98,7 +102,7 @@ def _magnitudes(lo: float, hi: float) -> list[float]:
 def test_each_op_matches_pil_on_cifar(name: str, cifar: torch.Tensor) -> None:
     k = O.OP[name]
     _, lo, hi = O.RANGES[k]
-    for v in _magnitudes(lo, hi):
+    for v in [*_magnitudes(lo, hi), *ROUND.get(name, ())]:
         ops = torch.full((len(cifar), 1), k)
         mags = torch.full((len(cifar), 1), v, dtype=torch.float64)
         ref = torch.stack([_tensor(_reference_op(name, _pil(img), v)) for img in cifar])
