@@ -30,6 +30,8 @@ from collections.abc import Callable
 
 import torch
 
+from pllzoo.syncs import host_reads_are_free
+
 # the reference's augment_list(), in its order: (name, lo, hi); v ~ U[lo, hi]
 RANGES: tuple[tuple[str, float, float], ...] = (
     ("AutoContrast", 0.0, 1.0),
@@ -80,7 +82,7 @@ def apply_randaugment(
     :returns: uint8 [B, C, H, W].
     """
     if subset is None:
-        subset = x.device.type == "cpu"
+        subset = host_reads_are_free(x.device)  # inside count_syncs on a CPU: the accelerator's path, as checked
     for r in range(ops.shape[1]):
         op, v = ops[:, r], mags[:, r].to(torch.float64)  # [B], [B]
         for stage, names in _STAGES:

@@ -267,7 +267,8 @@ class DiscoverySpec:
         """Offer input views (augmentations) by name, for ``--hp train.weak_view=NAME`` / ``train.strong_view``.
 
         Called: once, when the registry is first built.  The built-in plugin registers ``none``,
-        ``weak``, ``strong``, ``simaugment`` and their ``-batched`` GPU twins through this hook.
+        ``weak`` (a batched tensor op on every device), and ``strong``, ``simaugment`` and ``pico-strong``
+        (PIL, per image) with their ``-batched`` GPU twins through this hook.
 
         :param register: call ``register(name, view)`` per view; ``view(x, gen) -> x'`` takes uint8
             images ``[B, C, H, W]`` on the run's device and returns uint8 ``[B, C, H', W']`` on the same

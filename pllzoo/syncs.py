@@ -8,8 +8,9 @@ epoch.
 
 * :func:`count_syncs` counts them during a block.  On any device it counts, through a
   ``TorchDispatchMode``, the ops that would synchronise on CUDA (:data:`SYNC_OPS`, boolean indexing,
-  copies from an accelerator to the CPU) and, through a ``TorchFunctionMode``, ``tolist()`` and
-  ``numpy()`` (which read CPU memory without dispatching an op).  Where CUDA is present it also sets
+  copies from an accelerator to the CPU) and, through a ``TorchFunctionMode``, ``tolist()``, ``numpy()``,
+  ``cpu()``, printing and formatting a tensor (which on a CPU tensor dispatch no op).  ``.to("cpu")``
+  is not caught on the CPU: there it cannot be told from ``.to(run.device)``.  Where CUDA is present it also sets
   ``torch.cuda.set_sync_debug_mode("warn")`` and counts the warnings, which catches what the op list
   misses (e.g. a blocking host-to-device copy).  So a CPU-only test can check that a step would not
   wait on a GPU.
@@ -54,7 +55,10 @@ SYNC_OPS = {
 }
 _INDEX_OPS = {aten.index.Tensor, aten.index_put.default, aten.index_put_.default, aten._index_put_impl_.default}
 _COPY_OPS = {aten._to_copy.default, aten.copy_.default}
-_HOST_READS = {torch.Tensor.tolist, torch.Tensor.numpy}
+# read the values on the host: on a CPU tensor no op is dispatched (``cpu()`` returns the tensor itself, printing and
+# formatting read its memory), so they are caught by name; on CUDA each is a blocking device-to-host copy
+_HOST_READS = {torch.Tensor.tolist, torch.Tensor.numpy, torch.Tensor.cpu, torch.Tensor.__repr__,
+               torch.Tensor.__format__}
 
 _state = threading.local()
 

@@ -76,3 +76,18 @@ def test_class_counts_equals_bincount():
     labels = torch.randint(0, 7, (100,), generator=torch.Generator().manual_seed(3))
     assert torch.equal(class_counts(labels, 9), torch.bincount(labels, minlength=9))
     assert class_counts(labels, 9).dtype == torch.long
+
+
+def test_cpu_print_and_format_count():
+    """An outside review: ``t.cpu()`` (a blocking copy on CUDA) and printing or formatting a tensor passed a CPU
+    check unseen, since on a CPU tensor they dispatch no op."""
+    import io
+
+    x = torch.tensor([1.0, 2.0])
+    for fn in (lambda: x.cpu(), lambda: print(x, file=io.StringIO()), lambda: f"{x.sum():.3f}"):
+        with count_syncs(cuda=False) as syncs:
+            fn()
+        assert syncs.count >= 1, fn
+    with host_side(), count_syncs(cuda=False) as syncs:
+        x.cpu()
+    assert syncs.count == 0
