@@ -177,6 +177,19 @@ def to_chw(images: np.ndarray) -> torch.Tensor:
     return torch.from_numpy(np.ascontiguousarray(images.transpose(0, 3, 1, 2)))
 
 
+def _check_balanced(name: str, source: str, split: str, raw: RawSplit, K: int) -> None:
+    """A CIFAR split has the same number of images in every class (5000/1000 for CIFAR-10, 500/100 for CIFAR-100);
+    a copy with a class short would shrink ``n_max = N / K`` and every long-tail count without a word (an outside
+    review: 1,000 images of one class dropped gave n_max 4900 and all ten counts changed)."""
+    per_class = np.bincount(raw.labels, minlength=K)
+    if per_class.min() != per_class.max():
+        j = int(per_class.argmin())
+        most = int(np.bincount(per_class).argmax())
+        raise PLLZooError(f"{name}: the {source} copy's {split} split has unequal classes (class {j}, "
+                          f"{raw.class_names[j]!r}, has {int(per_class[j])} images, most have {most}); is the copy "
+                          "under --data-dir complete?")
+
+
 def load_cifar_lt(variant: CifarVariant, opts: DataOptions) -> PLLData:
     """Build one CIFAR-LT-PLL dataset: LT subsample, then candidates, seeded by ``opts.seed``."""
     phi = variant.phi if opts.phi is None else opts.phi
@@ -186,6 +199,8 @@ def load_cifar_lt(variant: CifarVariant, opts: DataOptions) -> PLLData:
     if source == "jpeg":
         check_slim_copy(opts, opts.seed, imb, imb_type)
     K = len(train.class_names)
+    for split, raw in (("training", train), ("test", test)):
+        _check_balanced(variant.name, source, split, raw, K)
     rng = np.random.RandomState(opts.seed)
     n_max = len(train.labels) / K
     counts = img_num_per_cls(n_max, K, imb, imb_type)
