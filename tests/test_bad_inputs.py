@@ -113,6 +113,12 @@ def _more_classes_than_rows(c: Ctx) -> list[str]:
     return ["--methods", "proden", "--dataset", c.mat("manyclasses", n=n, k=k, labels=_labels(n, k)), *TINY]
 
 
+def _no_test_rows(c: Ctx) -> list[str]:
+    n = k = 40  # one example a label: the balanced split tests floor(1/2) = 0 of each (an outside review)
+    return ["--methods", "cc", "--dataset", c.mat("onebyone", n=n, k=k, labels=_labels(n, k)), "--split", "balanced",
+            *TINY]
+
+
 def _class_without_rows(c: Ctx) -> list[str]:
     y = _labels(N, K)  # class 3 of 4 has no example: no training rows
     return ["--methods", "proden", "--dataset", c.mat("unseen", k=4, labels=y), *TINY]
@@ -256,6 +262,7 @@ CASES = [
     Case("no features", lambda c: ["--methods", "proden", "--dataset", c.mat("nofeatures", d=0), *TINY], 1,
          "the examples have no features (shape (60, 0))"),  # trained and was recorded ok
     Case("more classes than rows", _more_classes_than_rows, 1, "16 training rows for 30 classes"),
+    Case("no test rows", _no_test_rows, 1, "onebyone: no test rows (balanced split)"),
     Case("class without training rows", _class_without_rows, 0, "1 of 4 classes have no training rows", "Warning",
          keep="runs"),
     Case("every label a candidate", _all_candidates, 0, "every label is a candidate on every training row",

@@ -130,6 +130,17 @@ def _orient(a: np.ndarray, n: int, q: int | None, labels_major: bool, field: str
     return a.T
 
 
+def _arrange(x: np.ndarray, target: np.ndarray, cand: np.ndarray, layout: str,
+             where: str) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """With the features ``x`` as ``[n, d]``: the candidates ``[n, q]``, the true labels and their indices, checked."""
+    fx, fy, fs = LAYOUTS[layout]
+    n = x.shape[0]
+    cand = _orient(cand, n, None, layout == "palm", fs, where)
+    q = cand.shape[1]
+    target = _orient(target, n, q, layout == "palm", fy, where)
+    return x, cand, target, check_pll(x, target, cand, q, where)
+
+
 def _zscore(x_train: np.ndarray, x_test: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Standardise both splits with the training mean/std (constant columns get std 1).  A column whose values
     are so large that their squares overflow (|x| > 1e150) is first divided by its largest training value
@@ -163,16 +174,22 @@ def load_mat(path: Path | str, opts: DataOptions, name: str | None = None) -> PL
         if not (np.issubdtype(a.dtype, np.number) or a.dtype == np.bool_):
             raise PLLZooError(f"{where}: '{field}' is not numeric (MATLAB class gives dtype {a.dtype})")
     if x.shape[0] in cand.shape and x.shape[1] in cand.shape and x.shape[0] != x.shape[1]:
-        # d equals the number of labels: the layout says which side of the candidates is the examples' (PALM: q x n)
-        if x.shape[1] == (cand.shape[1] if layout == "palm" else cand.shape[0]):
+        # d equals the number of labels: the layout says which side of the candidates is the examples' (PALM: q x n);
+        # a file whose labels do not fit that reading is read the other way (an outside review: PALM keys with the
+        # labels stored n x q and d = q were refused as bad one-hot rows)
+        first = x.shape[1] == (cand.shape[1] if layout == "palm" else cand.shape[0])
+        try:
+            x, cand, target, labels = _arrange(x.T if first else x, target, cand, layout, where)
+        except PLLZooError as exc:
+            try:
+                x, cand, target, labels = _arrange(x if first else x.T, target, cand, layout, where)
+            except PLLZooError:
+                raise exc from None
+    else:
+        if x.shape[0] not in cand.shape and x.shape[1] in cand.shape:
             x = x.T  # stored d x n
-    elif x.shape[0] not in cand.shape and x.shape[1] in cand.shape:
-        x = x.T  # stored d x n
-    n = x.shape[0]
-    cand = _orient(cand, n, None, layout == "palm", fs, where)
-    q = cand.shape[1]
-    target = _orient(target, n, q, layout == "palm", fy, where)
-    labels = check_pll(x, target, cand, q, where)
+        x, cand, target, labels = _arrange(x, target, cand, layout, where)
+    n, q = x.shape[0], cand.shape[1]
     folds = [k for k in ("tr", "te") if k in mat]
     if folds:  # PRODEN's copies carry 5 folds; every layout is split the same way here, so runs compare
         warnings.warn(f"{where}: its folds ({', '.join(folds)}) are not used; pllzoo splits every set by --split "

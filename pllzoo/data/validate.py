@@ -243,7 +243,7 @@ def _layout_error(data: PLLData) -> str | None:
 def check_training_set(data: PLLData) -> None:
     """Check the training split a run will see (after ``--subset``/``--holdout``), before anything is written.
 
-    Raises :class:`PLLZooError` (one line) for fewer training rows than classes.  Warns
+    Raises :class:`PLLZooError` (one line) for fewer training rows than classes, or no test rows.  Warns
     (:class:`PLLDataWarning`, one line each) when classes have no training rows (they cannot be
     learnt; :func:`pllzoo.metrics.shot_groups` counts them in Few) and when every label is a
     candidate on every row (the partial labels carry nothing to learn from).
@@ -254,6 +254,11 @@ def check_training_set(data: PLLData) -> None:
     if n < k:
         raise PLLZooError(f"{data.name}: {n} training rows for {k} classes; every class needs training rows"
                           + (f" (raise --subset {data.info['subset']})" if data.info.get("subset") else ""))
+    if int(data.y_test.shape[0]) == 0:  # an outside review: the run failed in its first evaluation (torch.cat)
+        split = f" ({data.info['split']} split)" if data.info.get("split") else ""
+        raise PLLZooError(f"{data.name}: no test rows{split}; every run is scored on the test split"
+                          + (" (the balanced split tests floor(n_j/2) of each label, none of a label with one "
+                             "example: try --split uniform)" if data.info.get("split") == "balanced" else ""))
     empty = np.flatnonzero(as_numpy(data.train_counts) == 0)
     if empty.size:
         warnings.warn(f"{data.name}: {empty.size} of {k} classes have no training rows (first: class {empty[0]}); "

@@ -118,6 +118,28 @@ def test_small_palm_and_index_vectors(tmp_path: Path) -> None:
         np.testing.assert_array_equal(np.sort(np.concatenate([d.y_train, d.y_test])), np.sort(y))
 
 
+def test_features_as_many_as_labels_in_every_orientation(tmp_path: Path) -> None:
+    """d = q: which side of the candidates is the examples' is the layout's guess; a file whose labels do not fit
+    it is read the other way (an outside review: PALM keys with labels stored n x q, and a PRODEN re-pack with
+    labels q x n, were refused as bad one-hot rows).  Every orientation loads the same 40 examples."""
+    n, q = 40, 4
+    y = np.arange(n) % q
+    onehot, cand = np.eye(q)[y], np.eye(q)[y]
+    cand[np.arange(n), (y + 1) % q] = 1
+    x = np.random.RandomState(0).randn(n, q)
+    loaded = []
+    for keys in (("data", "target", "partial_target"), ("features", "logitlabels", "p_labels")):
+        for x_t, labels_t in ((False, False), (False, True), (True, False), (True, True)):
+            path = tmp_path / f"dq_{keys[0]}_{x_t}_{labels_t}.mat"
+            scipy.io.savemat(path, {keys[0]: x.T if x_t else x, keys[1]: onehot.T if labels_t else onehot,
+                                    keys[2]: cand.T if labels_t else cand})
+            data = load_mat_path(path, DataOptions(split="uniform"))
+            assert data.num_classes == q and data.num_train + len(data.y_test) == n, path.name
+            loaded.append((data.x_train, data.y_train, data.candidates))
+    for x_tr, y_tr, c_tr in loaded[1:]:
+        assert torch.equal(x_tr, loaded[0][0]) and torch.equal(y_tr, loaded[0][1]) and torch.equal(c_tr, loaded[0][2])
+
+
 def test_missing_path_directory_and_not_a_mat(tmp_path: Path) -> None:
     _error(tmp_path / "nope.mat", "no such file")
     _error(tmp_path, "is not a file")
