@@ -45,7 +45,7 @@ _RUN_OPTIONS = (
     click.option("--data-dir", type=click.Path(path_type=Path), default=None, help="Offline data folder."),
     click.option("--split", type=click.Choice(["uniform", "balanced"]), default="uniform", show_default=True,
                  help="Test protocol of the real-world .mat sets."),
-    click.option("--phi", type=FINITE, default=None, help="Partial rate (CIFAR; < 0 selects the non-uniform matrix)."),
+    click.option("--phi", type=FINITE, default=None, help="Partial rate (CIFAR; any value < 0 selects the non-uniform matrix, recorded as -1)."),
     click.option("--imb", type=FINITE, default=None, help="Imbalance ratio gamma (CIFAR, synthetic)."),
     click.option("--imb-type", type=click.Choice(["exp", "step"]), default=None, help="Long-tail profile."),
 )

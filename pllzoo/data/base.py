@@ -29,6 +29,12 @@ class DataOptions:
     holdout: float = 0.0  # fraction of training rows held out, partially labelled, for model selection
     subset: int | None = None  # keep this many random train and test rows (smoke runs only)
 
+    def __post_init__(self) -> None:
+        # every phi < 0 selects the same fixed non-uniform matrix: one value, so one setting and one run id
+        # (an outside review: --phi -1 and --phi -0.5 trained the same data under two ids and labels)
+        if self.phi is not None and self.phi < 0 and self.phi != -1.0:
+            object.__setattr__(self, "phi", -1.0)
+
 
 @dataclass(frozen=True)
 class TrainDefaults:

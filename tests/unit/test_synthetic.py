@@ -47,3 +47,15 @@ def test_classes_overlap_but_are_learnable() -> None:
     means = torch.stack([data.x_train[data.y_train == k].mean(0) for k in range(10)])
     acc = (torch.cdist(data.x_test, means).argmin(1) == data.y_test).float().mean().item()
     assert 0.6 < acc < 0.95
+
+
+def test_every_negative_phi_is_one_setting(tmp_path) -> None:
+    """An outside review: --phi -1 and --phi -0.5 (any value < 0 selects the fixed non-uniform matrix) trained the
+    same data under two run ids and two table labels; DataOptions records every negative phi as -1."""
+    from pllzoo.data.base import DataOptions
+    from pllzoo.data.synthetic import load_synthetic
+
+    a, b = (load_synthetic(DataOptions(phi=p, subset=None)) for p in (-1.0, -0.25))
+    assert a.info["phi"] == b.info["phi"] == -1.0 and a.info["candidates"] == "nonuniform"
+    assert torch.equal(a.candidates, b.candidates)
+    assert DataOptions(phi=0.3).phi == 0.3 and DataOptions().phi is None
