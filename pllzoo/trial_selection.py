@@ -32,7 +32,7 @@ RANK_BY = {**SCORES, "last": "val_approx"}
 CAPTIONS = {
     "approx": "Each run's epoch with the best approximated accuracy (PLENCH) on held-out partially labelled "
               "rows (earliest on ties); the trial with the best such score wins",
-    "heldout": "Each run's epoch with the best covering rate on held-out partially labelled rows (later on "
+    "heldout": "Each run's epoch with the best covering rate on held-out partially labelled rows (earliest on "
                "ties); the trial with the best such score wins",
     "last": "Each run's last epoch; the trial with the best approximated accuracy (PLENCH) of that epoch on "
             "held-out partially labelled rows wins",
