@@ -118,18 +118,27 @@ def run_costs(registry: Registry, plans: list[RunPlan], out: Path, overwrite: bo
 
 
 def epochs_done(run_dir: Path) -> int:
-    """Epochs an unfinished run has trained, for the plan and the estimate: its ``log.jsonl`` records when it
-    has a checkpoint to resume from, else 0. A log that cannot be read counts 0 (the run says why when it
-    resumes); a record written after the last checkpoint counts as done, so this may be an epoch or so high."""
-    from pllzoo.checkpoint import NAME
-    from pllzoo.results import DamagedRun, _records
+    """Epochs an unfinished run resumes after, for the plan and the estimate: the records its checkpoint holds
+    (read memory-mapped, without its tensors), else 0. The log may hold more: epochs trained after the last
+    checkpoint (``train.checkpoint_every``), which a resume trains again (an outside review: "7 of 20 epochs
+    done" for a run that resumed after epoch 4).  A checkpoint that cannot be read counts 0 (the run says why
+    when it resumes)."""
+    import torch
 
-    if not (run_dir / NAME).is_file():
+    from pllzoo.checkpoint import NAME
+
+    path = run_dir / NAME
+    if not path.is_file():
         return 0
     try:
-        return len(_records(run_dir))
-    except DamagedRun:
-        return 0
+        records = torch.load(path, map_location="cpu", weights_only=True, mmap=True).get("records")
+        return len(records) if isinstance(records, list) else 0
+    except Exception:  # damaged, truncated, not mappable: the log's count (the resume itself says what is wrong)
+        from pllzoo.results import DamagedRun, _records
+        try:
+            return len(_records(run_dir))
+        except DamagedRun:
+            return 0
 
 
 def run_seconds(cost: RunCost, step_s: float, eval_row_s: float) -> float:

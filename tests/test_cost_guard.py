@@ -263,3 +263,19 @@ def test_a_dry_run_whose_timing_fails_is_an_error(tmp_path):
     res = CliRunner().invoke(cli, ["bench", "--methods", "proden", "--subset", "200", "--batch-size", "50",
                                    "--epochs", "1", "--threads", "1", "--tensorboard", "", "--out", str(tmp_path / "t")])
     assert res.exit_code == 2 and "'--tensorboard': is empty; give a folder" in res.output  # not the current folder
+
+
+def test_epochs_done_counts_the_checkpoint_not_the_log(tmp_path):
+    """An outside review: with train.checkpoint_every=4 a run killed after epoch 7 resumes after epoch 4, but the
+    plan said "7 of 20 epochs done" (it counted the log).  The checkpoint's records are what a resume keeps."""
+    from pllzoo.costs import epochs_done
+
+    run = tmp_path / "run"
+    run.mkdir()
+    assert epochs_done(run) == 0  # no checkpoint: nothing to resume from
+    records = [{"stage_index": 0, "epoch": e, "epochs": 20} for e in range(1, 8)]
+    (run / "log.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
+    torch.save({"records": records[:4], "model": {"w": torch.zeros(3)}}, run / "checkpoint.pt")
+    assert epochs_done(run) == 4
+    (run / "checkpoint.pt").write_bytes(b"not a checkpoint")
+    assert epochs_done(run) == 7  # unreadable: the log's count, as before (the resume says what is wrong)
