@@ -121,24 +121,25 @@ def epochs_done(run_dir: Path) -> int:
     """Epochs an unfinished run resumes after, for the plan and the estimate: the records its checkpoint holds
     (read memory-mapped, without its tensors), else 0. The log may hold more: epochs trained after the last
     checkpoint (``train.checkpoint_every``), which a resume trains again (an outside review: "7 of 20 epochs
-    done" for a run that resumed after epoch 4).  A checkpoint that cannot be read counts 0 (the run says why
-    when it resumes)."""
+    done" for a run that resumed after epoch 4).  A log that cannot be read counts 0, a checkpoint that cannot
+    be read the log's records (the run says why when it resumes)."""
     import torch
 
     from pllzoo.checkpoint import NAME
+    from pllzoo.results import DamagedRun, _records
 
     path = run_dir / NAME
     if not path.is_file():
         return 0
     try:
+        logged = len(_records(run_dir))
+    except DamagedRun:  # the run says why when it resumes
+        return 0
+    try:
         records = torch.load(path, map_location="cpu", weights_only=True, mmap=True).get("records")
-        return len(records) if isinstance(records, list) else 0
     except Exception:  # damaged, truncated, not mappable: the log's count (the resume itself says what is wrong)
-        from pllzoo.results import DamagedRun, _records
-        try:
-            return len(_records(run_dir))
-        except DamagedRun:
-            return 0
+        return logged
+    return min(len(records), logged) if isinstance(records, list) else logged
 
 
 def run_seconds(cost: RunCost, step_s: float, eval_row_s: float) -> float:
