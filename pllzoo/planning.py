@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from pllzoo import prefetch
-from pllzoo.components import Method, declared_strong_view, views_of
+from pllzoo.components import Method, declared_strong_view, parse_method_string, views_of
 from pllzoo.data.base import DataOptions, PLLData
 from pllzoo.augment import make_view
 from pllzoo.data.holdout import hold_out, subsample
@@ -273,6 +273,26 @@ def _once(items: list, key: Callable[[Any], Any], flag: str, what: str) -> list:
     return kept
 
 
+def _say_same_recipes(registry: Registry, names: list[str], hp: dict[str, str]) -> None:
+    """Warn about method strings that train what another name does: a swap naming the recipe's own component
+    (``solar+selection=solar.classwise`` is ``solar``), and two strings of one bench with the same swaps in
+    another order (without ``--hp`` scoped to either).  Each still trains, under its own name and run id."""
+    scoped = {k.rpartition(":")[0] for k in hp if ":" in k}
+    seen: dict[tuple[str, frozenset], str] = {}
+    for text in names:
+        base, swaps = parse_method_string(text)
+        own = registry.methods[base][0]
+        same = [f"{s}={c or 'none'}" for s, c in swaps.items() if c == getattr(own, s)]
+        if same:
+            warnings.warn(f"{text}: {', '.join(same)} is the recipe's own; it trains as {base!r} does, under its "
+                          "own name and run id", stacklevel=3)
+        key = (base, frozenset((s, c) for s, c in swaps.items() if c != getattr(own, s)))
+        other = seen.setdefault(key, text)
+        if other != text and not {text, other} & scoped:
+            warnings.warn(f"{text} and {other} are the same recipe; each trains, under its own name and run id",
+                          stacklevel=3)
+
+
 def plan(
     registry: Registry, methods: list[str], dataset: str, seeds: list[int], options: DataOptions,
     epochs: int | None = None, batch_size: int | None = None, hp: dict[str, str] | None = None,
@@ -291,6 +311,7 @@ def plan(
         raise PLLZooError("no seed given; try --seeds 1,2,3")
     seeds = check_seeds(seeds)
     recipes = _once([registry.method(m) for m in methods], lambda r: r.name, "--methods", "method")
+    _say_same_recipes(registry, [r.name for r in recipes], hp or {})
     spec = registry.dataset(dataset)
     check_reads(spec, options)
     _check_flags_agree(epochs, batch_size, hp or {})

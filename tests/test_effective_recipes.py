@@ -129,3 +129,18 @@ def test_recipes_where_each_component_acts_are_accepted(registry, method):
 def test_htc_ensemble_on_the_head_alone_needs_no_htc_loss(registry):
     registry.build_components(registry.method("corr-records+predict=htc.ensemble"), {"predict.output": "head"},
                               dataset=("synthetic-lt", "tabular"))
+
+
+def test_a_swap_of_the_recipes_own_and_swaps_in_another_order_are_named(tmp_path):
+    """Known issue of an earlier session: ``solar+selection=solar.classwise`` (solar itself) and two strings with the
+    same swaps in another order trained again under their own ids without a word; they still train, with a warning."""
+    mixed = ("proden+selection=solar.classwise+estimator=solar.prior", "proden+estimator=solar.prior+selection=solar.classwise")
+    args = ["bench", "--methods", ",".join(["solar+selection=solar.classwise", *mixed]), "--dataset", "synthetic-lt",
+            "--subset", "300", "--epochs", "1", "--threads", "1", "--dry-run", "--out", str(tmp_path / "out")]
+    res = CliRunner().invoke(cli, args)
+    assert res.exit_code == 0, res.output
+    text = " ".join(res.output.split())
+    assert "solar+selection=solar.classwise: selection=solar.classwise is the recipe's own; it trains as 'solar'" in text
+    assert f"{mixed[1]} and {mixed[0]} are the same recipe" in text
+    scoped = CliRunner().invoke(cli, [*args, "--hp", f"{mixed[1]}:selection.rho_end=0.5"])
+    assert scoped.exit_code == 0 and "are the same recipe" not in " ".join(scoped.output.split())
