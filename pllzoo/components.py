@@ -33,7 +33,7 @@ import difflib
 import inspect
 from types import MappingProxyType
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, Mapping
+from typing import Any, ClassVar, Collection, Mapping
 
 from pllzoo.errors import PLLZooError, UnknownNameError
 from pllzoo import hparams
@@ -70,7 +70,8 @@ class Component:
       refused rather than run unchanged; ``"targets"`` for a loss that never reads ``step.targets``
       (CC's, MSE's, EXP's read the candidate rows), so that a label update other than ``pllzoo.uniform``
       in front of it is refused unless another component reads ``"targets"`` (SoLar's selection)
-      or uses what the label update provides.
+      or uses what the label update provides.  Only the shipped components' ``reads`` are taken as
+      complete: beside an outside one (which may read ``step.targets`` undeclared) nothing is refused.
     * ``views`` — input views beyond the weak one that the trainer must forward
       (``{"strong"}`` gives ``step.logits_strong``, ``{"features"}`` the encoder outputs;
       ``"joint"`` with ``"strong"`` forwards the weak and strong views as one batch).
@@ -240,14 +241,18 @@ def stage_planner(method_name: str, components: Mapping[str, Component]) -> str 
     return single_answerers(method_name, components).get("pllzoo_stages")
 
 
-def check_compatible(method_name: str, components: Mapping[str, Component], training: bool = True) -> None:
+def check_compatible(method_name: str, components: Mapping[str, Component], training: bool = True,
+                     complete: Collection[str] | None = None) -> None:
     """Raise ``PLLZooError`` unless every ``need`` is provided, no key has two writers, at most one
     component answers each of :data:`SINGLE_HOOKS` (:func:`single_answerers`), and (``training``) no component
     would change nothing: a logit offset that nothing reads from a component whose outputs nothing uses, a
     selection in front of a loss that ``ignores`` the mask, or a label update in front of a loss that ``ignores``
     the targets when nothing else reads them or what the label update provides.  ``training=False`` (``pllzoo
     evaluate``, which only re-scores a trained model) leaves that last check out: there the recipe's other
-    components have already acted, and e.g. ``cc-records`` with ``--predict none`` is its model unadjusted."""
+    components have already acted, and e.g. ``cc-records`` with ``--predict none`` is its model unadjusted.
+    ``complete``: the slots whose components' ``reads`` are known to be complete (the shipped ones; default: every
+    slot).  A component outside it may read ``step.targets`` without declaring it (the README's example selection
+    did), so it keeps a label update in front of a loss that ignores the targets."""
     answerers = single_answerers(method_name, components)
     writers: dict[str, Component] = {}
     for comp in components.values():
@@ -267,10 +272,12 @@ def check_compatible(method_name: str, components: Mapping[str, Component], trai
                 f"which none of the other components provides ({others})"
             )
     if training:
-        _check_effective(method_name, components, answerers.get("pllzoo_logit_offset"))
+        _check_effective(method_name, components, answerers.get("pllzoo_logit_offset"),
+                         components.keys() if complete is None else complete)
 
 
-def _check_effective(method_name: str, components: Mapping[str, Component], offset_slot: str | None) -> None:
+def _check_effective(method_name: str, components: Mapping[str, Component], offset_slot: str | None,
+                     complete: Collection[str]) -> None:
     """Refuse a component that a recipe would carry without effect (see :func:`check_compatible`)."""
     if offset_slot is not None:
         comp = components[offset_slot]
@@ -291,7 +298,9 @@ def _check_effective(method_name: str, components: Mapping[str, Component], offs
     if loss is not None and update is not None and "targets" in loss.ignores and update.name != UNIFORM_TARGETS:
         others = [c for c in components.values() if c is not update]
         used = set().union(*(c.needs | c.reads for c in others if c is not loss))
-        if "targets" not in used and not update.provides & set().union(*(c.needs | c.reads for c in others)):
+        vouched = all(slot in complete for slot, c in components.items() if c is not update and c is not loss)
+        if vouched and "targets" not in used and not update.provides & set().union(*(c.needs | c.reads
+                                                                                       for c in others)):
             raise PLLZooError(
                 f"incompatible recipe {method_name!r}: loss {loss.name!r} reads the candidate rows, not the label "
                 f"update's targets, and no other component reads them or what it provides, so label update "

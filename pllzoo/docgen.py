@@ -344,8 +344,12 @@ def describe_component(cls: type) -> dict[str, Any]:
         views = cls().views
     except Exception:  # a component whose defaults need a run: the class declaration
         views = cls.views
-    return {"needs": sorted(cls.needs), "provides": sorted(cls.provides), "views": sorted(views),
-            "hooks": sorted(implemented_hooks(cls.__new__(cls)))}
+    try:
+        ignores = cls().ignores
+    except Exception:
+        ignores = cls.ignores
+    return {"needs": sorted(cls.needs), "provides": sorted(cls.provides), "reads": sorted(cls.reads),
+            "ignores": sorted(ignores), "views": sorted(views), "hooks": sorted(implemented_hooks(cls.__new__(cls)))}
 
 
 @contextlib.contextmanager
@@ -391,8 +395,9 @@ def _components_section() -> str:
 
     reg = shipped_registry()
     shipped = {p.name: p for p in reg.plugins if p.shipped and p.error is None}
-    rows = ["| slot | component | plugin | reads (`needs`) | writes (`provides`) | views | run hooks | DDP |",
-            "|---|---|---|---|---|---|---|---|"]
+    rows = ["| slot | component | plugin | reads (`needs`) | reads when there (`reads`) | writes (`provides`) | "
+            "ignores | views | run hooks | DDP |",
+            "|---|---|---|---|---|---|---|---|---|---|"]
     for slot in SLOTS:
         for name, (cls, plugin) in sorted(reg.components[slot].items()):
             if plugin not in shipped:
@@ -401,10 +406,12 @@ def _components_section() -> str:
             cell = lambda xs: ", ".join(f"`{x}`" for x in xs) or "–"  # noqa: E731
             hooks = ", ".join(h.removeprefix("pllzoo_") for h in d["hooks"])
             rows.append(f"| {slot} | `{name}` | {shipped[plugin].dist or plugin} | {cell(d['needs'])} | "
-                        f"{cell(d['provides'])} | {cell(d['views'])} | {hooks} | {_ddp_cell(cls)} |")
+                        f"{cell(d['reads'])} | {cell(d['provides'])} | {cell(d['ignores'])} | {cell(d['views'])} | "
+                        f"{hooks} | {_ddp_cell(cls)} |")
     return ("## What the shipped components read and write\n\n"
             "Keys of `state` (or `step.scratch`) each shipped component reads from other components (`needs`) "
-            "and writes (`provides`), the views it asks for with its default hyper-parameters (the protocol "
+            "and writes (`provides`), what it reads when the recipe has it (`reads`: the logit offset, the targets), "
+            "the inputs of its slot it does not honour (`ignores`), the views it asks for with its default hyper-parameters (the protocol "
             "losses and SoLar's loss drop the strong view with `cr=False`), and the run hooks it implements; "
             "DDP: whether it is ready for torchrun (docs/distributed.md), "
             "with the per-sample tables synchronised by rows. "

@@ -536,7 +536,9 @@ class RunSpec:
         bool or float, every step; float weights finite and in [0, 1] on the first
         step of each epoch, and every step under ``check``.
 
-        :returns: ``bool [B]`` (True = reliable) or float weights ``[B]`` in [0, 1].
+        :returns: ``bool [B]`` (True = reliable) or float weights ``[B]`` in [0, 1].  A selection that reads
+            ``step.targets`` declares ``reads = frozenset({"targets"})``: beside a loss that ignores the targets
+            (CC's), that is what makes a swapped label update count.
 
         Example::
 
@@ -565,6 +567,7 @@ class RunSpec:
             their weights), or declare ``ignores = frozenset({"mask"})`` for a loss that selects its own
             samples (HTC's): then a recipe with another selection is refused.  A loss that does neither
             makes every selection swapped in a silent no-op, which the host cannot tell from its outputs.
+            Likewise ``ignores = frozenset({"targets"})`` for a loss that never reads ``step.targets``.
 
         Example::
 

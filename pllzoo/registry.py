@@ -419,7 +419,9 @@ class Registry:
             except Exception as exc:  # its constructor (a bug in it, a resource it needs): one line
                 raise PLLZooError(f"{self._component_origin(slot, comp_name)} could not be built: "
                                   f"{one_line(exc)}") from exc
-        check_compatible(method.name, built, training)
+        shipped = [slot for slot, comp in built.items()  # whose reads are complete (_check_effective)
+                   if _shipped(self._info(self.components[slot][comp.name][1]))]
+        check_compatible(method.name, built, training, complete=shipped)
         return built
 
 

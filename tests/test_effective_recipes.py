@@ -144,3 +144,26 @@ def test_a_swap_of_the_recipes_own_and_swaps_in_another_order_are_named(tmp_path
     assert f"{mixed[1]} and {mixed[0]} are the same recipe" in text
     scoped = CliRunner().invoke(cli, [*args, "--hp", f"{mixed[1]}:selection.rho_end=0.5"])
     assert scoped.exit_code == 0 and "are the same recipe" not in " ".join(scoped.output.split())
+
+
+def test_an_outside_selection_keeps_a_label_update_in_front_of_a_loss_without_targets():
+    """An outside review: the README's example selection reads step.targets without declaring it, and with today's
+    rule ``cc+label_update=proden.confidence+selection=example.smallloss`` was refused as a no-op.  Only the shipped
+    components' ``reads`` are taken as complete: an outside one may read the targets undeclared."""
+    from pllzoo.plugins import make_plugin_manager
+    from pllzoo.registry import Registry
+
+    class Undeclared(Component):
+        @hookimpl
+        def pllzoo_select(self, step):
+            return step.targets.amax(1) > 0.5
+
+    plugin = type("P", (), {"pllzoo_register_selections": staticmethod(hookimpl(
+        lambda register: register("p0.undeclared", Undeclared)))})
+    pm, infos = make_plugin_manager()
+    pm.register(plugin, name="p0")
+    reg = Registry.build(pm, infos)
+    reg.build_components(reg.method("cc+label_update=proden.confidence+selection=p0.undeclared"), {},
+                         ("synthetic-lt", "tabular"))
+    with pytest.raises(PLLZooError, match="would change nothing"):
+        reg.build_components(reg.method("cc+label_update=proden.confidence"), {}, ("synthetic-lt", "tabular"))

@@ -139,9 +139,11 @@ def methods(show_hp: bool, as_json: bool) -> None:
          "dataset's come from --dataset)", ("Component", "Field", "Default", "Help"),
          train + [(f"{c['slot']} {c['name']}", h["field"], repr(h["default"]), h["help"])
                   for c in comps for h in c["hparams"]])
-    show("state each component reads (needs) and writes (provides); views it asks for",
-         ("Component", "reads (needs)", "writes (provides)", "views"),
-         [(f"{c['slot']} {c['name']}", *(", ".join(c[k]) or "–" for k in ("needs", "provides", "views")))
+    show("state each component reads (needs; reads: when the recipe has it) and writes (provides); inputs it "
+         "ignores; views it asks for",
+         ("Component", "reads (needs)", "reads when there", "writes (provides)", "ignores", "views"),
+         [(f"{c['slot']} {c['name']}", *(", ".join(c[k]) or "–"
+                                          for k in ("needs", "reads", "provides", "ignores", "views")))
           for c in comps])
 
 

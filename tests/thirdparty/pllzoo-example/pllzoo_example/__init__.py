@@ -22,6 +22,7 @@ class GlobalSmallLoss(Component):
     """Keep the ``keep`` fraction of the batch with the smallest loss on the targets."""
 
     HParams = SmallLossHParams
+    reads = frozenset({"targets"})  # step.targets: a label update in front of it has effect, whatever the loss
 
     @hookimpl
     def pllzoo_select(self, step: Step) -> torch.Tensor:
