@@ -92,7 +92,8 @@ Keys count whether they live in `state` or in `step.scratch`; a component that r
 does not list them in `needs`, and one that updates in place a key another component provides (PiCO's
 loss updates the confidences) lists it in `needs`.  While training, a hook that assigns a key another
 component provides, or changes one in place without listing it in `needs`, fails the run with one line
-naming both components.
+naming both components, and so does one that writes a key no component of the recipe provides (declare
+every key a component writes).
 A recipe in which a component would change nothing is refused too: a logit offset (`pllzoo_logit_offset`)
 that no component `reads` (`"logit_offset"`: PRODEN's, CORR's and HTC's label updates read
 `step.label_probs`) from a component whose `provides` nothing needs or reads (e.g. `pico+estimator=records.prior`;

@@ -83,11 +83,15 @@ class PLLState:
 
     def check_write(self, key: str, verb: str, where: str = "state.") -> None:
         """:raises PLLZooError: one line, when the running hook's slot does ``verb`` (assigns, deletes) to a key that
-        another component provides (the trainer's own writes, outside hooks, are not checked)."""
+        another component provides, or that no component provides (the trainer's own writes, outside hooks, are not
+        checked)."""
         owner, writer = self._owners.get(key), WRITER.get()
         if owner is not None and writer is not None and writer != owner[0]:
             tail = "; use a key of your own, declared in provides" if verb == "assigns" else ""
             raise PLLZooError(f"it {verb} {where}{key}, which {owner[1]} provides (its own key){tail}")
+        if owner is None and writer is not None:  # an outside review: two components' undeclared keys collided
+            raise PLLZooError(f"it {verb} {where}{key}, which no component of the recipe provides; declare "
+                              f"{key!r} in its provides (the ownership and DDP checks know a key from there)")
 
     def __getattr__(self, key: str) -> torch.Tensor:
         try:

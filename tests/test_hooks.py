@@ -26,6 +26,8 @@ def fit(data, extra: dict[str, Component] | None = None, cfg: TrainConfig = CFG,
 class Recorder(Component):
     """An estimator that records every lifecycle call it receives."""
 
+    provides = frozenset({"counter"})
+
     def __init__(self):
         super().__init__()
         self.calls: list[tuple] = []
@@ -170,6 +172,8 @@ def test_hook_pllzoo_post_step(tiny_data):
 
 
 class TwoStages(Recorder):
+    provides = frozenset({"counter", "kept", "dropped"})
+
     @hookimpl
     def pllzoo_stages(self, run):
         return [Stage("pre", epochs=1), Stage("train", carry=("kept",))]

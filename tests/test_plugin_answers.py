@@ -205,6 +205,8 @@ class NotesInScratch(Component):
 
 
 class ClobbersScratch(Component):
+    provides = frozenset({"mine"})  # its own key (an undeclared one is refused: test_undeclared_keys_are_refused)
+
     def __init__(self, how, **kw):
         super().__init__(**kw)
         self.how = how
@@ -250,6 +252,32 @@ def test_scratch_keys_are_guarded_as_state_keys(tiny_data, how, what):
         trainer.fit()
         return
     with pytest.raises(ComponentError, match=rf"^selection component 'ClobbersScratch' .*pllzoo_post_step.*{what}"):
+        trainer.fit()
+
+
+class CountsUndeclared(Component):
+    """A selection that keeps a counter in the state without declaring it (an outside review: a label update
+    writing a key of the same name overwrote it, and the run went on; the logged count was 1, not 600)."""
+
+    def __init__(self, where="state", **kw):
+        super().__init__(**kw)
+        self.where = where
+
+    @hookimpl
+    def pllzoo_select(self, step, state):
+        if self.where == "state":
+            state.sel_count = torch.zeros(())
+        else:
+            step.scratch["sel_count"] = torch.zeros(())
+        return torch.ones(step.batch.size, dtype=torch.bool)
+
+
+@pytest.mark.parametrize("where, key", [("state", "state.sel_count"), ("scratch", "step.scratch.sel_count")])
+def test_undeclared_keys_are_refused(tiny_data, where, key):
+    trainer = trainer_for(tiny_data, {"selection": CountsUndeclared(where)})
+    with pytest.raises(ComponentError, match=rf"^selection component 'CountsUndeclared' .*pllzoo_select.*it assigns "
+                                             rf"{key}, which no component of the recipe provides; declare 'sel_count' "
+                                             r"in its provides"):
         trainer.fit()
 
 
