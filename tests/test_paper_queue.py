@@ -112,7 +112,7 @@ def test_the_next_session_skips_the_committed_run_and_resumes_the_labelled_one(s
     run = next((tmp_path / "work" / "paper-b-proden").glob("runs/proden__*"))
     assert (run / NAME).exists()  # the carried checkpoint, rebuilt from its parts
     out = capsys.readouterr().out
-    assert "a-solar seed 1: finished before" in out and "c-cc: not started, 1.5 min left" in out
+    assert "a-solar seed 1: finished before" in out and "c-cc: not started, 1.50 min left (2 needed)" in out
     assert not (tmp_path / "dest" / "carry.json").exists()  # nothing left to carry
 
 
@@ -124,3 +124,23 @@ def test_two_runs_finished_in_one_call_share_finals_tgz(stopped, tmp_path, monke
         tops = {n.split("/")[0] for n in tar.getnames()}
     assert tops == {"a-solar", "b-proden"}
     assert sorted(p.name for p in (tmp_path / "dest").iterdir()) == ["finals.tgz", "paper.log"]
+
+
+def test_a_carried_run_this_code_would_not_resume_stops_the_call_before_training(stopped, tmp_path, monkeypatch,
+                                                                                   capsys):
+    """An outside review: after a hyper-parameter was added between sessions, the carried run's id was no longer the
+    one ``run.py run`` planned; the call trained a new run from epoch 0 for all its minutes and carried nothing
+    back.  The queue now replans the carried config (``--from-run --dry-run``) and stops at once when it differs."""
+    changed = tmp_path / "changed"
+    shutil.copytree(stopped, changed)
+    config = next(changed.glob("runs/*/config.json"))
+    recorded = json.loads(config.read_text())
+    recorded["hparams"]["label_update"]["mask"] = "candidates"  # as if today's code planned another value
+    config.write_text(json.dumps(recorded))
+    carry_run.pack(changed, tmp_path / "carried", part_mib=0.2, label="b-proden")
+    fake = FakeRuns(stopped, {"b-proden": "finish"})
+    monkeypatch.setattr(paper_queue.subprocess, "call", fake.call)
+    assert _queue(tmp_path, fake, "--minutes", "9", "--queue", "b-proden", "--", "--threads", "1") == 3
+    assert fake.calls == []  # nothing trained
+    out = capsys.readouterr().out
+    assert "b-proden: the carried run proden__synthetic-lt__s1-" in out and "would not resume: this code plans" in out

@@ -169,3 +169,21 @@ def test_table1_solar_run_trains_through_run_py(tmp_path):
     (log,) = (out / "runs").glob("*/log.jsonl")
     records = [json.loads(line) for line in log.read_text().splitlines() if line.strip()]
     assert len(records) == 2 and [r["stage"] for r in records] == ["pre-estimation", "train"]
+
+
+def test_differences_name_a_momentum_restart_a_subset_and_another_model(tmp_path):
+    """An outside review: a carried run resumed with its SGD momentum restarted, and a smoke run on --subset 512 with
+    a small CNN, showed in TABLES.md as the paper cell with no mark of either."""
+    import json
+
+    run = tmp_path / "runs" / "solar__cifar10lt__s1-x"
+    run.mkdir(parents=True)
+    config = {"device": "cuda", "train": {"amp": True, "model": "cnn"}, "data": {"source": "jpeg", "subset": 512}}
+    (run / "config.json").write_text(json.dumps(config))
+    (run / "log.jsonl").write_text('{"epoch": 1}\n{"epoch": 2, "momentum_restarted": true}\n')
+    assert paper.differences(tmp_path, {run.name}) == \
+        "JPEG copy, bf16, SGD momentum restarted, --subset 512, model cnn"
+    (run / "log.jsonl").write_text('{"epoch": 1}\n')
+    config.update(train={"amp": False, "model": "resnet18"}, data={"source": "torchvision", "subset": None})
+    (run / "config.json").write_text(json.dumps(config))
+    assert paper.differences(tmp_path, {run.name}) == ""

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import argparse
 import io
+import json
 import subprocess
 import sys
 import tarfile
@@ -69,6 +70,40 @@ def add_final(folder: Path, name: str, finals: Path) -> None:
     tmp.replace(finals)
 
 
+LOCATION = {"--device": 1, "--data-dir": 1, "--offline": 0}  # bench args --from-run takes beside it (and their values)
+
+
+def replans(folder: Path, run: str, extra: list[str], log: Path) -> str | None:
+    """Why this code would not resume the carried run ``folder/runs/run`` (None: it would).
+
+    ``pllzoo bench --from-run`` plans the recorded config with today's code (``--dry-run --jobs 2``: no timing,
+    nothing written) and prints the plan as JSON: a run id other than the carried one, or a refusal, means that
+    ``run.py run`` would start a new run from epoch 0 beside it and carry nothing back (a review found a session
+    lost that way to a hyper-parameter added between sessions)."""
+    loc, i = [], 0
+    while i < len(extra):
+        n = LOCATION.get(extra[i].split("=")[0])
+        if n is None:
+            i += 1
+            continue
+        take = 1 if "=" in extra[i] else 1 + n
+        loc += extra[i:i + take]
+        i += take
+    cmd = [sys.executable, "-m", "pllzoo", "bench", "--from-run", str(folder / "runs" / run), "--out", str(folder),
+           "--resume", "--dry-run", "--jobs", "2", *loc]
+    with log.open("a") as f:
+        f.write(f"$ {' '.join(cmd)}\n")
+        f.flush()
+        done = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=f, text=True)
+    if done.returncode != 0:
+        return f"--from-run refuses it (rc {done.returncode}, see paper.log)"
+    try:
+        planned = [p["run"] for p in json.loads(done.stdout)]
+    except (ValueError, TypeError, KeyError):
+        return "--from-run printed no plan (see paper.log)"
+    return None if planned == [run] else f"this code plans {', '.join(planned) or 'nothing'} instead"
+
+
 def main(argv: list[str] | None = None, clock=time.monotonic) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--dest", type=Path, required=True, help="where the call's files go ($OUT)")
@@ -92,10 +127,16 @@ def main(argv: list[str] | None = None, clock=time.monotonic) -> int:
             continue
         if not folder.exists() and (carry_run.label_of(args.carried) or UNLABELLED) == name \
                 and (args.carried / carry_run.MANIFEST).exists():
-            print(f"{name}: unpacked {carry_run.unpack(args.carried, folder)}")
+            target = carry_run.unpack(args.carried, folder)  # folder/runs/<run id>/checkpoint.pt
+            print(f"{name}: unpacked {target}")
+            run = target.parent.name
+            why = replans(folder, run, extra, log)
+            if why is not None:  # training would start the run afresh beside the carried one: stop, loudly
+                print(f"{name}: the carried run {run} would not resume: {why}; not trained")
+                return 3
         left = (deadline - clock()) / 60
         if left < MIN_MINUTES:
-            print(f"{name}: not started, {left:.1f} min left")
+            print(f"{name}: not started, {left:.2f} min left ({MIN_MINUTES:g} needed)")
             return 0
         cmd = [sys.executable, str(RUN_PY), "run", name, "--seeds", str(args.seed), "--out", str(folder),
                "--time-limit", f"{left:.2f}", *extra]

@@ -121,8 +121,10 @@ def summarise(results: Path, run: pd.Series) -> pd.Series | None:
 
 def differences(folder: Path, runs: set[str]) -> str:
     """What the ``runs`` under ``folder`` (the ones the cell's numbers come from) did otherwise than the released
-    command, from their configs: the JPEG copy of CIFAR-10 (other images than the reference's), bf16 autocast on
-    CUDA ("What a recipe is", README.md).  A config that cannot be read says nothing (``load`` judged the runs)."""
+    command, from their configs and logs: the JPEG copy of CIFAR-10 (other images than the reference's), bf16
+    autocast on CUDA ("What a recipe is", README.md), SGD momentum restarted (a run carried between device
+    sessions resumed without it: its log says ``momentum_restarted``), a ``--subset`` or a model other than
+    ResNet-18 (a smoke run).  A config that cannot be read says nothing (``load`` judged the runs)."""
     import json
 
     from pllzoo import archive
@@ -134,9 +136,18 @@ def differences(folder: Path, runs: set[str]) -> str:
         except (OSError, ValueError):
             return None
 
+    def logged(path: Path) -> list:
+        try:
+            return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+        except (OSError, ValueError):
+            return []
+
     configs = [read(folder / "runs" / r / "config.json") for r in sorted(runs)]
+    records = [rec for r in sorted(runs) for rec in logged(folder / "runs" / r / "log.jsonl")]
     try:
-        configs += [run.config for name, run in archive.read(folder).items() if name in runs]
+        kept = [run for name, run in archive.read(folder).items() if name in runs]
+        configs += [run.config for run in kept]
+        records += [rec for run in kept for rec in run.records]
     except (OSError, ValueError, PLLZooError):  # a damaged archive: load() has said so
         pass
     configs = [c for c in configs if isinstance(c, dict)]
@@ -149,6 +160,14 @@ def differences(folder: Path, runs: set[str]) -> str:
         found.append("JPEG copy")
     if any(str(c.get("device", "")).startswith("cuda") and part(c, "train").get("amp", True) for c in configs):
         found.append("bf16")
+    if any(isinstance(r, dict) and r.get("momentum_restarted") for r in records):  # a carried run resumed
+        found.append("SGD momentum restarted")
+    subsets = sorted({part(c, "data").get("subset") for c in configs} - {None})
+    if subsets:
+        found.append(f"--subset {', '.join(map(str, subsets))}")
+    models = sorted({part(c, "train").get("model") for c in configs} - {None, "resnet18"})
+    if models:
+        found.append(f"model {', '.join(models)}")
     return ", ".join(found)
 
 
