@@ -192,3 +192,17 @@ def test_predict_none_rescores_a_run_whose_estimator_then_only_trained(tmp_path)
     with pytest.raises(PLLZooError, match="would change nothing"):
         get_registry().build_components(get_registry().method("cc-records+predict=none"), {},
                                         ("synthetic-lt", "tabular"))
+
+
+def test_a_results_folder_stands_for_its_finished_runs(run_dir, tmp_path):
+    """An outside review: ``pllzoo evaluate OUT`` (a bench's folder, not a run's) said "damaged run"."""
+    out = run_dir.parent.parent
+    res = CliRunner().invoke(cli, ["evaluate", str(out), "--threads", "1", "--csv", str(tmp_path / "rows.csv")])
+    assert res.exit_code == 0, res.output
+    import pandas as pd
+
+    assert pd.read_csv(tmp_path / "rows.csv")["run"].tolist() == [run_dir.name]
+    (tmp_path / "empty" / "runs").mkdir(parents=True)
+    res = CliRunner().invoke(cli, ["evaluate", str(tmp_path / "empty")])
+    assert res.exit_code == 1 and "a bench's results folder without a finished run under runs/" in res.output
+

@@ -28,7 +28,8 @@ from pllzoo.columns import ACC_COLUMNS
 @click.option("--threads", type=click.IntRange(min=1, max=1024), default=None,
               help="Torch CPU threads, as pllzoo bench's --threads (default: the CPUs this process may use).")
 def evaluate(runs, predict, hps, data_dir, device, dataset, csv_path, md_path, threads) -> None:
-    """Test accuracy of each finished run (RUNS: results/<study>/runs/<run>) under --hp, no training."""
+    """Test accuracy of each finished run (RUNS: results/<study>/runs/<run>, or results/<study> for all its finished
+    runs) under --hp, no training."""
     import pandas as pd
     from rich.console import Console
 
@@ -44,7 +45,7 @@ def evaluate(runs, predict, hps, data_dir, device, dataset, csv_path, md_path, t
     set_threads(threads or default_threads())  # torch's own default made runs 10–25× slower on a shared machine
     overrides = planning.parse_overrides(hps)
     unique: dict[str, Path] = {}
-    for run in runs:  # a run given twice, a copy of its folder, or one that differs only in how its data came
+    for run in _run_folders(runs):  # a run given twice, a copy of its folder, or one that differs only in how its data came
         config = portable(run_config(run))  # (--offline) counts once, as in pllzoo report: by its id without that
         if isinstance(config["data"], dict):
             config["data"] = {k: v for k, v in config["data"].items() if k not in WHERE_FROM_KEYS}
@@ -72,3 +73,21 @@ def evaluate(runs, predict, hps, data_dir, device, dataset, csv_path, md_path, t
         frame = rows.assign(overrides=rows["overrides"].map(lambda d: ";".join(f"{k}={v}" for k, v in d.items())))
         write_text(csv_path, frame.drop(columns=["class_acc", "setting"], errors="ignore").to_csv(index=False))
         click.echo(f"rows: {csv_path}")
+
+
+def _run_folders(paths: tuple[Path, ...]) -> list[Path]:
+    """RUNS with a bench's ``--out`` folder (``OUT/runs/<run>/``, no ``config.json`` of its own) replaced by its
+    finished runs, in order (an outside review: a study folder was called "a damaged run")."""
+    from pllzoo.errors import PLLZooError
+
+    out = []
+    for path in paths:
+        if (path / "config.json").exists() or not (path / "runs").is_dir():
+            out.append(path)  # a run folder (or not: run_config says what it lacks)
+            continue
+        finished = sorted(p for p in (path / "runs").iterdir() if p.is_dir() and (p / "done").exists())
+        if not finished:
+            raise PLLZooError(f"{path}: a bench's results folder without a finished run under runs/ (evaluate "
+                              "re-scores finished runs: give their folders, OUT/runs/<run-id>)")
+        out += finished
+    return out
