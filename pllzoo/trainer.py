@@ -526,6 +526,14 @@ class Trainer:
         n_batches = n // bs if self.config.drop_last else math.ceil(n / bs)
         if n_batches == 0:
             raise PLLZooError(f"batch size {bs} exceeds the {n} training samples with drop_last; lower --batch-size")
+        last = n - (n_batches - 1) * bs  # rows of the last step
+        norms = (torch.nn.modules.batchnorm._BatchNorm,)
+        if (bs == 1 or last == 1) and any(isinstance(m, norms) for m in self.model.modules()):
+            raise PLLZooError(  # torch's own words ("Expected more than 1 value per channel") named no setting
+                f"a step of one row: batch size {bs} on {n} training rows"
+                + ("" if bs == 1 else " leaves a last batch of 1 (train.drop_last=false)")
+                + f", and BatchNorm in {self.config.model!r} cannot normalise one row; "
+                + ("raise --batch-size" if bs == 1 else "change --batch-size or set train.drop_last=true"))
         # this rank's rows of each global batch, in step order (all of perm in one process; D1)
         mine = perm if not self.dist.active else torch.cat(
             [ddp.rank_slice(perm[b * bs : (b + 1) * bs], self.dist) for b in range(n_batches)])

@@ -119,6 +119,12 @@ def _no_test_rows(c: Ctx) -> list[str]:
             *TINY]
 
 
+def _one_row_batch(c: Ctx) -> list[str]:
+    # an outside review: torch's "Expected more than 1 value per channel" named no setting
+    return ["--methods", "proden", "--dataset", "synthetic-lt", "--subset", "200", "--epochs", "1", "--batch-size",
+            "199", "--hp", "train.drop_last=false", "--threads", "1"]
+
+
 def _class_without_rows(c: Ctx) -> list[str]:
     y = _labels(N, K)  # class 3 of 4 has no example: no training rows
     return ["--methods", "proden", "--dataset", c.mat("unseen", k=4, labels=y), *TINY]
@@ -263,6 +269,8 @@ CASES = [
          "the examples have no features (shape (60, 0))"),  # trained and was recorded ok
     Case("more classes than rows", _more_classes_than_rows, 1, "16 training rows for 30 classes"),
     Case("no test rows", _no_test_rows, 1, "onebyone: no test rows (balanced split)"),
+    Case("a batch of one row", _one_row_batch, 1, "a step of one row: batch size 199 on 200 training rows leaves a "
+         "last batch of 1 (train.drop_last=false), and BatchNorm in 'mlp' cannot normalise one row", keep="runs"),
     Case("class without training rows", _class_without_rows, 0, "1 of 4 classes have no training rows", "Warning",
          keep="runs"),
     Case("every label a candidate", _all_candidates, 0, "every label is a candidate on every training row",
