@@ -158,6 +158,12 @@ def from_folder(run_dir: Path) -> ArchivedRun | None:
         if not isinstance(found[name], dict):  # read() refuses such a line: the archive would be unreadable
             raise DamagedRun(f"{run_dir}: damaged run ({name} is not a JSON object)")
     config, env = found["config.json"], found["env.json"]
+    from pllzoo.results import check_log, run_config
+
+    if records:  # what report, plot and --from-run would leave out must not be archived (and --prune its folder)
+        run_config(run_dir, records[0])  # an outside review: a config naming no method or dataset, or a NaN
+    if (run_dir / "done").exists():  # accuracy in a finished run's log, was archived and its folder deleted
+        check_log(records, run_dir)
     error = (run_dir / "error.txt").read_text() if (run_dir / "error.txt").exists() else None
     return ArchivedRun(run_dir.name, (run_dir / "done").exists(), config, env, records, error)
 

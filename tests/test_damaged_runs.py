@@ -326,3 +326,21 @@ def test_a_run_trained_again_with_the_same_numbers_is_said_so(out, tmp_path):
     line = one_line_about(res.output, "Warning:", other)
     assert f"the same run as {run}, trained again with the same results (only the wall times differ)" in line
     assert list(pd.read_csv(tmp_path / "s.csv")["n"]) == [2]
+
+
+@pytest.mark.parametrize("case", [c for c in DAMAGE if "checkpoint" not in c])
+def test_archive_prune_keeps_every_run_folder_the_readers_would_leave_out(out, case):
+    """An outside review: a finished run whose log held a NaN accuracy, or whose config named no method, was
+    archived and its folder deleted by --prune, after which report left it out as damaged: nothing was left to fix.
+    What report leaves out, archive refuses (or, with nothing to keep, leaves alone), and its folder stays."""
+    damage, says, _ = DAMAGE[case]
+    run = _first(out)
+    damage(run)
+    res = CliRunner().invoke(cli, ["archive", str(out), "--prune"])
+    assert run.is_dir(), res.output
+    from pllzoo import archive
+
+    if res.exit_code == 1:
+        assert "damaged run" in one_line_about(res.output, "Error:", run)
+    else:  # no log or no config: nothing to keep, so it is not archived
+        assert res.exit_code == 0 and run.name not in archive.read(out), res.output
