@@ -101,6 +101,8 @@ def test_the_next_session_skips_the_committed_run_and_resumes_the_labelled_one(s
     run = next(committed.glob("runs/*"))
     (run / NAME).unlink()
     (run / "done").write_text("ok\n")
+    records = [json.loads(line) for line in (run / "log.jsonl").read_text().splitlines()]
+    (run / "log.jsonl").write_text("".join(json.dumps({**r, "epochs": 2}) + "\n" for r in records))  # whole, as done
     res = CliRunner().invoke(cli, ["archive", str(committed)])
     assert res.exit_code == 0 and (committed / "runs.jsonl.xz").exists(), res.output
     shutil.rmtree(committed / "runs")
