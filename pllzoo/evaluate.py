@@ -106,8 +106,10 @@ def rescore(registry: Registry, run_dir: Path, overrides: dict[str, str], predic
     valid = registry.hparam_keys(method)
     unknown = sorted(set(overrides) - valid)
     if unknown:
-        raise PLLZooError(f"unknown hyper-parameter(s) {', '.join(unknown)} for {method.name}; "
-                          f"valid: {', '.join(sorted(valid))}")
+        predicts = sorted(k for k in valid if k.startswith("predict."))  # the only ones evaluate takes (below)
+        raise PLLZooError(f"unknown hyper-parameter(s) {', '.join(unknown)} for {method.name}; evaluate takes "
+                          + (f"predict.* only: {', '.join(predicts)}" if predicts else
+                             "predict.* only, and this method has none (--predict names a predict component)"))
     inert = sorted(k for k in overrides if not k.startswith("predict."))
     if inert:  # the trained model is only re-scored: training settings would be shown but change nothing
         raise PLLZooError(f"{', '.join(inert)}: evaluate re-scores the trained model, so only predict.* "

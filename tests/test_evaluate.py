@@ -49,8 +49,11 @@ def test_large_zeta_predicts_the_rarest_estimated_class(run_dir):
 
 
 def test_errors(run_dir, tmp_path):
-    with pytest.raises(PLLZooError, match="unknown hyper-parameter.*predict.zeta"):
+    with pytest.raises(PLLZooError, match="unknown hyper-parameter.*predict.zeta.*this method has none"):
         rescore(get_registry(), run_dir, {"predict.zeta": "1"}, device="cpu")  # plain solar has no predict slot
+    with pytest.raises(PLLZooError, match=r"unknown hyper-parameter\(s\) train.nope for solar\+predict=solar.la; "
+                                          r"evaluate takes predict.\* only: predict.zeta$"):  # not loss.* (a review)
+        rescore(get_registry(), run_dir, {"train.nope": "1"}, predict="solar.la", device="cpu")
     unfinished = tmp_path / "run"
     unfinished.mkdir()
     with pytest.raises(PLLZooError, match="not a finished run"):

@@ -198,3 +198,16 @@ def test_methods_of_other_training_lengths_in_one_table_are_said():
     assert "training length" not in rep.long_reports(same, "last")[0].caption
     assert list(pd.read_csv(io.StringIO(rep.to_csv(same)))["epochs"]) == [30, 30]
     assert list(pd.read_csv(io.StringIO(rep.to_csv(summ)))["epochs"]) == [3, 30]  # each row its own length
+
+
+def test_empty_seeds_says_no_seed_given(tmp_path):
+    """An outside review: ``report OUT --seeds ""`` said "--seeds : no runs of these seeds"; bench says this."""
+    from click.testing import CliRunner
+
+    from pllzoo.cli import cli
+
+    out = tmp_path / "out"
+    assert CliRunner().invoke(cli, ["bench", "--methods", "cc", "--dataset", "synthetic-lt", "--subset", "200",
+                                    "--epochs", "1", "--threads", "1", "--out", str(out)]).exit_code == 0
+    res = CliRunner().invoke(cli, ["report", str(out), "--seeds", ""])
+    assert res.exit_code == 1 and "Error: no seed given; try --seeds 1,2,3" in res.output

@@ -131,6 +131,8 @@ def report(results, rule, methods, missing_ok, seeds, wide, metric, paper, title
         from pllzoo.cli.bench import _seeds
 
         kept = set(_seeds(seeds))
+        if not kept:  # as bench says it (an outside review: "--seeds : no runs of these seeds")
+            raise PLLZooError("no seed given; try --seeds 1,2,3")
         found = sorted(set(records["seed"]))
         records = records[records["seed"].isin(kept)]
         failures = [f for f in failures if f[3] in kept]
