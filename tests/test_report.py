@@ -207,7 +207,8 @@ def test_empty_seeds_says_no_seed_given(tmp_path):
     from pllzoo.cli import cli
 
     out = tmp_path / "out"
-    assert CliRunner().invoke(cli, ["bench", "--methods", "cc", "--dataset", "synthetic-lt", "--subset", "200",
-                                    "--epochs", "1", "--threads", "1", "--out", str(out)]).exit_code == 0
+    assert CliRunner().invoke(cli, ["bench", "--methods", "cc", "--dataset", "synthetic-lt", "--subset", "300",
+                                    "--epochs", "1", "--batch-size", "64", "--threads", "1", "--out",
+                                    str(out)]).exit_code == 0
     res = CliRunner().invoke(cli, ["report", str(out), "--seeds", ""])
     assert res.exit_code == 1 and "Error: no seed given; try --seeds 1,2,3" in res.output
