@@ -404,7 +404,11 @@ class Registry:
                                       f"hyper-parameter of its own: {exc}") from None
                 except Exception:  # HParams.__post_init__ on the recipe's values alone: the user's --hp may
                     pass  # complete them; the combination is checked below
-                hp = override(base, per_slot.get(slot, {}), where=f"{slot}")
+                try:
+                    hp = override(base, per_slot.get(slot, {}), where=f"{slot}")
+                except PLLZooError as exc:  # the user's value: name the component, which another method's may
+                    # take (an outside review: proden,pico with --hp label_update.mask=candidates, valid for proden)
+                    raise type(exc)(f"{exc} ({slot} {comp_name!r} of method {method.name!r})") from None
             except PLLZooError:
                 raise
             except Exception as exc:  # the plugin's own check of its values (HParams.__post_init__): one line

@@ -147,7 +147,8 @@ def test_a_datasets_train_defaults_are_checked_too():
 def test_builtin_component_ranges(registry, method, key, value, shown):
     with pytest.raises(PLLZooError) as err:
         _plan(registry, [method], {key: value})
-    assert str(err.value) == shown
+    assert str(err.value).startswith(shown + f" ({key.split('.')[0]} ") and str(err.value).endswith(
+        f" of method {method!r})")  # the component the value was refused by
 
 
 def test_builtin_values_at_their_bounds_are_accepted(registry):
