@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import json
 import math
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -136,7 +137,9 @@ def epochs_done(run_dir: Path) -> int:
     except DamagedRun:  # the run says why when it resumes
         return 0
     try:
-        records = torch.load(path, map_location="cpu", weights_only=True, mmap=True).get("records")
+        with warnings.catch_warnings():  # torch's note on sparse tensors (VALEN's state) is not the user's
+            warnings.simplefilter("ignore")
+            records = torch.load(path, map_location="cpu", weights_only=True, mmap=True).get("records")
     except Exception:  # damaged, truncated, not mappable: the log's count (the resume itself says what is wrong)
         return logged
     return min(len(records), logged) if isinstance(records, list) else logged

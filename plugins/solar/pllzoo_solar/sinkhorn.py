@@ -41,7 +41,8 @@ Reference loop (``reference_sinkhorn``): c ← 1/Ñ; 50 × { β ← r ./ (Mᵀc)
     the shifted ones times known factors (u^ref_j = u_j·e^(b_j + A), b the column shift, A the largest row
     shift), so the overflow is read from the shifted u without computing them; it is the reference's trigger
     up to the e⁻⁶⁰ clamp of c₀ and to the last bits of β near the float32 limit, and is exact for a cold start
-    (``warm_start=false``, as the reference). ``relax="nan"`` (recorded runs) drops the check and relaxes only
+    (``warm_start=false``, as the reference), except an empty column of prior 0: the reference's 0/0 is NaN,
+    while β_j = 0 here (above) leaves it empty. ``relax="nan"`` (recorded runs) drops the check and relaxes only
     where pllzoo's shifted iterates go non-finite, which they do not on an empty column or an overflowing
     β: such problems run 50 iterations to the nearest reachable marginals, where the reference relaxes
     (test_relax_reference_relaxes_where_the_reference_goes_nan). The check can do worse than
@@ -259,12 +260,13 @@ def solve(kern: Kernel, *, max_iter: int = 50, tol: float = 1e-3, stop: Literal[
     # relax="reference": log u_j below this is the reference's float32 β_j = +inf (its u^ref = u·e^(b_j + A),
     # with b the column shift and A the largest row shift, c₀ being the reference's 1/Ñ scaled by e^(a_i − A))
     # and log (Mβ)_i below the second is the reference's c_i = (1/Ñ)/(M^ref β^ref)_i = +inf (a row whose candidates all
-    # have a vanishing β; (M^ref β^ref)_i = (Mβ)_i·e^(a_i − A))
+    # have a vanishing β; (M^ref β^ref)_i = (Mβ)_i·e^(a_i − A)).  torch evaluates a Python float over a tensor as
+    # the tensor's reciprocal times the float, so it is 1/(M^ref β^ref)_i that overflows, not (1/Ñ)/(...): no log Ñ
+    # (an outside review found 6 of 348 problems where the reference went NaN through that band and ours did not)
     overflow = None
     if relax == "reference":
         top = kern.row_shift.max()
-        overflow = (r.log() - _LOG_F32_MAX - kern.col_shift - top,
-                    -math.log(m.shape[0]) - _LOG_F32_MAX + top - kern.row_shift)
+        overflow = (r.log() - _LOG_F32_MAX - kern.col_shift - top, -_LOG_F32_MAX + top - kern.row_shift)
     host, n = kern.host or kern.sparse, m.shape[0]
     mv, rmv = _sparse_matvecs(kern.cand, m, kern.per_class) if kern.sparse else (
         (lambda b: m @ b), (lambda c: c @ m))  # the candidate kernel
