@@ -70,6 +70,20 @@ class FakeRuns:
         return 0
 
 
+def _fake_run_py(tmp: Path, monkeypatch) -> None:
+    """``run.py run NAME --seeds S --out DIR --dry-run EXTRA``: the bench command of the stopped fixture's recipe
+    (proden on synthetic-lt, 5 epochs), as the real run.py prints a recipe's."""
+    script = tmp / "run.py"
+    script.write_text(
+        "import shlex, sys\n"
+        "a = sys.argv[1:]\n"
+        "out = a[a.index('--out') + 1]\n"
+        "extra = [x for x in a[a.index('--dry-run') + 1:]]\n"
+        "print(shlex.join([sys.executable, '-m', 'pllzoo', 'bench', '--methods', 'proden', '--dataset', "
+        "'synthetic-lt', '--epochs', '5', '--seeds', '1', '--out', out, '--resume', *extra]))\n")
+    monkeypatch.setattr(paper_queue, "RUN_PY", script)
+
+
 def _queue(tmp, fake, *args):
     return paper_queue.main(["--dest", str(tmp / "dest"), "--work", str(tmp / "work"), "--finished",
                              str(tmp / "committed"), "--carried", str(tmp / "carried"), *args], clock=fake.clock)
@@ -79,6 +93,7 @@ def test_a_call_finishes_the_carried_run_then_carries_the_next(stopped, tmp_path
     carry_run.pack(stopped, tmp_path / "carried", part_mib=0.2)  # unlabelled: packed before labels
     fake = FakeRuns(stopped, {"a-solar": "finish", "b-proden": "stop", "c-cc": "finish"})
     monkeypatch.setattr(paper_queue.subprocess, "call", fake.call)
+    _fake_run_py(tmp_path, monkeypatch)
     monkeypatch.setattr(paper_queue, "UNLABELLED", "a-solar")  # the run an unlabelled carry belongs to
     rc = _queue(tmp_path, fake, "--minutes", "9", "--queue", "a-solar,b-proden,c-cc", "--part-mib", "0.2")
     assert rc == 75
@@ -108,6 +123,7 @@ def test_the_next_session_skips_the_committed_run_and_resumes_the_labelled_one(s
     shutil.rmtree(committed / "runs")
     fake = FakeRuns(stopped, {"b-proden": "finish", "c-cc": "finish"}, minutes=4)
     monkeypatch.setattr(paper_queue.subprocess, "call", fake.call)
+    _fake_run_py(tmp_path, monkeypatch)
     rc = _queue(tmp_path, fake, "--minutes", "5.5", "--queue", "a-solar,b-proden,c-cc")
     assert rc == 0
     assert fake.calls == [("b-proden", 5.5, True)]  # unpacked before it ran; 1.5 min are too few for c-cc
@@ -128,21 +144,22 @@ def test_two_runs_finished_in_one_call_share_finals_tgz(stopped, tmp_path, monke
     assert sorted(p.name for p in (tmp_path / "dest").iterdir()) == ["finals.tgz", "paper.log"]
 
 
-def test_a_carried_run_this_code_would_not_resume_stops_the_call_before_training(stopped, tmp_path, monkeypatch,
-                                                                                   capsys):
+def test_a_carried_run_the_queues_command_would_not_resume_stops_the_call_before_training(stopped, tmp_path,
+                                                                                         monkeypatch, capsys):
     """An outside review: after a hyper-parameter was added between sessions, the carried run's id was no longer the
     one ``run.py run`` planned; the call trained a new run from epoch 0 for all its minutes and carried nothing
-    back.  The queue now replans the carried config (``--from-run --dry-run``) and stops at once when it differs."""
-    changed = tmp_path / "changed"
-    shutil.copytree(stopped, changed)
-    config = next(changed.glob("runs/*/config.json"))
-    recorded = json.loads(config.read_text())
-    recorded["hparams"]["label_update"]["mask"] = "candidates"  # as if today's code planned another value
-    config.write_text(json.dumps(recorded))
-    carry_run.pack(changed, tmp_path / "carried", part_mib=0.2, label="b-proden")
+    back.  The queue now plans its very command (``run.py run NAME --dry-run`` and this call's bench arguments,
+    ``--dry-run --jobs 2``) and stops at once when it would not resume the carried run: here the call's arguments
+    change a hyper-parameter (as a COMPILE other than the last session's would)."""
+    carry_run.pack(stopped, tmp_path / "carried", part_mib=0.2, label="b-proden")
     fake = FakeRuns(stopped, {"b-proden": "finish"})
     monkeypatch.setattr(paper_queue.subprocess, "call", fake.call)
-    assert _queue(tmp_path, fake, "--minutes", "9", "--queue", "b-proden", "--", "--threads", "1") == 3
-    assert fake.calls == []  # nothing trained
+    _fake_run_py(tmp_path, monkeypatch)
+    rc = _queue(tmp_path, fake, "--minutes", "9", "--queue", "b-proden", "--", "--threads", "1", "--hp", "train.lr=0.07")
+    assert rc == 3 and fake.calls == []  # nothing trained
     out = capsys.readouterr().out
-    assert "b-proden: the carried run proden__synthetic-lt__s1-" in out and "would not resume: this code plans" in out
+    assert "b-proden: the carried run proden__synthetic-lt__s1-" in out and \
+        "would not resume: the queue's command plans proden__synthetic-lt__s1-" in out
+    shutil.rmtree(tmp_path / "work")  # the same call's arguments as the carried run's: it resumes
+    assert _queue(tmp_path, fake, "--minutes", "9", "--queue", "b-proden", "--", "--threads", "1") == 0
+    assert [c[0] for c in fake.calls] == ["b-proden"]

@@ -70,38 +70,34 @@ def add_final(folder: Path, name: str, finals: Path) -> None:
     tmp.replace(finals)
 
 
-LOCATION = {"--device": 1, "--data-dir": 1, "--offline": 0}  # bench args --from-run takes beside it (and their values)
+def replans(name: str, seed: int, folder: Path, run: str, extra: list[str], log: Path) -> str | None:
+    """Why the command this queue trains ``name`` with would not resume the carried run ``folder/runs/run`` (None:
+    it would).
 
+    ``run.py run NAME --dry-run`` gives that very ``pllzoo bench`` command (the recipe, ``--resume``, the extra
+    bench args of this call such as ``--hp train.compile=...``); run with ``--dry-run --jobs 2`` (no timing,
+    nothing written) it prints its plan as JSON.  A run id other than the carried one, or a refusal, means the
+    bench would start a new run from epoch 0 beside it and carry nothing back (a review found a session lost that
+    way to a hyper-parameter added between sessions; another, that replaying the record alone misses a changed
+    recipe or a ``COMPILE`` other than the earlier session's)."""
+    import shlex
 
-def replans(folder: Path, run: str, extra: list[str], log: Path) -> str | None:
-    """Why this code would not resume the carried run ``folder/runs/run`` (None: it would).
-
-    ``pllzoo bench --from-run`` plans the recorded config with today's code (``--dry-run --jobs 2``: no timing,
-    nothing written) and prints the plan as JSON: a run id other than the carried one, or a refusal, means that
-    ``run.py run`` would start a new run from epoch 0 beside it and carry nothing back (a review found a session
-    lost that way to a hyper-parameter added between sessions)."""
-    loc, i = [], 0
-    while i < len(extra):
-        n = LOCATION.get(extra[i].split("=")[0])
-        if n is None:
-            i += 1
-            continue
-        take = 1 if "=" in extra[i] else 1 + n
-        loc += extra[i:i + take]
-        i += take
-    cmd = [sys.executable, "-m", "pllzoo", "bench", "--from-run", str(folder / "runs" / run), "--out", str(folder),
-           "--resume", "--dry-run", "--jobs", "2", *loc]
+    shown = subprocess.run([sys.executable, str(RUN_PY), "run", name, "--seeds", str(seed), "--out", str(folder),
+                            "--dry-run", *extra], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    if shown.returncode != 0:
+        return f"run.py refuses it (rc {shown.returncode}): {shown.stdout.strip()[-200:]}"
+    cmd = [*shlex.split(shown.stdout.strip().splitlines()[-1]), "--dry-run", "--jobs", "2"]
     with log.open("a") as f:
         f.write(f"$ {' '.join(cmd)}\n")
         f.flush()
         done = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=f, text=True)
     if done.returncode != 0:
-        return f"--from-run refuses it (rc {done.returncode}, see paper.log)"
+        return f"its bench refuses to plan (rc {done.returncode}, see paper.log)"
     try:
         planned = [p["run"] for p in json.loads(done.stdout)]
     except (ValueError, TypeError, KeyError):
-        return "--from-run printed no plan (see paper.log)"
-    return None if planned == [run] else f"this code plans {', '.join(planned) or 'nothing'} instead"
+        return "its bench printed no plan (see paper.log)"
+    return None if planned == [run] else f"the queue's command plans {', '.join(planned) or 'nothing'} instead"
 
 
 def main(argv: list[str] | None = None, clock=time.monotonic) -> int:
@@ -130,7 +126,7 @@ def main(argv: list[str] | None = None, clock=time.monotonic) -> int:
             target = carry_run.unpack(args.carried, folder)  # folder/runs/<run id>/checkpoint.pt
             print(f"{name}: unpacked {target}")
             run = target.parent.name
-            why = replans(folder, run, extra, log)
+            why = replans(name, args.seed, folder, run, extra, log)
             if why is not None:  # training would start the run afresh beside the carried one: stop, loudly
                 print(f"{name}: the carried run {run} would not resume: {why}; not trained")
                 return 3
