@@ -113,6 +113,9 @@ def plan_sweep(registry: Registry, methods: list[str], dataset: str, seeds: list
     both = [d.key for d in space if d.key in hp]
     if both:
         raise PLLZooError(f"{both[0]} is both fixed by --hp and searched by --space; keep one")
+    for flag, value, key in (("--epochs", epochs, "train.epochs"), ("--batch-size", batch_size, "train.batch_size")):
+        if value is not None and any(d.key == key for d in space):  # an outside review: "--hp ... disagree" said it
+            raise PLLZooError(f"{key} is both fixed by {flag} {value} and searched by --space; keep one")
     check_space(registry, methods, space)
     trials = [Trial(k, o) for k, o in enumerate(draw_trials(space, n_trials, seed))]
     for t in trials:

@@ -77,6 +77,9 @@ def test_bad_space_specs_are_one_line_errors(spec, message, tmp_path: Path):
     (["--space", "loss.eta=uniform(0.5,1)"], 2, "unknown hyper-parameter 'loss.eta'; valid: label_update.mask"),
     (["--space", "train.batch_size=uniform(32,64)"], 1, "bad value for train.batch_size"),
     (["--space", "train.lr=uniform(0.1,0.2)", "--hp", "train.lr=0.1"], 1, "both fixed by --hp and searched"),
+    # an outside review: said "--epochs 2 and --hp train.epochs=1 disagree", naming an --hp never given
+    (["--space", "train.epochs=randint(1,3)", "--epochs", "2"], 1, "train.epochs is both fixed by --epochs 2 and "
+     "searched by --space"),
     (["--space", "train.lr=uniform(0.1,0.2)", "--holdout", "0"], 1, "give --holdout > 0"),
     (["--space", "train.lr=uniform(0.1,0.2)", "--trials", "0"], 2, "'--trials': 0 is not in the range 1<=x<=1000"),
     # a typo: every trial is planned before any trains, and 100000000 of them filled the memory (outside review)
