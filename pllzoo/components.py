@@ -296,11 +296,10 @@ def _check_effective(method_name: str, components: Mapping[str, Component], offs
             f"the selection's mask, so selection {selection.name!r} would change nothing")
     update = components.get("label_update")
     if loss is not None and update is not None and "targets" in loss.ignores and update.name != UNIFORM_TARGETS:
-        others = [c for c in components.values() if c is not update]
-        used = set().union(*(c.needs | c.reads for c in others if c is not loss))
-        vouched = all(slot in complete for slot, c in components.items() if c is not update and c is not loss)
-        if vouched and "targets" not in used and not update.provides & set().union(*(c.needs | c.reads
-                                                                                       for c in others)):
+        readers = {slot: c for slot, c in components.items() if c is not update and c is not loss}
+        used = set().union(*(c.needs | c.reads for c in readers.values()))  # what the others read
+        if readers.keys() <= set(complete) and "targets" not in used and not update.provides & (
+                used | loss.needs | loss.reads):
             raise PLLZooError(
                 f"incompatible recipe {method_name!r}: loss {loss.name!r} reads the candidate rows, not the label "
                 f"update's targets, and no other component reads them or what it provides, so label update "
