@@ -367,3 +367,18 @@ def test_a_run_on_a_mat_file_is_evaluated_and_replayed_with_its_path(finished, t
     strip = lambda p: [{k: v for k, v in json.loads(line).items() if k != "wall_s"}  # noqa: E731
                        for line in (p / "log.jsonl").read_text().splitlines()]
     assert strip(tmp_path / "again" / "runs" / run.name) == strip(run)  # the same run id, the same numbers
+
+
+def test_a_file_where_a_run_folder_goes_is_named(finished, tmp_path):
+    """An outside review: a plain file at OUT/runs/<run-id> gave "Not a directory (…/done); … free space or pick
+    another --out"; the line now names the file in the way."""
+    good, template = finished
+    out = tmp_path / "out"
+    shutil.copytree(template, out)
+    run = next(p for p in (out / "runs").iterdir() if p.is_dir())
+    shutil.rmtree(run)
+    run.write_text("")
+    res = CliRunner().invoke(cli, ["bench", *_good(Ctx(tmp_path, good, out, None)), "--out", str(out), "--resume"])
+    assert res.exit_code == 1 and "Traceback" not in res.output, res.output
+    assert f"Error: cannot write the results under --out {out}: {run} is a file, where pllzoo keeps a folder; move " \
+           "it away" in " ".join(res.output.split())

@@ -410,6 +410,11 @@ def _write_error(exc: OSError, out: Path, plans) -> PLLZooError:
     if isinstance(exc, IsADirectoryError) and target and Path(target).is_dir():
         return PLLZooError(f"cannot write the results under --out {out}: {target} is a folder, not pllzoo's "
                            "file; move it away, then rerun with --resume (finished runs are kept)")
+    if isinstance(exc, NotADirectoryError) and target:  # a file where pllzoo keeps a folder (e.g. runs/<id>)
+        blocker = next((p for p in Path(target).parents if p.is_file()), None)
+        if blocker is not None:  # an outside review: the line advised freeing space
+            return PLLZooError(f"cannot write the results under --out {out}: {blocker} is a file, where pllzoo keeps "
+                               "a folder; move it away, then rerun with --resume (finished runs are kept)")
     where = f" ({target})" if target else ""
     why = exc.strerror or str(exc) or type(exc).__name__
     return PLLZooError(f"cannot write the results under --out {out}: {why}{where}; "
