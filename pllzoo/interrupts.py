@@ -16,6 +16,7 @@ import threading
 from typing import Any, Iterator
 
 _arrived = False
+ending = False  # set by the ``pllzoo`` command (pllzoo.cli.main): the command's end is the process's
 
 
 def on_sigint(signum: int, frame: Any) -> None:
@@ -58,3 +59,17 @@ def watch() -> Iterator[None]:
         yield
     finally:
         signal.signal(signal.SIGINT, previous)
+
+
+def ignore_from_now() -> None:
+    """Ignore SIGINT and SIGTERM from now on, when the process ends with the command (:data:`ending`; not a
+    CliRunner inside a test): once a stop is taken, a repeat signal (a double press, a batch system) would only
+    land in torch's exit finalizers as a traceback (an outside review)."""
+    if not ending:
+        return
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        try:
+            signal.signal(sig, signal.SIG_IGN)
+        except (ValueError, OSError):  # not the main thread: nothing to do
+            pass
+

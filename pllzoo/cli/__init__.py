@@ -31,7 +31,7 @@ class _Group(click.Group):
             _debug_traceback(exc)
             raise click.ClickException(configfile.locate(ctx, str(exc))) from None
         except KeyboardInterrupt:  # Ctrl-C outside a bench's clean-stop window (loading, planning): 130
-            _ignore_stop_signals()  # a repeat press would only break the exit
+            interrupts.ignore_from_now()  # a repeat press would only break the exit
             click.echo("interrupted (Ctrl-C)", err=True)
             ctx.exit(130)
         except OSError as exc:  # what no command turned into its own line: a full disk under stdout, a
@@ -101,27 +101,9 @@ from pllzoo.cli import report as _report  # noqa: E402,F401
 from pllzoo.cli import sweep as _sweep  # noqa: E402,F401
 
 
-_OWN_PROCESS = False  # set by main(): the command's end is the process's (not a CliRunner inside a test)
-
-
 def main() -> None:
-    global _OWN_PROCESS
-    _OWN_PROCESS = True
+    interrupts.ending = True
     try:
         cli()
-    finally:  # the process is ending: a repeat Ctrl-C or SIGTERM (a double press, a batch system) would land in
-        # torch's exit finalizers as a traceback (an outside review); the stop it asks for is already under way
-        _ignore_stop_signals()
-
-
-def _ignore_stop_signals() -> None:
-    """Ignore SIGINT and SIGTERM from now on, when the process ends with the command (:func:`main`)."""
-    import signal
-
-    if not _OWN_PROCESS:
-        return
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        try:
-            signal.signal(sig, signal.SIG_IGN)
-        except (ValueError, OSError):  # not the main thread: nothing to do
-            pass
+    finally:  # the process is ending: a repeat Ctrl-C or SIGTERM must not land in torch's exit finalizers
+        interrupts.ignore_from_now()

@@ -423,10 +423,9 @@ def _write_error(exc: OSError, out: Path, plans) -> PLLZooError:
 
 def _stop(ctx: click.Context, exc: BaseException, out: Path) -> None:
     """One line and the exit status of a stopped bench (summary.* hold the finished runs, as results.csv)."""
-    from pllzoo import checkpoint
-    from pllzoo.cli import _ignore_stop_signals
+    from pllzoo import checkpoint, interrupts
 
-    _ignore_stop_signals()  # the stop is taken: a repeat signal from here on would only break the exit
+    interrupts.ignore_from_now()  # the stop is taken: a repeat signal from here on would only break the exit
     if isinstance(exc, checkpoint.Stopped):
         message, code = str(exc), exc.exit_code
     elif isinstance(exc, checkpoint.Abandoned):  # a second SIGINT/SIGTERM abandoned the epoch
