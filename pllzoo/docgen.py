@@ -337,20 +337,17 @@ def _state_section() -> str:
 # ---------------------------------------------------------------------- components
 def describe_component(cls: type) -> dict[str, Any]:
     """What a component class reads and writes: ``needs``, ``provides`` (state or ``step.scratch`` keys),
-    ``views`` (with its default hyper-parameters: an instance may set them from ``self.hp``) and the run
-    hooks it implements."""
+    ``reads``, and ``ignores`` and ``views`` (with its default hyper-parameters: an instance may set them from
+    ``self.hp``), and the run hooks it implements."""
     from pllzoo.components import implemented_hooks
 
     try:
-        views = cls().views
+        made = cls()
     except Exception:  # a component whose defaults need a run: the class declaration
-        views = cls.views
-    try:
-        ignores = cls().ignores
-    except Exception:
-        ignores = cls.ignores
+        made = cls
     return {"needs": sorted(cls.needs), "provides": sorted(cls.provides), "reads": sorted(cls.reads),
-            "ignores": sorted(ignores), "views": sorted(views), "hooks": sorted(implemented_hooks(cls.__new__(cls)))}
+            "ignores": sorted(made.ignores), "views": sorted(made.views),
+            "hooks": sorted(implemented_hooks(cls.__new__(cls)))}
 
 
 @contextlib.contextmanager
