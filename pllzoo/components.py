@@ -292,8 +292,8 @@ def _check_effective(method_name: str, components: Mapping[str, Component], offs
     loss, selection = components.get("loss"), components.get("selection")
     if loss is not None and selection is not None and "mask" in loss.ignores and selection.name != SELECT_ALL:
         raise PLLZooError(
-            f"incompatible recipe {method_name!r}: loss {loss.name!r} makes its own selection and does not read "
-            f"the selection's mask, so selection {selection.name!r} would change nothing")
+            f"incompatible recipe {method_name!r}: loss {loss.name!r} does not read the selection's mask (it makes "
+            f"its own selection, or none), so selection {selection.name!r} would change nothing")
     update = components.get("label_update")
     if loss is not None and update is not None and "targets" in loss.ignores and update.name != UNIFORM_TARGETS:
         readers = {slot: c for slot, c in components.items() if c is not update and c is not loss}
@@ -436,6 +436,10 @@ def check_component(cls: Any, slot: str) -> None:
         raise PLLZooError(f"{label} does not implement {role}, the role hook of slot {slot!r}")
     for hook in sorted(run_specs):  # any run hook, not only the role's: an undecorated pllzoo_post_step never ran,
         if hook not in implemented and callable(getattr(cls, hook, None)):  # silently (an outside review)
+            raw = inspect.getattr_static(cls, hook)
+            if isinstance(raw, (staticmethod, classmethod)):  # pluggy reads the marker off the class's attribute
+                raise PLLZooError(f"{label}.{hook} is a {type(raw).__name__}; run hooks are plain methods "
+                                  f"(def {hook}(self, ...)), which pluggy finds @pllzoo.hookimpl on")
             raise PLLZooError(f"{label}.{hook} lacks @pllzoo.hookimpl, so pluggy would never call it")
     hp_cls = getattr(cls, "HParams", None)
     if not (isinstance(hp_cls, type) and dataclasses.is_dataclass(hp_cls)):

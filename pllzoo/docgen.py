@@ -98,7 +98,8 @@ A recipe in which a component would change nothing is refused too: a logit offse
 that no component `reads` (`"logit_offset"`: PRODEN's, CORR's and HTC's label updates read
 `step.label_probs`) from a component whose `provides` nothing needs or reads (e.g. `pico+estimator=records.prior`;
 `lws+estimator=records.prior+predict=pllzoo.logit_adjust` is fine: the prediction uses its `prior`), and a
-selection other than `pllzoo.all` in front of a loss that `ignores` the `"mask"` (HTC's loss selects its own rows),
+selection other than `pllzoo.all` in front of a loss that `ignores` the `"mask"` (HTC's loss selects its own rows;
+PiCO's averages over the whole batch),
 and a label update other than `pllzoo.uniform` in front of a loss that `ignores` the `"targets"` (CC's, MSE's and EXP's
 losses read the candidate rows) unless another component `reads` `"targets"` (SoLar's selection: so
 `cc+label_update=proden.confidence` is refused, `cc+label_update=proden.confidence+selection=solar.classwise+estimator=solar.prior`

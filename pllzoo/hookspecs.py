@@ -494,7 +494,7 @@ class RunSpec:
         """
 
     @hookspec(firstresult=True)
-    def pllzoo_label_update(self, step: Step, state: PLLState) -> torch.Tensor | None:
+    def pllzoo_label_update(self, step: Step, state: PLLState) -> torch.Tensor:
         """Produce the training targets of this batch (slot ``label_update``).
 
         Called: every training step, after the forward pass(es), under
@@ -526,7 +526,7 @@ class RunSpec:
         """
 
     @hookspec(firstresult=True)
-    def pllzoo_select(self, step: Step, state: PLLState) -> torch.Tensor | None:
+    def pllzoo_select(self, step: Step, state: PLLState) -> torch.Tensor:
         """Choose the reliable samples of this batch (slot ``selection``).
 
         Called: every training step, after :meth:`pllzoo_label_update` (so
@@ -552,7 +552,7 @@ class RunSpec:
         """
 
     @hookspec(firstresult=True)
-    def pllzoo_loss(self, step: Step, state: PLLState) -> torch.Tensor | None:
+    def pllzoo_loss(self, step: Step, state: PLLState) -> torch.Tensor:
         """Compute the training loss of this batch (slot ``loss``).
 
         Called: every training step, after selection (``step.targets`` and
@@ -566,7 +566,8 @@ class RunSpec:
         :returns: a scalar tensor to minimise.  Honour ``step.mask`` (bool: the samples kept; float:
             their weights), or declare ``ignores = frozenset({"mask"})`` for a loss that selects its own
             samples (HTC's): then a recipe with another selection is refused.  A loss that does neither
-            makes every selection swapped in a silent no-op, which the host cannot tell from its outputs.
+            makes every selection swapped in a silent no-op, which the host cannot tell from its outputs
+            (``pllzoo check METHOD`` trains it with half of each batch dropped and tells).
             Likewise ``ignores = frozenset({"targets"})`` for a loss that never reads ``step.targets``.
 
         Example::

@@ -14,7 +14,8 @@ boundary, together with the network, the optimizer, the extra modules of
 So anything a component keeps on ``self`` that changes during training is lost
 on resume unless it is derived again from the epoch (``pllzoo_on_epoch_start``)
 or the run; tests/test_resume_every_method.py checks, for every registered
-method, that a resumed run equals an uninterrupted one bit for bit.
+method, that a resumed run equals an uninterrupted one bit for bit, and
+``pllzoo check METHOD`` does the same for any recipe, a plugin's included.
 
 Stages: a new stage starts from an empty state except the keys in
 ``stage.carry``.  Declare the keys a component writes (``provides``) and the

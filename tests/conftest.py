@@ -89,25 +89,10 @@ def out(finished, tmp_path) -> Path:
 
 
 def make_tiny_data(n: int = 96, k: int = 4, d: int = 6, seed: int = 0, phi: float = 0.3):
-    """A tiny tabular PLL problem: separable Gaussian classes, uniform candidates."""
-    from pllzoo.data.base import PLLData, TrainDefaults
+    """A tiny tabular PLL problem: separable Gaussian classes, uniform candidates (``pllzoo check``'s)."""
+    from pllzoo.conformance import tiny_tabular
 
-    g = torch.Generator().manual_seed(seed)
-    means = 3.0 * torch.randn(k, d, generator=g)
-
-    def sample(m: int):
-        y = torch.arange(m) % k
-        return means[y] + torch.randn(m, d, generator=g), y
-
-    x, y = sample(n)
-    xt, yt = sample(4 * k)
-    cand = torch.rand(n, k, generator=g) < phi
-    cand[torch.arange(n), y] = True
-    return PLLData(
-        name="tiny", kind="tabular", x_train=x, y_train=y, candidates=cand, x_test=xt, y_test=yt,
-        num_classes=k, class_names=[str(i) for i in range(k)],
-        defaults=TrainDefaults(model="linear", epochs=3, lr=0.1, weight_decay=0.0, batch_size=16),
-    )
+    return tiny_tabular(n, k, d, seed, phi)
 
 
 @pytest.fixture
@@ -127,18 +112,7 @@ def registered_methods() -> list[str]:
 
 
 def make_fake_images(n: int = 64, k: int = 4, seed: int = 0) -> "PLLData":
-    """Random uint8 images (kind 'image', model 'cnn'): exercises the augmentation and strong-view paths."""
-    from pllzoo.data.base import PLLData, TrainDefaults
+    """Random uint8 images (kind 'image', model 'cnn'): the augmentation and strong-view paths (``pllzoo check``'s)."""
+    from pllzoo.conformance import tiny_images
 
-    g = torch.Generator().manual_seed(seed)
-    y = torch.arange(n) % k
-    cand = torch.rand(n, k, generator=g) < 0.3
-    cand[torch.arange(n), y] = True
-    return PLLData(
-        name="fake-images", kind="image",
-        x_train=torch.randint(0, 256, (n, 3, 32, 32), generator=g, dtype=torch.uint8), y_train=y, candidates=cand,
-        x_test=torch.randint(0, 256, (16, 3, 32, 32), generator=g, dtype=torch.uint8), y_test=torch.arange(16) % k,
-        num_classes=k, class_names=[str(i) for i in range(k)],
-        defaults=TrainDefaults(model="cnn", epochs=1, lr=0.01, weight_decay=0.0, batch_size=16),
-        mean=(0.5, 0.5, 0.5), std=(0.25, 0.25, 0.25),
-    )
+    return tiny_images(n, k, seed)

@@ -207,6 +207,16 @@ class UnmarkedPostStep(SelectAll):
         return None
 
 
+class MarkedStatic(SelectAll):
+    """An outside review: @hookimpl over @staticmethod leaves the marker on the staticmethod object, which pluggy
+    never reads, and the message said the decorator was missing although it is there."""
+
+    @hookimpl
+    @staticmethod
+    def pllzoo_post_step(step):
+        return None
+
+
 class NotFrozen(SelectAll):
     @dataclass
     class HParams:
@@ -302,6 +312,8 @@ def _registering(bad_slot: str, bad_name: str, bad) -> object:
     ("selection", "t.bad", Unmarked, "Unmarked.pllzoo_select lacks @pllzoo.hookimpl"),
     ("selection", "t.bad", UnmarkedPostStep, "UnmarkedPostStep.pllzoo_post_step lacks @pllzoo.hookimpl, so pluggy "
                                              "would never call it"),
+    ("selection", "t.bad", MarkedStatic, "MarkedStatic.pllzoo_post_step is a staticmethod; run hooks are plain "
+                                         "methods (def pllzoo_post_step(self, ...))"),
     ("selection", "t.bad", NotFrozen, "NotFrozen.HParams is not frozen; declare it @dataclass(frozen=True)"),
     ("selection", "t.bad", IntOfAFloat, "IntOfAFloat.HParams field 'n': annotated int, but its default is 0.5 (float)"),
     ("selection", "t.bad", BoolOfAStr, "BoolOfAStr.HParams field 'flag': annotated bool, but its default is 'yes'"),

@@ -79,7 +79,7 @@ def test_an_offset_that_changes_nothing_is_refused():
 def test_a_selection_in_front_of_a_loss_with_its_own_is_refused_but_select_all_is_fine():
     parts = dict(label_update=Plain(), loss=OwnSelection())
     check_compatible("d", {**_recipe(**parts), "selection": _named(Plain(), "selection", "pllzoo.all")})
-    with pytest.raises(PLLZooError, match=r"loss 'test.loss' makes its own selection .* so selection "
+    with pytest.raises(PLLZooError, match=r"loss 'test.loss' does not read the selection's mask .* so selection "
                                           r"'test.selection' would change nothing"):
         check_compatible("e", _recipe(selection=Plain(), **parts))
 
@@ -105,7 +105,9 @@ def test_a_label_update_in_front_of_a_loss_without_targets_is_refused_unless_som
     ("exp+label_update=solar.sinkhorn+estimator=solar.prior", "label update 'solar.sinkhorn' would change nothing"),
     ("pico+estimator=records.prior", "estimator 'records.prior' offsets the logits"),  # PiCO's W ignores it
     ("cc+estimator=records.prior", "estimator 'records.prior' offsets the logits"),  # CC has no label update
-    ("htc+selection=solar.classwise+estimator=solar.prior", "loss 'htc.loss' makes its own selection"),
+    ("htc+selection=solar.classwise+estimator=solar.prior", "loss 'htc.loss' does not read the selection's mask"),
+    # PiCO's l.6 is a mean over the whole batch (found by `pllzoo check pico`)
+    ("pico+selection=solar.classwise+estimator=solar.prior", "loss 'pico.loss' does not read the selection's mask"),
     ("corr-records+predict=htc.ensemble", "predict 'htc.ensemble' needs 'htc_tail_logits'"),
 ])
 def test_shipped_recipes_that_would_change_nothing_fail_before_training(method, why, tmp_path):

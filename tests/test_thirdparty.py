@@ -64,3 +64,12 @@ def test_installed_plugin_runs_in_bench_and_mixes(site, tmp_path):
     assert (plugins["example"]["dist"], plugins["example"]["version"], plugins["example"]["error"]) == \
         ("pllzoo-example", "0.3.0", None)
     assert plugins["broken"]["dist"] == "pllzoo-broken" and "ModuleNotFoundError" in plugins["broken"]["error"]
+
+
+def test_installed_plugin_passes_pllzoo_check(site):
+    """The contract check of an installed outside recipe, and of a mix of its component with a shipped one."""
+    proc = _pllzoo(site, "check", "example-smallloss,proden+selection=example.smallloss", "--json")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    rows = json.loads(proc.stdout)
+    assert {r["method"] for r in rows} == {"example-smallloss", "proden+selection=example.smallloss"}
+    assert {r["status"] for r in rows} == {"ok"}, rows

@@ -94,6 +94,7 @@ def cli() -> None:
 
 from pllzoo.cli import archive as _archive  # noqa: E402,F401  (registers commands)
 from pllzoo.cli import bench as _bench  # noqa: E402,F401
+from pllzoo.cli import check as _check  # noqa: E402,F401
 from pllzoo.cli import evaluate as _evaluate  # noqa: E402,F401
 from pllzoo.cli import plot as _plot  # noqa: E402,F401
 from pllzoo.cli import plugins as _plugins  # noqa: E402,F401

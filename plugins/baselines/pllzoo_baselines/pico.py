@@ -115,6 +115,9 @@ class PiCOLoss(Component):
     provides = frozenset({"pico_prototypes", "pico_queue", "pico_queue_labels", "pico_queue_ptr"})
     views = frozenset({"strong", "features"})
     strong_view = "pico-strong"  # PiCO's strong_transform for the key encoder, not SoLar's strong view
+    # l.6 is a mean over the whole batch on W's rows (state.confidence), as the paper has no selection: a selection
+    # in front of it would change nothing, and so is refused (`pllzoo check pico` found both undeclared)
+    ignores = frozenset({"mask", "targets"})
 
     @hookimpl
     def pllzoo_setup_stage(self, run: Run, state: PLLState) -> None:

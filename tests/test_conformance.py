@@ -1,0 +1,212 @@
+"""``pllzoo check`` (:mod:`pllzoo.conformance`): every shipped recipe passes; an outside component that breaks the
+contract fails the check that is about it, one line saying what to do, and nothing else fails with it."""
+
+from __future__ import annotations
+
+import json
+import os
+
+import pytest
+import torch
+from click.testing import CliRunner
+
+from pllzoo import Component, hookimpl
+from pllzoo.cli import cli
+from pllzoo.conformance import CHECKS, Checker, Outcome, check, cut_points, first_difference
+from pllzoo.losses import masked_mean, soft_cross_entropy
+from pllzoo.run import Stage
+from conftest import registered_methods
+
+
+@pytest.fixture(autouse=True)
+def _one_thread(one_torch_thread):
+    """Bit-for-bit comparisons: one torch thread (the command sets it too; the fixture restores the count)."""
+
+
+class Good(Component):
+    """The soft cross-entropy over the selected rows: keeps the contract."""
+
+    @hookimpl
+    def pllzoo_loss(self, step):
+        return masked_mean(soft_cross_entropy(step.logits, step.targets), step.mask)
+
+
+class SelfState(Component):
+    """Counts its steps on ``self``: lost on resume."""
+
+    def __init__(self, hp=None):
+        super().__init__(hp)
+        self.steps = 0
+
+    @hookimpl
+    def pllzoo_loss(self, step):
+        self.steps += 1
+        return masked_mean(soft_cross_entropy(step.logits, step.targets), step.mask) * (1 + 0.1 * self.steps)
+
+
+class NoMask(Component):
+    """Reads the targets but averages over the whole batch, undeclared."""
+
+    @hookimpl
+    def pllzoo_loss(self, step):
+        return soft_cross_entropy(step.logits, step.targets).mean()
+
+
+class NoTargets(Component):
+    """CC's loss, ``-log Σ_{j∈S} p_j``, without declaring that it ignores the targets."""
+
+    @hookimpl
+    def pllzoo_loss(self, step):
+        log_p = step.logits.log_softmax(1).masked_fill(step.batch.candidates == 0, float("-inf"))
+        return masked_mean(-torch.logsumexp(log_p, 1), step.mask)
+
+
+class Declared(NoTargets):
+    ignores = frozenset({"targets"})
+
+
+class Unseeded(Component):
+    """Scales the loss by bytes from the operating system: no seed makes two runs alike."""
+
+    @hookimpl
+    def pllzoo_loss(self, step):
+        noise = 1 + int.from_bytes(os.urandom(2), "little") / 65536
+        return masked_mean(soft_cross_entropy(step.logits, step.targets), step.mask) * noise
+
+
+class NaN(Component):
+    @hookimpl
+    def pllzoo_loss(self, step):
+        return step.logits.sum() * float("nan")
+
+
+class Raises(Component):
+    @hookimpl
+    def pllzoo_loss(self, step):
+        raise RuntimeError("boom")
+
+
+OUTSIDE = {"t.good": Good, "t.selfstate": SelfState, "t.nomask": NoMask, "t.notargets": NoTargets,
+           "t.declared": Declared, "t.unseeded": Unseeded, "t.nan": NaN, "t.raises": Raises}
+
+
+@pytest.fixture
+def outside(monkeypatch):
+    """The process-wide registry with the plugin ``t`` and its losses added (what the CLI sees)."""
+    import pllzoo.registry
+    from pllzoo.plugins import make_plugin_manager
+    from pllzoo.registry import Registry
+
+    plugin = type("T", (), {"pllzoo_register_losses": staticmethod(hookimpl(
+        lambda register: [register(name, cls) for name, cls in OUTSIDE.items()]))})
+    pm, infos = make_plugin_manager()
+    pm.register(plugin, name="t")
+    reg = Registry.build(pm, infos)
+    monkeypatch.setattr(pllzoo.registry, "_REGISTRY", reg)
+    return reg
+
+
+def _verdicts(*args: str) -> tuple[int, dict[str, dict[str, tuple[str, str]]], str]:
+    res = CliRunner().invoke(cli, ["check", *args, "--json"])
+    assert "Traceback" not in res.output, res.output
+    found: dict[str, dict[str, tuple[str, str]]] = {}
+    if res.exit_code in (0, 1):
+        for row in json.loads(res.stdout):
+            found.setdefault(row["method"], {})[row["check"]] = (row["status"], row["detail"])
+    return res.exit_code, found, res.output
+
+
+def test_an_outside_loss_that_keeps_the_contract_passes_every_check(outside):
+    code, found, _ = _verdicts("proden+loss=t.good,cc+loss=t.good")
+    assert code == 0 and list(found) == ["proden+loss=t.good", "cc+loss=t.good"]
+    for verdicts in found.values():
+        assert {c: s for c, (s, _) in verdicts.items()} == {c: "ok" for c in CHECKS}, verdicts
+
+
+@pytest.mark.parametrize("loss, failing, says", [
+    ("t.selfstate", "resumes", "stopped after epoch record 1 and resumed, the run differs from the uninterrupted "
+                               "one: epoch record 2: loss"),
+    ("t.nomask", "honours the mask", "the loss 't.nomask' does not read step.mask; make it read it, or declare "
+                                     "ignores = frozenset({'mask'})"),
+    ("t.notargets", "reads the targets", "the loss 't.notargets' does not read step.targets"),
+])
+def test_an_outside_loss_that_breaks_the_contract_fails_that_check_alone(outside, loss, failing, says):
+    method = f"proden+loss={loss}"
+    code, found, _ = _verdicts(method)
+    assert code == 1
+    assert list(found[method]) == list(CHECKS)
+    bad = {name: detail for name, (status, detail) in found[method].items() if status != "ok"}
+    assert list(bad) == [failing] and says in bad[failing], found
+
+
+def test_a_declared_ignore_is_skipped_not_failed(outside):
+    code, found, _ = _verdicts("cc+loss=t.declared")
+    assert code == 0 and found["cc+loss=t.declared"]["reads the targets"] == (
+        "skip", "the loss 't.declared' declares ignores 'targets'")
+
+
+@pytest.mark.parametrize("loss, says", [
+    ("t.nan", "loss component 't.nan' (plugin 't'): pllzoo_loss returned a non-finite loss (nan)"),
+    ("t.raises", "loss component 't.raises' (plugin 't') failed in pllzoo_loss: RuntimeError: boom"),
+])
+def test_a_loss_that_does_not_train_fails_trains_and_skips_the_rest(outside, loss, says):
+    method = f"proden+loss={loss}"
+    code, found, _ = _verdicts(method)
+    assert code == 1 and found[method]["trains"][0] == "fail" and says in found[method]["trains"][1], found
+    assert {c: s for c, (s, _) in found[method].items() if c != "trains"} == {c: "skip" for c in CHECKS[1:]}
+
+
+def test_an_unseeded_loss_fails_deterministic_and_nothing_is_compared_after(outside):
+    method = "proden+loss=t.unseeded"
+    code, found, _ = _verdicts(method)
+    assert code == 1 and found[method]["trains"][0] == "ok"
+    assert found[method]["deterministic"][0] == "fail"
+    assert "a second run with the same seed differs: epoch record 1: loss" in found[method]["deterministic"][1]
+    assert {found[method][c][0] for c in CHECKS[2:]} == {"skip"}
+
+
+@pytest.mark.parametrize("name", registered_methods())
+def test_every_shipped_recipe_keeps_the_contract(name, registry):
+    """``resumes`` is tests/test_resume_every_method.py's, on more data kinds and cut points."""
+    only = {"trains", "deterministic", "honours the mask", "reads the targets"}
+    found = check(Checker(registry, registry.method(name)), only)
+    assert [f.check for f in found] == [c for c in CHECKS if c in only]
+    assert all(f.status in ("ok", "skip") for f in found), found
+
+
+def test_cli_refuses_what_it_cannot_check(outside):
+    runner = CliRunner()
+    res = runner.invoke(cli, ["check", "proden", "--hp", "train.lr=1"])
+    assert res.exit_code == 1 and "--hp train.lr: the check trains with its own settings" in res.output
+    res = runner.invoke(cli, ["check", "nope"])
+    assert res.exit_code == 2 and "unknown method 'nope'" in res.output
+    res = runner.invoke(cli, ["check", " , "])
+    assert res.exit_code == 1 and "no method given" in res.output
+    res = runner.invoke(cli, ["check", "proden+selection=solar.classwise"])  # needs a prior: refused before training
+    assert res.exit_code == 1 and "needs 'prior'" in res.output and "Traceback" not in res.output
+
+
+def test_the_table_names_every_check(outside):
+    res = CliRunner().invoke(cli, ["check", "proden+loss=t.good"])
+    assert res.exit_code == 0, res.output
+    for name in CHECKS:
+        assert name in res.output
+
+
+def test_first_difference_compares_bits():
+    nan = torch.tensor([float("nan"), 1.0])
+    a = Outcome([{"loss": float("nan"), "wall_s": 1.0}], {"state x": nan})
+    assert first_difference(a, Outcome([{"loss": float("nan"), "wall_s": 2.0}], {"state x": nan.clone()})) is None
+    assert first_difference(a, Outcome([{"loss": 0.5}], {"state x": nan})) == "epoch record 1: loss nan against 0.5"
+    assert first_difference(a, Outcome(a.records, {"state x": torch.tensor([float("nan"), 1.0 + 2 ** -23])})) \
+        == "state x"
+    assert first_difference(a, Outcome(a.records, {"state x": nan.double()})) == "state x"
+    assert first_difference(a, Outcome(a.records, {"state y": nan})) == "not the same tensors: state x, state y"
+    assert first_difference(a, Outcome(a.records * 2, a.tensors)) == "1 epoch records against 2"
+
+
+def test_cut_points_by_hand():
+    assert cut_points([Stage(epochs=2), Stage(epochs=None)], 3) == [1, 2, 3, 4]  # in, boundary, in, before end
+    assert cut_points([Stage(epochs=None)], 3) == [1, 2]
+    assert cut_points([Stage(epochs=1), Stage(epochs=None)], 2) == [1, 2]  # a 1-epoch stage: its boundary only
+    assert cut_points([Stage(epochs=None)], 1) == []
