@@ -149,10 +149,18 @@ def check_loss(slot: str, comp: Component, loss: object, values: bool, device: t
     t = _tensor(slot, comp, hook, loss, "a scalar tensor", device)
     if t.dim() != 0 or not t.is_floating_point():
         raise _bad(slot, comp, hook, f"returned a {t.dtype} tensor of shape {_shape(t)}, expected a float scalar")
-    if not t.requires_grad:
+    if not t.requires_grad or t.grad_fn is None:  # a leaf made with requires_grad=True is no loss of the model's
         raise _bad(slot, comp, hook, "returned a loss without grad (it does not depend on the model)")
     if values and not bool(torch.isfinite(t)):
         raise _bad(slot, comp, hook, f"returned a non-finite loss ({float(t.detach())})")
+
+
+def check_grads(slot: str, comp: Component, model: torch.nn.Module) -> None:
+    """After the loss's backward: some parameter of the network got a gradient (a loss with grad through
+    something else, ``loss.detach() + 0 * leaf``, would train nothing); metadata only, no device read."""
+    if all(p.grad is None for p in model.parameters() if p.requires_grad):
+        raise _bad(slot, comp, "pllzoo_loss", "returned a loss that does not depend on the network (no parameter "
+                   "got a gradient)")
 
 
 def check_logits(slot: str, comp: Component, adjusted: object, logits: torch.Tensor) -> None:

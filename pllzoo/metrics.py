@@ -33,7 +33,8 @@ class ShotGroups:
     @property
     def caption(self) -> str:
         return (
-            f"Many: train count > {self.many_thr} ({int(self.many.sum())} classes), "
+            f"Many: train count > {self.many_thr} ({int(self.many.sum())} "
+            f"{'class' if int(self.many.sum()) == 1 else 'classes'}), "
             f"Few: < {self.few_thr} ({int(self.few.sum())}), Medium: the rest ({int(self.medium.sum())}); "
             f"thresholds from sorted training counts with M = F = {self.m}, as in SoLar's code"
         )

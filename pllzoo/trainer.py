@@ -43,7 +43,7 @@ from typing import TYPE_CHECKING, Any, Callable
 import torch
 
 from pllzoo import augment, ddp, distributed, masked_bn, prefetch
-from pllzoo.checks import (check_logits, check_loss, check_offset, check_selection, check_targets,
+from pllzoo.checks import (check_grads, check_logits, check_loss, check_offset, check_selection, check_targets,
                            describe, epoch_logs, reserved_clash, step_logs)
 from pllzoo.checkpoint import NAME as CHECKPOINT
 from pllzoo.checkpoint import (Bookkeeper, CheckpointError, check_owner, lacks_momentum, load_checkpoint, restore_rng,
@@ -556,7 +556,13 @@ class Trainer:
                                    check=self.check or b == 0, views=step_views if group > 1 else None)
             loss_sum += loss.detach()
             for key, value in step.logs.items():
-                log_sums[key] = log_sums.get(key, 0.0) + torch.as_tensor(value, dtype=torch.float64).detach()
+                try:
+                    logged = torch.as_tensor(value, dtype=torch.float64).detach()
+                except (TypeError, ValueError, RuntimeError):
+                    logged = None
+                if logged is None or logged.numel() != 1:  # a later step's (the first's are checked): its line
+                    step_logs({key: value}, str(self.record_base.get("method", "(unnamed)")))
+                log_sums[key] = log_sums.get(key, 0.0) + logged
         if self.dist.active:  # the mean over ranks of equal slices' means: the global batches' mean
             keys = sorted(log_sums)
             total = self.dist.all_reduce_sum(  # logs of host floats are CPU tensors: one copy per epoch
@@ -656,6 +662,8 @@ class Trainer:
             check_loss("loss", comps["loss"], loss, values, logits.device)
             self.optimizer.zero_grad(set_to_none=True)
             loss.backward()
+            if values:
+                check_grads("loss", comps["loss"], self.model)
             ddp.average_grads(self.module_params, self.dist)  # the extra modules' DDP (no-op in one process)
             self.optimizer.step()
             with torch.no_grad():

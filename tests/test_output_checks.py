@@ -156,6 +156,22 @@ class DetachedLoss(SoftCrossEntropy):
         return super().pllzoo_loss(step, state).detach()
 
 
+class LeafLoss(Component):
+    """A tensor made with requires_grad=True: it has grad, but no graph back to the model (an outside review)."""
+
+    @hookimpl
+    def pllzoo_loss(self, step):
+        return torch.tensor(1.0, requires_grad=True)
+
+
+class GraphOffTheModel(SoftCrossEntropy):
+    """``loss.detach() + 0 * leaf``: a graph, through something other than the network (an outside review)."""
+
+    @hookimpl
+    def pllzoo_loss(self, step, state):
+        return super().pllzoo_loss(step, state).detach() + 0 * torch.zeros((), requires_grad=True)
+
+
 class MetaMask(Component):
     @hookimpl
     def pllzoo_select(self, step):
@@ -293,6 +309,9 @@ BAD_OUTPUTS = [  # (case, slot, component class, substrings of the one-line erro
     ('loss_not_a_scalar', "loss", VectorLoss, ("pllzoo_loss", "shape [2], expected a float scalar",)),
     ('loss_not_finite', "loss", NaNLoss, ("non-finite loss",)),
     ('loss_without_grad', "loss", DetachedLoss, ("without grad",)),
+    ('loss_a_leaf', "loss", LeafLoss, ("without grad (it does not depend on the model)",)),
+    ('loss_off_the_network', "loss", GraphOffTheModel, ("does not depend on the network (no parameter got a "
+                                                        "gradient)",)),
 ]
 
 

@@ -97,6 +97,29 @@ def test_step_logs_are_scalars(tiny_data, value, why):
         trainer_for(tiny_data, {"estimator": StepLogs("x", value)}).fit()
 
 
+class LaterStepLogs(Component):
+    """A number on the epoch's first step (the checked one), then ``value`` (an outside review)."""
+
+    def __init__(self, value, **kw):
+        super().__init__(**kw)
+        self.value = value
+
+    @hookimpl
+    def pllzoo_post_step(self, step, state):
+        step.logs["x"] = 1.0 if bool((step.batch.index == step.batch.index).all()) and not getattr(self, "seen", 0) \
+            else self.value
+        self.seen = 1
+
+
+@pytest.mark.parametrize("value, why", [(torch.ones(3), "'x' = Tensor \\[3\\]"), ("a", "'x' = str"),
+                                        ([1.0, object()], "'x' = list")])
+def test_a_later_steps_logs_are_scalars_too(tiny_data, value, why):
+    """Only the epoch's first step is checked in full; a later step's log is read for its shape only (no device
+    read), and one that is not a number is the same line, not Python's error from the epoch's sum."""
+    with pytest.raises(PLLZooError, match=rf"logged {why} in step.logs; step logs are scalars"):
+        trainer_for(tiny_data, {"estimator": LaterStepLogs(value)}).fit()
+
+
 class Modules(Component):
     def __init__(self, kind, **kw):
         super().__init__(**kw)
@@ -352,7 +375,7 @@ def _raise(data):
     (lambda d: dataclasses.replace(d, x_train=d.x_train.double(), x_test=d.x_test.double()),
      r"x_train is torch.float64 of shape \[96, 6\]; tabular features are float32 \[N, d\]"),
     (lambda d: dataclasses.replace(d, x_test=d.x_test[:, :5]), r"x_test is torch.float32 of shape \[16, 5\], x_train"),
-    (lambda d: dataclasses.replace(d, num_classes="4"), "num_classes is '4' \(str\); expected an int"),
+    (lambda d: dataclasses.replace(d, num_classes="4"), r"num_classes is '4' \(str\); expected an int"),
     (lambda d: dataclasses.replace(d, class_names=["a"]), "class_names has 1 entries for 4 classes"),
     (lambda d: dataclasses.replace(d, kind="audio"), "kind 'audio'; expected 'image' or 'tabular'"),
     (lambda d: dataclasses.replace(d, kind="image", x_train=torch.zeros(96, 3, 4, 4, dtype=torch.uint8),

@@ -173,6 +173,8 @@ def load_mat(path: Path | str, opts: DataOptions, name: str | None = None) -> PL
     for field, a in ((fx, x), (fy, target), (fs, cand)):
         if not (np.issubdtype(a.dtype, np.number) or a.dtype == np.bool_):
             raise PLLZooError(f"{where}: '{field}' is not numeric (MATLAB class gives dtype {a.dtype})")
+        if np.issubdtype(a.dtype, np.complexfloating):  # a real copy would drop the imaginary part silently
+            raise PLLZooError(f"{where}: '{field}' holds complex numbers (dtype {a.dtype}); expected real values")
     if x.shape[0] in cand.shape and x.shape[1] in cand.shape and x.shape[0] != x.shape[1]:
         # d equals the number of labels: the layout says which side of the candidates is the examples' (PALM: q x n);
         # a file whose labels do not fit that reading is read the other way (an outside review: PALM keys with the

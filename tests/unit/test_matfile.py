@@ -170,6 +170,8 @@ def test_bad_contents(tmp_path: Path) -> None:
     _error(_palm(tmp_path, partial_target=np.ones((3, 7))), "'partial_target' has shape")
     _error(_palm(tmp_path, target=np.eye(4)[np.arange(8) % 4].T), "true labels have shape")
     _error(_palm(tmp_path, data=np.array(["abc"])), "expected")
+    _error(_palm(tmp_path, data=np.random.RandomState(0).randn(8, 4) + 1j),
+           r"'data' holds complex numbers \(dtype complex128\); expected real values")  # was cast, with a warning
 
 
 def test_true_label_outside_candidates_warns(tmp_path: Path) -> None:

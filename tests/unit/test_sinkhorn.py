@@ -314,8 +314,11 @@ def test_invalid_inputs_raise():
         sinkhorn(ls.index_fill(0, torch.tensor([4]), float("-inf")), r)  # a row without candidates
     with pytest.raises(ValueError):
         sinkhorn(ls.index_fill(0, torch.tensor([4]), float("nan")), r)
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="negative entry"):
         sinkhorn(ls, torch.tensor([0.6, 0.6, -0.2]))
+    for bad in (float("nan"), float("inf")):  # an outside review: NaN was "negative", +inf went through
+        with pytest.raises(ValueError, match=r"non-finite entry \(NaN or inf\)"):
+            sinkhorn(ls, torch.tensor([0.5, 0.5, bad]))
 
 
 def test_autocast_and_dtypes():

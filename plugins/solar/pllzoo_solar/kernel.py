@@ -133,6 +133,8 @@ def build_kernel(rows: RowKernel, r: Tensor, *, m: Tensor | None = None, cand: T
     n, k = v.shape
     host = host_reads_are_free(v.device) if host is None else host
     r = r.detach().to(device=v.device, dtype=v.dtype).reshape(-1)
+    if host and not bool(torch.isfinite(r).all()):  # NaN fails `r >= 0` too, under the wrong name (an outside review)
+        raise ValueError("r has a non-finite entry (NaN or inf)")
     if host and not bool((r >= 0).all()):
         raise ValueError("r has a negative entry")
     r = r / r.sum()  # [K]
