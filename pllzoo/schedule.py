@@ -16,6 +16,10 @@ def lr_at(config: TrainConfig, epoch: int) -> float:
         return config.lr * config.lr_decay ** sum(epoch > m for m in config.milestones)
     if config.schedule == "cosine":
         lr_min = config.lr * config.cosine_min_factor
-        progress = min(epoch, config.epochs) / config.epochs  # a stage longer than the horizon stays at lr_min
+        # Deviation: a stage longer than the horizon stays at lr_min; the reference's formula (SoLar's
+        # adjust_learning_rate) has no clamp, so its LR climbs back past the horizon.  Only cosine in a stage longer
+        # than the final one meets it (never the released CIFAR commands, which use step decay); the recorded CPU
+        # studies ran with the clamp.
+        progress = min(epoch, config.epochs) / config.epochs
         return lr_min + (config.lr - lr_min) * (1 + math.cos(math.pi * progress)) / 2
     raise PLLZooError(f"unknown schedule {config.schedule!r}; valid: constant, step, cosine")

@@ -187,3 +187,52 @@ def test_differences_name_a_momentum_restart_a_subset_and_another_model(tmp_path
     config.update(train={"amp": False, "model": "resnet18"}, data={"source": "torchvision", "subset": None})
     (run / "config.json").write_text(json.dumps(config))
     assert paper.differences(tmp_path, {run.name}) == ""
+
+
+def _finished(folder, name: str, config: dict, acc: float) -> None:
+    run = folder / "runs" / name
+    run.mkdir(parents=True)
+    (run / "config.json").write_text(json.dumps({"method": "solar", "dataset": "cifar10lt", "seed": 1, **config}))
+    records = [{"method": "solar", "dataset": "cifar10lt", "seed": 1, "stage": "train", "stage_index": 0,
+                "epoch": e, "epochs": 2, "final_stage": True, "acc_all": acc, "acc_many": 90.0,
+                "acc_medium": 70.0, "acc_few": 50.0} for e in (1, 2)]
+    (run / "log.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
+    (run / "done").write_text("ok\n")
+
+
+def test_differences_name_every_setting_given_beside_the_recipe(tmp_path):
+    """An outside review: a run given --hp train.lr=0.5 --hp train.schedule=cosine showed in its paper cell with
+    no mark; only the JPEG copy, bf16, momentum restarts, --subset and the model were looked for."""
+    recipe = RUNS[RUNS["run"] == "c10-phi0.5-g100-solar"].iloc[0]
+    own = paper.recipe_sections(recipe, "cpu")
+    assert own["train"]["milestones"] == [700, 800, 900] and own["hparams"]["estimator"]["est_epochs"] == 100
+    assert own["data"]["phi"] == 0.5 and own["data"]["imb"] == 100
+    config = {"device": "cpu", **json.loads(json.dumps(own))}
+    _finished(tmp_path, "a", config, 70.0)
+    assert paper.differences(tmp_path, {"a"}, recipe) == ""
+    config["train"].update(lr=0.5, schedule="cosine", epochs=1)  # epochs: the cell says it in its own words
+    config["hparams"]["estimator"]["est_epochs"] = 1
+    config["hparams"]["label_update"]["warm_start"] = False
+    config["data"]["phi"] = 0.3
+    _finished(tmp_path, "b", config, 70.0)
+    assert paper.differences(tmp_path, {"b"}, recipe) == \
+        "label_update.warm_start=false, estimator.est_epochs=1, train.lr=0.5, train.schedule=cosine, phi=0.3"
+    cuda = {"device": "cuda", **json.loads(json.dumps(paper.recipe_sections(recipe, "cuda")))}
+    assert cuda["train"]["strong_view"] == "strong-batched"  # the GPU's own views: the recipe's there, no mark
+    _finished(tmp_path, "c", cuda, 70.0)
+    assert paper.differences(tmp_path, {"c"}, recipe) == "bf16"
+
+
+def test_a_cell_whose_folder_mixes_settings_is_not_summarised(tmp_path):
+    """An outside review: the first setting's runs were shown as the cell's, the recipe's own left out."""
+    recipe = RUNS[RUNS["run"] == "c10-phi0.5-g100-solar"].iloc[0]
+    own = {"device": "cpu", **paper.recipe_sections(recipe, "cpu")}
+    folder = tmp_path / "c10-phi0.5-g100-solar"
+    _finished(folder, "solar__cifar10lt__s1-a", own, 70.0)
+    other = json.loads(json.dumps(own))
+    other["train"].update(lr=0.5, schedule="cosine")
+    _finished(folder, "solar__cifar10lt__s1-b", other, 10.0)
+    text = paper.markdown_tables(CELLS, tmp_path)
+    line = next(l for l in text.splitlines() if l.startswith("| `t1-c10-phi0.5-g100-solar` |"))
+    assert "not summarised: its folder holds runs of several settings (" in line and "train.lr=0.5" in line, line
+    assert "10.00" not in line and "70.00" not in line

@@ -113,18 +113,63 @@ def summarise(results: Path, run: pd.Series) -> pd.Series | None:
     records = records[records["method"] == run["method"]]
     if records.empty:
         return None
-    row = summary(records, "last").iloc[0].copy()
+    rows = summary(records, "last")
+    row = rows.iloc[0].copy()
     row["epoch"] = int(select_epochs(records, "last")["epoch"].max())
-    row["differs"] = differences(folder, set(records["run"]))
+    if len(rows) > 1:  # runs trained with other settings in one folder: no one of them is the cell's (an outside
+        # review: the first setting was shown, with no mark, and the recipe's own runs left out)
+        row["settings"] = "; ".join(str(s) or "(none)" for s in rows["setting"])
+        return row
+    row["differs"] = differences(folder, set(records["run"]), run)
     return row
 
 
-def differences(folder: Path, runs: set[str]) -> str:
+def recipe_sections(run: pd.Series, device: str) -> dict[str, dict]:
+    """What a run of the recipe ``run`` records in its config's ``hparams``, ``train`` and ``data`` (φ, γ, the
+    tail's shape) on ``device``, resolved as ``pllzoo bench`` resolves them but without loading the images: the
+    components' hyper-parameters from the registry, the trainer's settings from the CIFAR defaults (every recipe
+    here is a CIFAR one), then the recipe's own flags and ``--hp``."""
+    import dataclasses
+    import json
+    import types
+
+    from pllzoo.cli.bench import bench
+    from pllzoo.components import declared_strong_view
+    from pllzoo.data.base import DataOptions
+    from pllzoo.data.cifar import SOLAR_CIFAR_DEFAULTS
+    from pllzoo.hparams import named
+    from pllzoo.planning import _route, device_views, hashed_train, own_view, parse_overrides, train_config
+    from pllzoo.portable import portable
+    from pllzoo.registry import get_registry
+
+    params = bench.make_context("bench", ["--methods", run["method"], *shlex.split(run["args"])]).params
+    reg = get_registry()
+    method = reg.method(params["methods"])
+    train_hp, per_method = _route(parse_overrides(params["hps"]), [method], reg)
+    comps = reg.build_components(method, per_method[method.name], (params["dataset"], "image"))
+    cfg = train_config(types.SimpleNamespace(defaults=SOLAR_CIFAR_DEFAULTS), params["epochs"], params["batch_size"],
+                       train_hp[method.name], reg)
+    cfg = device_views(own_view(cfg, declared_strong_view(method.name, comps), train_hp[method.name]), device,
+                       train_hp[method.name])
+    options = dataclasses.replace(DataOptions(), phi=params["phi"], imb=params["imb"],
+                                  **({"imb_type": params["imb_type"]} if params["imb_type"] else {}))
+    return json.loads(json.dumps(portable({  # as a config.json reads back (tuples as lists)
+        "hparams": {s: named(c.hp) for s, c in comps.items()}, "train": hashed_train(cfg),
+        "data": {k: getattr(options, k) for k in ("phi", "imb", "imb_type", "holdout")}})))
+
+
+# what differences() names in its own words (a model, --subset, bf16) or the cell in its own (epochs)
+_SAID = {("train", "model"), ("train", "epochs"), ("train", "amp")}
+
+
+def differences(folder: Path, runs: set[str], recipe: pd.Series | None = None) -> str:
     """What the ``runs`` under ``folder`` (the ones the cell's numbers come from) did otherwise than the released
     command, from their configs and logs: the JPEG copy of CIFAR-10 (other images than the reference's), bf16
     autocast on CUDA ("What a recipe is", README.md), SGD momentum restarted (a run carried between device
     sessions resumed without it: its log says ``momentum_restarted``), a ``--subset`` or a model other than
-    ResNet-18 (a smoke run).  A config that cannot be read says nothing (``load`` judged the runs)."""
+    ResNet-18 (a smoke run); with the cell's ``recipe`` row, also every hyper-parameter, trainer setting and data
+    option a run was given other than the recipe's (``--hp``, flags), as ``key=value`` (:func:`recipe_sections`).
+    A config that cannot be read says nothing (``load`` judged the runs)."""
     import json
 
     from pllzoo import archive
@@ -168,7 +213,30 @@ def differences(folder: Path, runs: set[str]) -> str:
     models = sorted({part(c, "train").get("model") for c in configs} - {None, "resnet18"})
     if models:
         found.append(f"model {', '.join(models)}")
+    if recipe is not None:
+        given: dict[str, None] = {}
+        wants: dict[str, dict[str, dict]] = {}  # by device (the views' names differ on a GPU)
+        for c in configs:
+            device = str(c.get("device", "cpu"))
+            if device not in wants:
+                wants[device] = recipe_sections(recipe, device)
+            for section, keys in wants[device].items():
+                flat = _flat(keys)
+                for key, value in _flat(part(c, section)).items():
+                    if (section, key.split(".")[0]) not in _SAID and key in flat and value != flat[key]:
+                        given[f"{'train.' if section == 'train' else ''}{key}={_value(value)}"] = None
+        found += list(given)
     return ", ".join(found)
+
+
+def _flat(section: dict) -> dict[str, object]:
+    """``{"loss": {"eta": 0.9}}`` → ``{"loss.eta": 0.9}``; a section of plain values stays as it is."""
+    return {f"{k}.{f}" if isinstance(v, dict) else k: x
+            for k, v in section.items() for f, x in (v.items() if isinstance(v, dict) else [(None, v)])}
+
+
+def _value(v: object) -> str:
+    return ",".join(map(str, v)) if isinstance(v, list) else str(v).lower() if isinstance(v, bool) else str(v)
 
 
 def ours(row: pd.Series | None, metric: str, epochs: int = PAPER_EPOCHS) -> str:
@@ -176,6 +244,8 @@ def ours(row: pd.Series | None, metric: str, epochs: int = PAPER_EPOCHS) -> str:
     "not run" without results."""
     if row is None:
         return "not run"
+    if isinstance(row.get("settings"), str):
+        return f"not summarised: its folder holds runs of several settings ({row['settings']}); keep one per folder"
     text = fmt(row[f"acc_{metric}_mean"], row[f"acc_{metric}_std"]) + f" (n={int(row['n'])})"
     if int(row["epoch"]) != epochs:
         text += f" [{int(row['epoch'])} epochs, not {epochs}]"
@@ -196,8 +266,9 @@ def markdown_tables(cells: pd.DataFrame, results: Path) -> str:
              f"Generated by `python benchmarks/paper/run.py table` from `{_shown(results)}`; "
              "ours = last epoch, mean ± sample std over seeds (n seeds). See README.md. A cell marked "
              "[JPEG copy] was trained on the lossy JPEG copy of CIFAR-10 (another long-tailed subset of other "
-             "images than the reference's seed draws), [bf16] under bf16 autocast: README.md, \"What a recipe "
-             "is\", lists these and every other setting in which the runs differ from the released commands.", ""]
+             "images than the reference's seed draws), [bf16] under bf16 autocast, [key=value] with a setting given "
+             "beside the recipe's (--hp, a flag): README.md, \"What a recipe is\", lists these and every other "
+             "setting in which the runs differ from the released commands.", ""]
     for table, spec in TABLES.items():
         part = cells[cells["table"] == table]
         where = f"LaTeX `\\label{{{spec.label}}}`" if spec.label else f"Numbers from {spec.source}"
