@@ -114,6 +114,10 @@ def execute(
     threads = threads or default_threads(jobs)
     runs_dir = Path(out) / "runs"
     runs_dir.mkdir(parents=True, exist_ok=True)
+    for p in plans:  # a file of the user's where a run folder goes: set aside and lost, silently (an outside review)
+        if (runs_dir / p.run_id).exists() and not (runs_dir / p.run_id).is_dir():
+            raise PLLZooError(f"{runs_dir / p.run_id} is a file, not a run folder; the run {p.run_id} goes there: "
+                              "move the file away")
     _migrate(out)
     archived, archived_env, archived_damage = archive.finished(out)  # run id → records, env, damage of OUT's archive
     shas: dict[int, str] = {}  # id(p.data) → its fingerprint, made only for runs that are reused
@@ -147,7 +151,7 @@ def execute(
                 holder = take_lock(lock)
                 if holder is not None:
                     warnings.warn(f"{_name(p)}: run {p.run_id} is in use by another bench (pid {holder}, {lock}); "
-                                  f"skipped")
+                                  f"skipped (if no bench runs it, remove the lock file)")
                     skipped.append(_name(p))
                     finals.append(None)
                     continue

@@ -202,8 +202,25 @@ def read_checkpoint(path: Path) -> dict[str, Any]:
     except Exception as exc:  # torch's reader: truncated zip, garbage bytes, ...
         first = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:120]
         raise CheckpointError(f"{path}: damaged checkpoint (truncated or corrupt: {first})") from None
+    _check_crcs(path)
     _check_layout(path, ckpt)
     return ckpt
+
+
+def _check_crcs(path: Path) -> None:
+    """Every member of the archive against the CRC-32 written with it: torch's reader does not check them, and a
+    file with flipped bytes inside a tensor loaded as other weights (an outside review: evaluate re-scored a run
+    at 21 % instead of 48 %, exit 0).  A pass over the file (~0.1 s for ResNet-18's)."""
+    try:
+        with zipfile.ZipFile(path) as archive:
+            bad = archive.testzip()
+    except (OSError, zipfile.BadZipFile, ValueError, RuntimeError) as exc:  # a pickle checkpoint is no archive
+        if zipfile.is_zipfile(path):
+            raise CheckpointError(f"{path}: damaged checkpoint (corrupt: {type(exc).__name__})") from None
+        return
+    if bad is not None:
+        raise CheckpointError(f"{path}: damaged checkpoint (its part {bad!r} fails its CRC-32 check: bytes changed "
+                              "since it was written)")
 
 
 def quick_check(path: Path) -> None:

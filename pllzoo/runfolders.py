@@ -177,8 +177,10 @@ STALE_LOCK_S = 30.0  # a lock file without a PID (its writer died between creati
 def take_lock(lock: Path) -> int | str | None:
     """Create ``lock`` holding this PID (``O_CREAT | O_EXCL``); None when taken, else the holder's PID.
 
-    It holds ``PID HOST``.  A lock whose PID is not a live process on this host is stale and taken over;
-    one written on another host (a shared ``--out`` across nodes) cannot be checked and counts as held."""
+    It holds ``PID HOST START``, START the process's start time in clock ticks since boot (Linux's
+    ``/proc/PID/stat``; left out where it cannot be read).  A lock whose PID is not a live process on this host,
+    or is one that started at another time (the PID reused, e.g. PID 1 of a new container), is stale and taken
+    over; one written on another host (a shared ``--out`` across nodes) cannot be checked and counts as held."""
     for _ in range(3):
         try:
             fd = os.open(lock, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
@@ -190,7 +192,8 @@ def take_lock(lock: Path) -> int | str | None:
             continue
         try:
             with os.fdopen(fd, "w") as f:
-                f.write(f"{os.getpid()} {socket.gethostname()}\n")
+                start = _start_ticks(os.getpid())
+                f.write(f"{os.getpid()} {socket.gethostname()}{'' if start is None else ' ' + start}\n")
         except OSError:  # a full disk: no empty lock left behind to hold the run for STALE_LOCK_S
             lock.unlink(missing_ok=True)
             raise
@@ -208,7 +211,8 @@ def lock_holder(lock: Path) -> int | str | None:
         return None
     except OSError:
         return "unknown"
-    pid_text, _, host = text.partition(" ")  # "PID HOST"; a lock of an older pllzoo holds the PID alone
+    pid_text, _, rest = text.partition(" ")  # "PID HOST START"; older locks hold "PID HOST" or the PID alone
+    host, _, start = rest.partition(" ")
     if not pid_text.isdigit():
         return None if age > STALE_LOCK_S else "unknown"
     if host and host != socket.gethostname():  # its process cannot be looked up from here
@@ -220,7 +224,19 @@ def lock_holder(lock: Path) -> int | str | None:
         return None
     except OSError:  # alive, another user's
         pass
+    now = _start_ticks(pid)
+    if start and now is not None and now != start:  # the PID of a process that started after the bench died
+        return None  # (an outside review: a container's PID 1, or a reused PID, held a dead bench's run for good)
     return pid
+
+
+def _start_ticks(pid: int) -> str | None:
+    """Process ``pid``'s start time in clock ticks since boot (field 22 of ``/proc/PID/stat``); None where unread."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()  # after "(command)": field 3 on
+        return fields[19] if len(fields) > 19 and fields[19].isdigit() else None
+    except (OSError, IndexError):
+        return None
 
 
 @contextlib.contextmanager

@@ -112,7 +112,8 @@ def test_a_held_lock_skips_the_run_with_one_line(out):
     res = _bench(out, "--methods", "proden")
     assert res.exit_code == 75 and "Traceback" not in res.output, res.output  # not done: no success for a script
     lines = [line for line in res.output.splitlines() if "in use by another bench" in line]
-    assert len(lines) == 2 and f"pid {os.getppid()}" in lines[0] and "skipped" in lines[0]
+    assert len(lines) == 2 and f"pid {os.getppid()}" in lines[0] and \
+        "skipped (if no bench runs it, remove the lock file)" in lines[0]
     assert lines[1].startswith("1 run(s) skipped, in use by another bench (proden seed 1); 0 of 1 runs finished; "
                                "once that bench is done, they can be trained; continue with: pllzoo bench ")
     assert not run.exists() and lock.read_text() == f"{os.getppid()}\n"  # not touched
@@ -141,7 +142,8 @@ def test_a_lock_of_another_host_is_held_not_taken_over(out):
     run = _run(out)
     shutil.rmtree(run)
     lock = out / "runs" / f"{run.name}.lock"
-    assert take_lock(lock) is None and lock.read_text() == f"{os.getpid()} {socket.gethostname()}\n"
+    start = open(f"/proc/{os.getpid()}/stat").read().rsplit(")", 1)[1].split()[19]
+    assert take_lock(lock) is None and lock.read_text() == f"{os.getpid()} {socket.gethostname()} {start}\n"
     lock.write_text("3999999 node-elsewhere\n")  # no such PID here
     assert lock_holder(lock) == "3999999 on node-elsewhere"
     res = _bench(out, "--methods", "proden")
@@ -150,6 +152,31 @@ def test_a_lock_of_another_host_is_held_not_taken_over(out):
     assert res.exit_code == 75 and last.startswith("1 run(s) skipped")
     lock.write_text(f"3999999 {socket.gethostname()}\n")  # this host's, dead: stale
     assert lock_holder(lock) is None
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/self/stat"), reason="process start times are read from /proc")
+def test_a_live_pid_that_started_after_the_lock_is_not_its_holder(out):
+    """An outside review: a bench killed with -9 left its lock, its PID was reused (a container's PID 1, a later
+    process), and every rerun skipped the run for good.  The lock records its process's start; a live process
+    of that PID with another start is not the bench that wrote it."""
+    import socket
+
+    from pllzoo.runfolders import lock_holder
+
+    run = _run(out)
+    lock = out / "runs" / f"{run.name}.lock"
+    parent = os.getppid()
+    start = open(f"/proc/{parent}/stat").read().rsplit(")", 1)[1].split()[19]
+    lock.write_text(f"{parent} {socket.gethostname()} {start}\n")  # that process itself: held
+    assert lock_holder(lock) == parent
+    lock.write_text(f"{parent} {socket.gethostname()} {int(start) + 1}\n")  # the PID, not the process
+    assert lock_holder(lock) is None
+    lock.write_text(f"{parent} {socket.gethostname()}\n")  # an older lock, without the start: held, as before
+    assert lock_holder(lock) == parent
+    lock.write_text(f"{parent} {socket.gethostname()} {int(start) + 1}\n")
+    res = _bench(out, "--methods", "proden")
+    assert res.exit_code == 0 and "reusing finished run" in res.output, res.output
+    assert not lock.exists()
 
 
 def test_results_lock_refuses_with_one_line(out):
@@ -312,3 +339,34 @@ def test_a_swap_killed_between_its_renames_is_put_right_by_the_next_bench(out, n
     assert sorted(p.name for p in (out / "runs").iterdir()) == [run.name] and (run / "done").exists()
     assert (run / "marker").exists() == new_done
     assert "reusing finished run" in res.output  # the put-back run is the finished run, reused
+
+
+@pytest.mark.parametrize("flag", [[], ["--resume"], ["--overwrite"]])
+def test_a_file_where_the_run_folder_goes_is_refused_not_replaced(out, flag):
+    """An outside review: a file at runs/<run id> was set aside as runs/.<id>.old-<pid>, which nothing could
+    remove, and the bench said nothing."""
+    run = _run(out)
+    shutil.rmtree(run)
+    run.write_text("mine\n")
+    res = _bench(out, "--methods", "proden", *flag)
+    assert res.exit_code == 1 and "Traceback" not in res.output, res.output
+    assert f"{run} is a file, not a run folder; the run {run.name} goes there: move the file away" in \
+        " ".join(res.output.split())
+    assert run.read_text() == "mine\n" and not list(run.parent.glob(".*old-*"))
+
+
+def test_report_names_a_run_left_aside_by_a_killed_swap(out):
+    """An outside review: killed between the two renames of a swap, the run lies in runs/.<id>.old-<pid> and
+    report left it out without a word."""
+    run = _run(out)
+    aside = run.parent / f".{run.name}.old-4242"
+    os.replace(run, aside)
+    res = CliRunner().invoke(cli, ["report", str(out)])
+    assert "Traceback" not in res.output, res.output
+    line = " ".join(res.output.split())
+    assert f"{run}: missing; a bench killed while it swapped the run in left it as {aside.name} (left out here): " \
+           f"the next pllzoo bench --resume on {out} puts it back" in line
+    assert line.count("missing; a bench killed") == 1
+    res = _bench(out, "--methods", "proden", "--resume")
+    assert res.exit_code == 0 and run.is_dir() and not aside.exists(), res.output
+    assert "missing; a bench killed" not in CliRunner().invoke(cli, ["report", str(out)]).output

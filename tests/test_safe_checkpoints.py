@@ -234,3 +234,36 @@ def test_random_bytes_are_a_damaged_checkpoint_not_a_foreign_pickle(tmp_path):
     path.write_bytes(bytes(range(7, 250)) * 8)
     with pytest.raises(CheckpointError, match=r"damaged checkpoint \(truncated or corrupt: neither a torch archive"):
         read_checkpoint(path)
+
+
+def _flip_tensor_bytes(path) -> None:
+    """XOR eight bytes inside the first tensor's data: the archive stays whole, torch's reader loads it."""
+    import zipfile
+
+    with zipfile.ZipFile(path) as z:
+        info = next(i for i in z.infolist() if "/data/" in i.filename and i.file_size >= 8)
+    raw = bytearray(path.read_bytes())
+    off = info.header_offset  # the local header: 30 bytes, then the name and the extra field, then the data
+    start = off + 30 + int.from_bytes(raw[off + 26:off + 28], "little") + int.from_bytes(raw[off + 28:off + 30], "little")
+    raw[start:start + 8] = bytes(b ^ 0xFF for b in raw[start:start + 8])
+    path.write_bytes(bytes(raw))
+
+
+def test_flipped_bytes_inside_a_tensor_are_a_damaged_checkpoint(out):
+    """An outside review: torch's reader does not check the archive's CRCs, so a checkpoint with changed bytes in
+    its first layer's weights loaded, and evaluate re-scored the run at other accuracies, exit 0."""
+    import torch
+
+    run = _run(out)
+    records = _records(run)
+    _flip_tensor_bytes(run / "checkpoint.pt")
+    torch.load(run / "checkpoint.pt", weights_only=True)  # what torch alone makes of it: no complaint
+    res = CliRunner().invoke(cli, ["evaluate", str(run), "--device", "cpu"])
+    assert res.exit_code == 1 and "Traceback" not in res.output
+    assert "fails its CRC-32 check: bytes changed since it was written" in one_line_about(res.output, "Error:", run)
+    (run / "done").unlink()  # unfinished: --resume keeps it aside and retrains, to the same numbers
+    res = CliRunner().invoke(cli, [*BENCH, "--out", str(out), "--resume"])
+    assert res.exit_code == 0, res.output
+    line = one_line_about(res.output, "Warning:", run)
+    assert "fails its CRC-32 check" in line and "retraining the run from the start" in line
+    assert _records(run) == records
