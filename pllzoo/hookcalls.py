@@ -181,6 +181,17 @@ class RunHooks:
                     bad = f"planned stage {s.name!r} with epochs={s.epochs!r}; epochs is None or an int ≥ 0"
                 if bad:
                     break
+            provided = set().union(*(c.provides for c in self.components.values()))
+            for s in planned if bad is None else ():  # a key no component writes is carried as nothing, silently
+                if not isinstance(s.carry, (list, tuple, set, frozenset)):  # a str would be carried by its letters
+                    bad = (f"planned stage {s.name!r} with carry={s.carry!r}; carry is a tuple of state keys, e.g. "
+                           f"({s.carry!r},)")
+                    break
+                lost = [k for k in s.carry if k not in provided]
+                if lost:
+                    bad = (f"planned stage {s.name!r} carrying {lost[0]!r}, which no component of the recipe provides"
+                           f" (its state keys: {', '.join(sorted(provided)) or 'none'}); carry is a tuple of those")
+                    break
             if bad is None and planned and planned[-1].epochs == 0:  # the record of a run is its final stage's
                 bad = (f"planned its final stage {planned[-1].name!r} with 0 epochs; a run ends with a stage that "
                        "trains (epochs None: the run's --epochs, or an int ≥ 1)")

@@ -345,8 +345,9 @@ class RunSpec:
         :param run: the run: ``run.config`` (resolved training config, including
             ``epochs`` for the final stage), ``run.data`` (sizes, class counts).
         :returns: a list of :class:`pllzoo.run.Stage` — each re-initialises model,
-            optimizer and state except the keys in ``stage.carry`` — or ``None``
-            for the default single stage of ``run.config.epochs`` epochs.  A stage's
+            optimizer and state except the keys in ``stage.carry`` (a tuple of state keys some component of
+            the recipe provides) — or ``None`` (or an empty list) for the default single stage of
+            ``run.config.epochs`` epochs.  A stage's
             ``epochs`` is None or an int ≥ 0, and the last stage's is not 0 (the run's record is
             its final stage's); anything else is one line naming the component.
 

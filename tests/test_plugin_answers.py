@@ -164,6 +164,11 @@ class Plans(Component):
     # another stage: the method vanished from the table, exit 0); all stages at 0 gave an IndexError
     ([Stage("a", epochs=1), Stage("b", epochs=0)], "planned its final stage 'b' with 0 epochs; a run ends with"),
     ([Stage("a", epochs=0)], "planned its final stage 'a' with 0 epochs"),
+    # an outside review: a key no component provides was carried as nothing, silently; a str is not a tuple
+    ([Stage("a", epochs=1), Stage("b", carry=("prior",))], "planned stage 'b' carrying 'prior', which no component "
+                                                          "of the recipe provides \(its state keys: none\)"),
+    ([Stage("a", epochs=1), Stage("b", carry="prior")], "planned stage 'b' with carry='prior'; carry is a tuple of "
+                                                         "state keys, e.g. \\('prior',\\)"),
 ])
 def test_bad_stage_plans_are_one_line(tiny_data, plan, why):
     with pytest.raises(ComponentError, match=why) as err:
