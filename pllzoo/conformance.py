@@ -10,15 +10,21 @@ in a :class:`Finding`:
   and resumed from its checkpoint, the run equals the uninterrupted one bit for bit (epoch records, network,
   extra modules, method state).  State a component keeps on ``self`` is lost on resume (docs/hooks.md,
   ``PLLState``): this is where it shows;
-* ``honours the mask``: a selection that also drops every other row of each batch changes training, unless
-  the loss declares ``ignores = frozenset({"mask"})``; a loss that ignores ``step.mask`` undeclared makes
-  every selection in front of it a no-op;
-* ``reads the targets``: other targets from the label update (one-hot on a candidate of each row) change
-  training, unless the loss declares ``ignores = frozenset({"targets"})``; undeclared, the mixes that swap
-  the label update are not refused although they change nothing.
+* ``honours the mask``: in the last epoch of each stage, a selection that drops every other row of each batch
+  instead of keeping all of them changes the network's weights, unless the loss declares
+  ``ignores = frozenset({"mask"})``; a loss that ignores ``step.mask`` undeclared makes every selection in
+  front of it a no-op;
+* ``reads the targets``: likewise, one-hot targets on each row's first candidate instead of its last (the
+  selection keeping every row, so that only the loss reads them), unless the loss declares
+  ``ignores = frozenset({"targets"})``; undeclared, the mixes that swap the label update are not refused
+  although they change nothing.
 
-Bit-for-bit comparisons need one torch thread (the command sets it).  tests/test_resume_every_method.py
-puts every registered recipe through ``resumes``, tests/test_conformance.py through the rest.
+The probes replace the slot's answer and keep the component's own work (its state updates); they compare the
+weights (network and extra modules), so a step log that reads the mask or the targets does not count.  The
+resumed run is trained in this process: state kept in module globals, lost by a resume in a new process, is
+not seen here (keep it in ``PLLState``).  Bit-for-bit comparisons need one torch thread (the command sets it).
+tests/test_resume_every_method.py puts every registered recipe through ``resumes``, tests/test_conformance.py
+through the rest.
 """
 
 from __future__ import annotations
@@ -183,20 +189,31 @@ def _wrap(comp: Component, hook: str, change: Callable[[Any, Any], torch.Tensor]
     comp.__class__ = type(cls.__name__, (cls,), namespace)
 
 
-def _drop_half(step, mask):
-    """The selection's answer with every other row of the batch dropped as well."""
-    keep = torch.arange(step.batch.index.shape[0], device=step.batch.index.device) % 2 == 0  # bool [B]
-    if mask is None:
-        return keep
-    return mask & keep if mask.dtype == torch.bool else mask * keep
+def _every_other(step) -> torch.Tensor:
+    """bool ``[B]``: rows 0, 2, 4, ... of the batch."""
+    return torch.arange(step.batch.index.shape[0], device=step.batch.index.device) % 2 == 0
 
 
-def _one_hot_last(step, targets):
-    """One-hot targets on each row's last candidate, whatever the label update answered."""
+def _keep_all(step) -> torch.Tensor:
+    return torch.ones(step.batch.index.shape[0], dtype=torch.bool, device=step.batch.index.device)
+
+
+def _one_hot(step, last: bool) -> torch.Tensor:
+    """float ``[B, K]``: one-hot on each row's last (or first) candidate."""
     cand = step.batch.candidates > 0  # [B, K]
     k = cand.shape[1]
-    last = (cand * torch.arange(1, k + 1, device=cand.device)).argmax(1)  # [B]
-    return torch.nn.functional.one_hot(last, k).to(torch.float32)
+    rank = torch.arange(1, k + 1, device=cand.device) if last else torch.arange(k, 0, -1, device=cand.device)
+    return torch.nn.functional.one_hot((cand * rank).argmax(1), k).to(torch.float32)
+
+
+#: what each probe pins, and to what: (slot, hook, the answer everywhere, the other answer in the probed epoch);
+#: the targets probe also pins the selection to every row, so that a selection reading the targets cannot count
+PROBES: dict[str, list[tuple[str, str, Callable, Callable]]] = {
+    "mask": [("selection", "pllzoo_select", _keep_all, _every_other)],
+    "targets": [("label_update", "pllzoo_label_update", lambda step: _one_hot(step, True),
+                 lambda step: _one_hot(step, False)),
+                ("selection", "pllzoo_select", _keep_all, _keep_all)],
+}
 
 
 class Checker:
@@ -209,10 +226,9 @@ class Checker:
         self.overrides = {**short_stages(registry, method), **(overrides or {})}
         self.components(None)  # bad hyper-parameters, an incompatible mix: refused here, before any training
 
-    def components(self, probe: tuple[str, str, Callable] | None) -> dict[str, Component]:
+    def components(self, probe: list[tuple[str, str, Callable]] | None) -> dict[str, Component]:
         comps = self.registry.build_components(self.method, self.overrides, dataset=(self.data.name, self.data.kind))
-        if probe is not None:
-            slot, hook, change = probe
+        for slot, hook, change in probe or ():
             _wrap(comps[slot], hook, change)
         return comps
 
@@ -254,6 +270,23 @@ class Checker:
     def stages(self) -> list:
         return self.trainer().stages()
 
+    def weights_after(self, after: int, probe=None) -> dict[str, torch.Tensor]:
+        """The network's and extra modules' weights after ``after`` epoch records (the run stopped there)."""
+        box: dict[str, Any] = {}
+
+        def stop(records):
+            if len(records) == after:
+                box["weights"] = {k: v.clone() for k, v in self.outcome(box["trainer"], records).tensors.items()
+                                  if not k.startswith("state ")}
+                raise _Stop
+
+        box["trainer"] = self.trainer(on_epoch=stop, probe=probe)
+        try:
+            box["trainer"].fit()
+        except _Stop:
+            return box["weights"]
+        raise PLLZooError(f"the run ended before epoch record {after}")
+
 
 def _failure(exc: BaseException) -> str:
     return str(exc) if isinstance(exc, PLLZooError) else f"{type(exc).__name__}: {one_line(exc)}"
@@ -291,15 +324,18 @@ def check(checker: Checker, only: set[str] | None = None) -> list[Finding]:
         return [f for f in found if f.check in wanted]
     if "resumes" in wanted:
         found.append(resumes(checker, full))
-    comps = checker.components(None)
-    loss = comps["loss"]
+    try:
+        loss, stages = checker.components(None)["loss"], checker.stages()
+    except Exception as exc:  # a constructor that fails on a later build: this recipe's verdict, not the command's
+        found.extend(Finding(c, "fail", f"building the recipe again failed: {_failure(exc)}")
+                     for c in ("honours the mask", "reads the targets") if c in wanted)
+        return [f for f in found if f.check in wanted]
     if "honours the mask" in wanted:
-        found.append(_probe(checker, full, "honours the mask", loss, "mask", ("selection", "pllzoo_select", _drop_half),
-                            "a selection dropping every other row of each batch changed nothing"))
+        found.append(_probe(checker, stages, "honours the mask", loss, "mask",
+                            "dropping every other row of each batch in the selection changed no weight"))
     if "reads the targets" in wanted:
-        found.append(_probe(checker, full, "reads the targets", loss, "targets",
-                            ("label_update", "pllzoo_label_update", _one_hot_last),
-                            "other targets from the label update changed nothing"))
+        found.append(_probe(checker, stages, "reads the targets", loss, "targets",
+                            "one-hot targets on another candidate from the label update changed no weight"))
     return [f for f in found if f.check in wanted]
 
 
@@ -312,25 +348,45 @@ def _guarded(compare: Callable[[], str | None]) -> str | None:
 
 def resumes(checker: Checker, full: Outcome) -> Finding:
     """Stopped after each of :func:`cut_points` and resumed by fresh components, the run equals ``full``."""
-    cuts = cut_points(checker.stages(), checker.config.epochs)
+    try:
+        cuts = cut_points(checker.stages(), checker.config.epochs)
+    except Exception as exc:
+        return Finding("resumes", "fail", f"building the recipe again failed: {_failure(exc)}")
     with tempfile.TemporaryDirectory(prefix="pllzoo-check-") as tmp:
         for k in cuts:
             diff = _guarded(lambda k=k: first_difference(checker.resumed(Path(tmp) / f"cut{k}", k), full))
             if diff is not None:
                 return Finding("resumes", "fail", f"stopped after epoch record {k} and resumed, the run differs from "
-                               f"the uninterrupted one: {diff} (state kept on a component's self is lost on resume: "
-                               "keep it in PLLState, docs/hooks.md)")
+                               f"the uninterrupted one: {diff} (resumed against uninterrupted; state kept on a "
+                               "component's self is lost on resume: keep it in PLLState, docs/hooks.md)")
     return Finding("resumes", "ok", f"stopped after epoch records {', '.join(map(str, cuts))}")
 
 
-def _probe(checker: Checker, full: Outcome, name: str, loss: Component, key: str, probe, nothing: str) -> Finding:
+def _pinned(key: str, when: tuple[int, int] | None) -> list[tuple[str, str, Callable]]:
+    """The probe ``key``'s wrappers: its first answer everywhere, its second in epoch ``when`` = (stage, epoch)."""
+    def change(everywhere, there):
+        return lambda step, answer: there(step) if (step.stage.index, step.epoch) == when else everywhere(step)
+
+    return [(slot, hook, change(everywhere, there)) for slot, hook, everywhere, there in PROBES[key]]
+
+
+def _probe(checker: Checker, stages: list, name: str, loss: Component, key: str, nothing: str) -> Finding:
+    """In the last epoch of each stage, the probe's other answer must change the weights."""
     if key in loss.ignores:
         return Finding(name, "skip", f"the loss {label(loss)!r} declares ignores {key!r}")
-    try:
-        changed = first_difference(checker.run(probe=probe), full)
-    except Exception as exc:
-        return Finding(name, "fail", f"the probe run failed: {_failure(exc)}")
-    if changed is not None:
-        return Finding(name, "ok", "")
-    return Finding(name, "fail", f"{nothing}: the loss {label(loss)!r} does not read step.{key}; make it read it, or "
-                   f"declare ignores = frozenset({{{key!r}}}) on it (docs/hooks.md, pllzoo_loss)")
+    done = 0
+    for i, stage in enumerate(stages):
+        n = stage.epochs if stage.epochs is not None else checker.config.epochs
+        done += n
+        if n == 0:
+            continue
+        try:
+            same = first_difference(Outcome([], checker.weights_after(done, _pinned(key, None))),
+                                    Outcome([], checker.weights_after(done, _pinned(key, (i, n - 1))))) is None
+        except Exception as exc:
+            return Finding(name, "fail", f"the probe run failed: {_failure(exc)}")
+        if same:
+            return Finding(name, "fail", f"in the last epoch of stage {stage.name!r}, {nothing}: the loss "
+                           f"{label(loss)!r} does not read step.{key} there; make it read it, or declare "
+                           f"ignores = frozenset({{{key!r}}}) on it (docs/hooks.md, pllzoo_loss)")
+    return Finding(name, "ok", f"in the last epoch of {'each stage' if len(stages) > 1 else 'the run'}")

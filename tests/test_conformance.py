@@ -61,6 +61,33 @@ class NoTargets(Component):
         return masked_mean(-torch.logsumexp(log_p, 1), step.mask)
 
 
+class LogsMask(Component):
+    """Averages over the whole batch, and logs the share the selection kept."""
+
+    @hookimpl
+    def pllzoo_loss(self, step):
+        step.logs["kept"] = step.mask.float().mean()
+        return soft_cross_entropy(step.logits, step.targets).mean()
+
+
+class LogsTargets(NoTargets):
+    """CC's loss; the targets only in a log."""
+
+    @hookimpl
+    def pllzoo_loss(self, step):
+        step.logs["tmax"] = step.targets.amax(1).mean()
+        return super().pllzoo_loss(step)
+
+
+class FirstEpochMask(Component):
+    """Honours the mask in the first epoch, then averages over the whole batch."""
+
+    @hookimpl
+    def pllzoo_loss(self, step):
+        ce = soft_cross_entropy(step.logits, step.targets)
+        return masked_mean(ce, step.mask) if step.epoch == 0 else ce.mean()
+
+
 class Declared(NoTargets):
     ignores = frozenset({"targets"})
 
@@ -87,6 +114,7 @@ class Raises(Component):
 
 
 OUTSIDE = {"t.good": Good, "t.selfstate": SelfState, "t.nomask": NoMask, "t.notargets": NoTargets,
+           "t.logsmask": LogsMask, "t.logstargets": LogsTargets, "t.firstepochmask": FirstEpochMask,
            "t.declared": Declared, "t.unseeded": Unseeded, "t.nan": NaN, "t.raises": Raises}
 
 
@@ -126,9 +154,15 @@ def test_an_outside_loss_that_keeps_the_contract_passes_every_check(outside):
 @pytest.mark.parametrize("loss, failing, says", [
     ("t.selfstate", "resumes", "stopped after epoch record 1 and resumed, the run differs from the uninterrupted "
                                "one: epoch record 2: loss"),
-    ("t.nomask", "honours the mask", "the loss 't.nomask' does not read step.mask; make it read it, or declare "
-                                     "ignores = frozenset({'mask'})"),
-    ("t.notargets", "reads the targets", "the loss 't.notargets' does not read step.targets"),
+    ("t.nomask", "honours the mask", "in the last epoch of stage 'train', dropping every other row of each batch in "
+                                     "the selection changed no weight: the loss 't.nomask' does not read step.mask "
+                                     "there; make it read it, or declare ignores = frozenset({'mask'})"),
+    ("t.notargets", "reads the targets", "the loss 't.notargets' does not read step.targets there"),
+    # an outside review: a log that reads the mask (or the targets) counted as training that changed
+    ("t.logsmask", "honours the mask", "the loss 't.logsmask' does not read step.mask there"),
+    ("t.logstargets", "reads the targets", "the loss 't.logstargets' does not read step.targets there"),
+    # ... and a loss that honours the mask in the first epoch only passed
+    ("t.firstepochmask", "honours the mask", "the loss 't.firstepochmask' does not read step.mask there"),
 ])
 def test_an_outside_loss_that_breaks_the_contract_fails_that_check_alone(outside, loss, failing, says):
     method = f"proden+loss={loss}"
@@ -174,16 +208,33 @@ def test_every_shipped_recipe_keeps_the_contract(name, registry):
     assert all(f.status in ("ok", "skip") for f in found), found
 
 
-def test_cli_refuses_what_it_cannot_check(outside):
-    runner = CliRunner()
-    res = runner.invoke(cli, ["check", "proden", "--hp", "train.lr=1"])
-    assert res.exit_code == 1 and "--hp train.lr: the check trains with its own settings" in res.output
-    res = runner.invoke(cli, ["check", "nope"])
-    assert res.exit_code == 2 and "unknown method 'nope'" in res.output
-    res = runner.invoke(cli, ["check", " , "])
-    assert res.exit_code == 1 and "no method given" in res.output
-    res = runner.invoke(cli, ["check", "proden+selection=solar.classwise"])  # needs a prior: refused before training
-    assert res.exit_code == 1 and "needs 'prior'" in res.output and "Traceback" not in res.output
+@pytest.mark.parametrize("args, says", [
+    (["proden", "--hp", "train.lr=1"], "--hp train.lr: the check trains with its own settings"),
+    (["nope"], "unknown method 'nope'"),
+    ([" , "], "no method given"),
+    (["proden+selection=solar.classwise"], "needs 'prior'"),  # refused before training
+    (["solar", "--hp", "selection.rho_end=2"], "rho_end"),
+    # an outside review: the messages of bench named --methods, and listed train.* keys the check refuses
+    (["proden", "--hp", "nope:loss.cr=false"], "method 'nope' is not one of METHODS"),
+    (["proden", "--hp", "loss.nope=1"], "unknown hyper-parameter 'loss.nope'; valid: label_update.mask, loss.cr, "
+                                        "loss.mixup, loss.mixup_alpha"),
+])
+def test_cli_refuses_what_it_cannot_check_with_exit_2(outside, args, says):
+    """A refusal before any training is exit 2, a failed check exit 1 (an outside review: both were 1)."""
+    res = CliRunner().invoke(cli, ["check", *args])
+    text = " ".join(res.output.split())
+    assert res.exit_code == 2 and says in text and "Traceback" not in res.output, res.output
+    assert "train.model" not in text
+
+
+def test_cli_keeps_the_callers_thread_count(outside):
+    before = torch.get_num_threads()
+    torch.set_num_threads(2)
+    try:
+        assert CliRunner().invoke(cli, ["check", "proden"]).exit_code == 0
+        assert torch.get_num_threads() == 2
+    finally:
+        torch.set_num_threads(before)
 
 
 def test_the_table_names_every_check(outside):
