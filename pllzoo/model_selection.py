@@ -53,7 +53,13 @@ def select_epochs(records: pd.DataFrame, rule: str) -> pd.DataFrame:
         return final.groupby("run", sort=False).tail(1)
     score = SCORES[rule]
     if score not in final or final[score].isna().any():
-        missing = sorted(set(final.loc[final.get(score, pd.Series(index=final.index)).isna(), "run"]))
+        absent = final.get(score, pd.Series(index=final.index)).isna()
+        missing = sorted(set(final.loc[absent, "run"]))
+        some = sorted(set(missing) & set(final.loc[~absent, "run"]))  # a run that logged it at other epochs
+        if some:  # not a run trained without --holdout: its log was changed (an outside review)
+            epoch = final.loc[absent & final["run"].isin(some), "epoch"].iloc[0]
+            raise PLLZooError(f"--select {rule} needs '{score}' in every epoch record; {some[0]} logged it at other "
+                              f"epochs but not at epoch {epoch} (a damaged or edited log.jsonl)")
         raise PLLZooError(
             f"--select {rule} needs '{score}' in every epoch record; missing in {', '.join(missing[:3])}"
             + (" (rerun pllzoo bench with --holdout 0.1)" if score.startswith("val_") else "")

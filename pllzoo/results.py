@@ -237,16 +237,22 @@ REQUIRED_KEYS = ("method", "dataset", "seed", "epoch", "epochs")
 """What every record pllzoo writes holds, and the tables group and order by."""
 
 
+#: the held-out scores ``report --select heldout|approx`` maximises (percentages, as the accuracies)
+SCORE_COLUMNS = ("val_covering", "val_approx")
+
+
 def _check_record_types(records: list[dict[str, Any]], where: Path | str) -> None:
     """The fields the tables read of each record have the types pllzoo writes: ``method``, ``dataset`` and
-    ``stage`` strings, ``seed``, ``epoch`` and ``epochs`` integers, the accuracies finite numbers or null,
+    ``stage`` strings, ``seed``, ``epoch`` and ``epochs`` integers, the accuracies and held-out scores finite
+    numbers or null,
     ``class_acc`` a list of them (an edited or corrupted log does not, and would sort, average or plot wrongly).
 
     :raises DamagedRun: one line naming the run, the field, the epoch and the value."""
     text = (lambda v: isinstance(v, str), "a string")
     whole = (lambda v: isinstance(v, int) and not isinstance(v, bool), "a whole number")
     checks = {"method": text, "dataset": text, "stage": text, "seed": whole, "epoch": whole, "epochs": whole,
-              **{c: (lambda v: v is None or _finite_number(v), "a finite number or null") for c in ACC_COLUMNS},
+              **{c: (lambda v: v is None or _finite_number(v), "a finite number or null")
+                 for c in (*ACC_COLUMNS, *SCORE_COLUMNS)},
               "class_acc": (lambda v: v is None or isinstance(v, list) and all(
                   x is None or _finite_number(x) for x in v), "a list of finite numbers")}
     first = records[0] if records else {}
@@ -259,7 +265,7 @@ def _check_record_types(records: list[dict[str, Any]], where: Path | str) -> Non
             if key in rec and not ok(rec[key]):
                 raise DamagedRun(f"{where}: damaged run (log.jsonl's {key} at epoch {rec.get('epoch')!r} is "
                                  f"{rec[key]!r:.60}, not {what})")
-        for key in ACC_COLUMNS:
+        for key in (*ACC_COLUMNS, *SCORE_COLUMNS):
             if rec.get(key) is not None and not 0 <= rec[key] <= 100:
                 raise DamagedRun(f"{where}: damaged run (log.jsonl's {key} at epoch {rec.get('epoch')!r} is "
                                  f"{rec[key]!r:.60}, not a percentage)")
@@ -312,7 +318,9 @@ def _settings(configs: dict[str, dict[str, Any]]) -> dict[str, str]:
     for key, c in configs.items():
         groups.setdefault((labels[key], str(c.get("method"))), []).append(key)
     out = dict(labels)
-    for keys in groups.values():
+    found = []
+    shared: dict[str, set[str]] = {}  # setting label → the fields beyond the recipe's that tell its runs apart
+    for (label, _), keys in groups.items():
         flats = {k: {**_flat({n: v for n, v in configs[k].items() if n not in _NOT_A_VARIANT}),
                      **{f"data.{n}": v for n, v in _seed_free(configs[k]).items()}} for k in keys}
         names = sorted({n for f in flats.values() for n in f})
@@ -320,8 +328,14 @@ def _settings(configs: dict[str, dict[str, Any]]) -> dict[str, str]:
         if any(n.startswith("hparams.") for n in differ):  # a field left out at its recorded value: that value
             flats = {k: {**f, **_recorded_hparams(configs[k])} for k, f in flats.items()}
             differ = [n for n in names if len({repr(f.get(n, "–")) for f in flats.values()}) > 1]
-        for k in keys if differ else ():  # "default": a trainer field or mode absent from the config at its default
-            shown = ", ".join(f"{n.removeprefix('hparams.')}={flats[k].get(n, 'default')}" for n in differ)
+        found.append((label, keys, flats, differ))
+        shared.setdefault(label, set()).update(n for n in differ if not n.startswith("hparams."))
+    for label, keys, flats, differ in found:
+        # a trainer field (epochs, ...) that tells one method's runs apart tells every method's of the setting apart:
+        # a method trained at one value only is labelled with it too (an outside review: it stood alone, unlabelled)
+        fields = sorted(set(differ) | shared[label], key=lambda n: (n.startswith("hparams."), n))
+        for k in keys if fields else ():  # "default": a trainer field or mode absent from the config at its default
+            shown = ", ".join(f"{n.removeprefix('hparams.')}={flats[k].get(n, 'default')}" for n in fields)
             out[k] = f"{labels[k]} [{shown}]"
     return _tell_data_apart(configs, out)
 

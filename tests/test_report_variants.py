@@ -56,3 +56,19 @@ def test_a_folder_given_twice_counts_once_and_paper_needs_wide(tmp_path):
     paper.write_text("method,setting,paper\nproden,x,50\n")
     res = CliRunner().invoke(cli, ["report", str(out), "--paper", str(paper)])
     assert res.exit_code == 1 and "--paper goes with --wide" in res.output
+
+
+def test_a_method_trained_at_one_of_the_settings_is_labelled_with_it(tmp_path):
+    """An outside review: proden at 1 and 2 epochs were split as [train.epochs=1] and [train.epochs=2], and cc,
+    trained at 2 epochs only, stood alone under the plain label, apart from the runs it is compared with."""
+    out = tmp_path / "out"
+    for methods, epochs in (("proden", "1"), ("proden,cc", "2")):
+        res = CliRunner().invoke(cli, [*BENCH, "--methods", methods, "--epochs", epochs, "--out", str(out)])
+        assert res.exit_code == 0, res.output
+    res = CliRunner().invoke(cli, ["report", str(out), "--csv", str(tmp_path / "s.csv")])
+    assert res.exit_code == 0, res.output
+    summ = pd.read_csv(tmp_path / "s.csv")
+    base = "synthetic-lt φ=0.5 γ=100 subset=200"
+    assert sorted(zip(summ["setting"], summ["method"])) == [(f"{base} [train.epochs=1]", "proden"),
+                                                           (f"{base} [train.epochs=2]", "cc"),
+                                                           (f"{base} [train.epochs=2]", "proden")]

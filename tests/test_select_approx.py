@@ -142,3 +142,30 @@ def test_report_select_approx_on_runs_without_a_holdout_is_one_line(tmp_path: Pa
     assert res.exit_code == 1 and "Traceback" not in res.output
     errors = [line for line in res.output.splitlines() if line.startswith("Error:")]
     assert len(errors) == 1 and "val_approx" in errors[0] and "--holdout 0.1" in errors[0]
+
+
+def test_select_heldout_with_a_score_missing_at_one_epoch_says_the_log_was_changed():
+    """An outside review: a null covering rate in a run trained with --holdout was answered with 'rerun with
+    --holdout 0.1'."""
+    recs = _records()
+    recs.loc[(recs["run"] == "a") & (recs["epoch"] == 2), "val_covering"] = None
+    with pytest.raises(PLLZooError, match=r"needs 'val_covering' in every epoch record; a logged it at other epochs "
+                                          r"but not at epoch 2 \(a damaged or edited log.jsonl\)"):
+        select_epochs(recs, "heldout")
+
+
+@pytest.mark.parametrize("value, says", [('"94.0"', "'94.0', not a finite number or null"),
+                                         ("1e999", "inf, not a finite number or null"),
+                                         ("true", "True, not a finite number or null"),
+                                         ("140.0", "140.0, not a percentage")])
+def test_report_leaves_out_a_run_whose_held_out_score_is_not_a_number(finished: Path, value: str, says: str):
+    """An outside review: a string score was a pandas traceback, an infinite one chose its epoch silently."""
+    (log,) = finished.glob("runs/*/log.jsonl")
+    lines = log.read_text().splitlines()
+    rec = json.loads(lines[1])
+    lines[1] = json.dumps(rec).replace(f'"val_covering": {json.dumps(rec["val_covering"])}', f'"val_covering": {value}')
+    log.write_text("\n".join(lines) + "\n")
+    res = CliRunner().invoke(cli, ["report", str(finished), "--select", "heldout"])
+    assert "Traceback" not in res.output, res.output
+    warning = next((line for line in res.output.splitlines() if "damaged run" in line), res.output)
+    assert f"log.jsonl's val_covering at epoch 2 is {says}" in " ".join(res.output.split()), warning
