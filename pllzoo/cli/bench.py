@@ -26,7 +26,7 @@ from pathlib import Path
 import click
 
 from pllzoo import configfile, replay  # click callbacks of --config/--from-run; neither loads torch
-from pllzoo.cli import cli, warn_failed_plugins
+from pllzoo.cli import cli, complete, warn_failed_plugins
 from pllzoo.cli.options import FINITE, PositiveFinite, run_options
 from pllzoo.errors import PLLZooError
 from pllzoo.hparams import parse_value
@@ -93,8 +93,10 @@ class _Folder(click.Path):
 _OUT = _Folder(path_type=Path)
 
 @cli.command(cls=_KeepsArgs)
-@click.option("--methods", required=True, help="Comma-separated method strings, e.g. proden,cc or proden+selection=X.")
-@click.option("--dataset", default="synthetic-lt", show_default=True, help="Dataset name (pllzoo datasets) or .mat path.")
+@click.option("--methods", required=True, shell_complete=complete.methods,
+              help="Comma-separated method strings, e.g. proden,cc or proden+selection=X.")
+@click.option("--dataset", default="synthetic-lt", show_default=True, shell_complete=complete.datasets,
+              help="Dataset name (pllzoo datasets) or .mat path.")
 @click.option("--seeds", default="1", show_default=True, help="Comma-separated seeds (data and training), 0 to 2**32-1; a repeat runs once.")
 @run_options
 @click.option("--holdout", type=FINITE, default=0.0, show_default=True,

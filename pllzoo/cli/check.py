@@ -6,14 +6,14 @@ import json
 
 import click
 
-from pllzoo.cli import cli, warn_failed_plugins
+from pllzoo.cli import cli, complete, warn_failed_plugins
 from pllzoo.errors import PLLZooError, UnknownNameError, UsageError
 
 _MARK = {"ok": "ok", "fail": "FAIL", "skip": "skip"}
 
 
 @cli.command()
-@click.argument("methods")
+@click.argument("methods", shell_complete=complete.methods)
 @click.option("--hp", "hps", multiple=True,
               help="Override a component's hyper-parameter: slot.field=value or METHOD:slot.field=value (as in "
                    "pllzoo bench; the trainer settings are the check's own).")

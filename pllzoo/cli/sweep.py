@@ -14,7 +14,7 @@ from pathlib import Path
 
 import click
 
-from pllzoo.cli import cli, warn_failed_plugins
+from pllzoo.cli import cli, complete, warn_failed_plugins
 from pllzoo.cli.bench import _csv, _KeepsArgs, _seeds
 from pllzoo.cli.options import FINITE, run_options
 from pllzoo.errors import PLLZooError
@@ -27,8 +27,10 @@ filled the machine's memory."""
 
 
 @cli.command(cls=_KeepsArgs)
-@click.option("--methods", required=True, help="Comma-separated method strings (each selected on its own).")
-@click.option("--dataset", default="synthetic-lt", show_default=True, help="Dataset name (pllzoo datasets) or .mat path.")
+@click.option("--methods", required=True, shell_complete=complete.methods,
+              help="Comma-separated method strings (each selected on its own).")
+@click.option("--dataset", default="synthetic-lt", show_default=True, shell_complete=complete.datasets,
+              help="Dataset name (pllzoo datasets) or .mat path.")
 @click.option("--seeds", default="1", show_default=True, help="Comma-separated seeds; a winner is chosen per seed.")
 @click.option("--space", "specs", multiple=True, metavar="KEY=DIST(ARGS)",
               help="A searched hyper-parameter, e.g. 'train.lr=loguniform(1e-3,1e-1)', 'loss.eta=uniform(0.5,1)', "
