@@ -47,6 +47,14 @@ def with_predict(method: str, predict: str | None) -> str:
     return "+".join([base] + [f"{slot}={name or 'none'}" for slot, name in swaps.items()])
 
 
+def check_run_folder(run_dir: Path) -> None:
+    """:raises PLLZooError: one line, for a folder that holds nothing of a run (``/tmp``, say: it was "a damaged
+    run", an outside review)."""
+    if not any((Path(run_dir) / f).exists() for f in ("config.json", "log.jsonl", "done", NAME)):
+        raise PLLZooError(f"{run_dir}: not a run folder (no config.json, log.jsonl or checkpoint); give run folders "
+                          "OUT/runs/<run-id>, or a results folder OUT")
+
+
 def run_config(run_dir: Path) -> dict[str, Any]:
     """The run folder's config.json, checked to be a pllzoo run config.
 
@@ -85,6 +93,7 @@ def rescore(registry: Registry, run_dir: Path, overrides: dict[str, str], predic
     run_dir = Path(run_dir)
     if (run_dir / "runs").is_dir() and not (run_dir / "config.json").exists():  # a bench's --out, not one run
         raise PLLZooError(f"{run_dir} is a results folder; pass its run folders, e.g. {run_dir / 'runs' / '*'}")
+    check_run_folder(run_dir)
     if not (run_dir / "done").exists():
         raise PLLZooError(f"{run_dir}: not a finished run (no 'done' marker)")
     if not (run_dir / NAME).exists():
@@ -96,8 +105,8 @@ def rescore(registry: Registry, run_dir: Path, overrides: dict[str, str], predic
         ckpt = load_checkpoint(run_dir)
         check_owner(ckpt, run_dir / NAME, run=run_id(portable(config)), method=config["method"],
                     dataset=config["dataset"], seed=config["seed"])
-    except CheckpointError as exc:
-        raise PLLZooError(f"{exc}; re-run the training") from None
+    except CheckpointError as exc:  # its own remedy when it has one ("remove it to retrain this run")
+        raise PLLZooError(str(exc) if "retrain" in str(exc) else f"{exc}; re-run the training") from None
     last = ckpt["records"][-1] if ckpt["records"] else {}
     if (last.get("stage_index"), last.get("epoch")) != (records[-1].get("stage_index"), records[-1]["epoch"]):
         raise PLLZooError(f"{run_dir / 'checkpoint.pt'}: not the run's final checkpoint (it ends at epoch "
@@ -127,6 +136,9 @@ def rescore(registry: Registry, run_dir: Path, overrides: dict[str, str], predic
     try:
         trainer.load_final(ckpt)
     except PLLZooError as exc:
+        if other is not None and dataset is not None:  # the file given is not the one it trained on
+            raise PLLZooError(f"{run_dir.name} trained on other data than --dataset {dataset} ({other}), and its "
+                              "model does not fit these; give the file it was trained on") from None
         if other is not None:  # e.g. a file of the user's own named like a built-in set (birdsong.mat)
             raise PLLZooError(f"{run_dir.name} trained on other data than {config['dataset']!r} loads here "
                               f"({other}), and its model does not fit these; was it trained on a file of your "

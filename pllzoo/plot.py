@@ -23,6 +23,10 @@ def figure(*out_dirs: Path, methods: list[str] | None = None):
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
+    runs = [Path(d) for d in out_dirs if (Path(d) / "config.json").exists() and not (Path(d) / "runs").is_dir()]
+    if runs:  # OUT/runs/<run-id>: report and plot read results folders
+        raise ValueError(f"{runs[0]} is a run folder; plot takes results folders (the --out of a bench, holding "
+                         f"runs/), e.g. {runs[0].parent.parent}")
     df = final_rows(load(*out_dirs))
     if df.empty:
         raise ValueError(f"no finished runs under {', '.join(map(str, out_dirs))}")
@@ -54,18 +58,25 @@ def figure(*out_dirs: Path, methods: list[str] | None = None):
     k = len(df["class_acc"].iloc[0])
     x = np.arange(k)
     counts = np.stack([np.asarray(c, dtype=float) for c in df["train_counts"]])
-    ax_b.plot(x, (counts / counts.sum(axis=1, keepdims=True)).mean(axis=0), "k-o", label="true training prior")
+    prior = (counts / counts.sum(axis=1, keepdims=True)).mean(axis=0)
+    # classes from head to tail, as the paper's Fig. 1 (CIFAR-LT's labels already are; a real-world set's are not:
+    # an outside review found "0 = head" under MSRCv2's zig-zag), ties in label order; the ticks name the labels
+    order = np.argsort(-prior, kind="stable")
+    ax_b.plot(x, prior[order], "k-o", label="true training prior")
     for method, rows in df.groupby("method", sort=False):
         if "prior" in rows and rows["prior"].notna().all():
             est = np.mean(np.stack([np.asarray(p) for p in rows["prior"]]), axis=0)
-            ax_b.plot(x, est, "--s", label=f"{method} estimate")
+            ax_b.plot(x, est[order], "--s", label=f"{method} estimate")
         with np.errstate(all="ignore"), warnings.catch_warnings():  # a class without test rows: NaN, drawn as a gap
             warnings.simplefilter("ignore", RuntimeWarning)
             acc = np.nanmean(np.stack([np.asarray(a, dtype=float) for a in rows["class_acc"]]), axis=0)
-        ax_c.plot(x, acc, "-o", label=method)
-    ax_b.set(title="(b) class prior: estimated vs true", xlabel="class (0 = head)", ylabel="prior")
-    ax_c.set(title="(c) class-wise test accuracy (last epoch)", xlabel="class (0 = head)", ylabel="accuracy %")
+        ax_c.plot(x, acc[order], "-o", label=method)
+    axis = "class, by training count (head first)"
+    ax_b.set(title="(b) class prior: estimated vs true", xlabel=axis, ylabel="prior")
+    ax_c.set(title="(c) class-wise test accuracy (last epoch)", xlabel=axis, ylabel="accuracy %")
     for ax in (ax_b, ax_c):
+        if k <= 40:  # the label of each class, where they fit
+            ax.set_xticks(x, [str(i) for i in order], fontsize=7 if k > 20 else None)
         ax.legend(fontsize=8)
         ax.grid(alpha=0.3)
     fig.tight_layout()

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pandas as pd
 import pytest
 import torch
 from click.testing import CliRunner
@@ -56,6 +57,9 @@ def test_errors(run_dir, tmp_path):
         rescore(get_registry(), run_dir, {"train.nope": "1"}, predict="solar.la", device="cpu")
     unfinished = tmp_path / "run"
     unfinished.mkdir()
+    with pytest.raises(PLLZooError, match="not a run folder"):
+        rescore(get_registry(), unfinished, {}, device="cpu")
+    (unfinished / "log.jsonl").write_text("")
     with pytest.raises(PLLZooError, match="not a finished run"):
         rescore(get_registry(), unfinished, {}, device="cpu")
     (unfinished / "done").write_text("")
@@ -114,6 +118,20 @@ def test_cli_md_keeps_runs_on_other_data_apart(run_dir, tmp_path):
     result = CliRunner().invoke(cli, ["evaluate", str(run_dir), "--device", "cpu", "--csv", str(rows)])
     assert result.exit_code == 0 and rows.read_text().splitlines()[0].endswith("acc_few"), result.output
     assert [line.rsplit("|", 2)[1].strip() for line in text.splitlines() if line.startswith("| solar")] == ["1", "1"]
+    result = CliRunner().invoke(cli, ["evaluate", str(run_dir), str(run2), "--device", "cpu", "--csv", str(rows)])
+    both = pd.read_csv(rows)  # two settings: the CSV says which row is which (an outside review)
+    assert result.exit_code == 0 and sorted(both["setting"].str.contains("subset=2000")) == [False, True]
+
+
+def test_what_is_not_a_run_folder_says_so(run_dir, tmp_path):
+    """An outside review: a plain folder was "a damaged run"; a checkpoint of another run ran two remedies together;
+    plot of a run folder said it held no finished run."""
+    res = CliRunner().invoke(cli, ["evaluate", str(tmp_path), "--device", "cpu"])
+    assert res.exit_code == 1 and f"{tmp_path}: not a run folder (no config.json, log.jsonl or checkpoint); give run " \
+        "folders OUT/runs/<run-id>, or a results folder OUT" in " ".join(res.output.split())
+    res = CliRunner().invoke(cli, ["plot", str(run_dir), "--out", str(tmp_path / "f.png")])
+    assert res.exit_code != 0 and "Traceback" not in res.output
+    assert f"{run_dir} is a run folder; plot takes results folders" in " ".join(res.output.split())
 
 
 def test_a_training_setting_is_refused_since_it_would_change_nothing(run_dir):

@@ -83,3 +83,21 @@ def test_runs_of_other_settings_are_refused_not_averaged(tmp_path):
         assert "Traceback" not in res.output and not (tmp_path / "f.png").exists()
     fig = figure(g100, longer, methods=["cc"])  # one setting left: drawn
     assert [line.get_label() for line in fig.axes[1].lines] == ["cc"]
+
+
+def test_classes_run_from_head_to_tail_with_their_labels_as_ticks():
+    """An outside review: on a real-world set (labels not in frequency order) the axis said "0 = head" under a
+    zig-zag prior; the classes are now drawn by training count, ties in label order, each tick its label."""
+    folder = Path(__file__).resolve().parents[1] / "benchmarks" / "realworld" / "results" / "msrcv2-uniform"
+    runs = [r for r in archive.read(folder).values() if r.config["method"] == "proden" and r.done]
+    fig = figure(folder, methods=["proden"])
+    ax_b, ax_c = fig.axes
+    counts = np.mean([np.asarray(r.config["data"]["train_counts"], float) / sum(r.config["data"]["train_counts"])
+                      for r in runs], axis=0)
+    order = sorted(range(len(counts)), key=lambda c: (-counts[c], c))
+    assert list(counts) != sorted(counts, reverse=True)  # MSRCv2's labels are not in frequency order
+    np.testing.assert_allclose(ax_b.lines[0].get_ydata(), counts[order])
+    assert [t.get_text() for t in ax_b.get_xticklabels()] == [str(c) for c in order]
+    accs = np.nanmean([[np.nan if a is None else a for a in r.records[-1]["class_acc"]] for r in runs], axis=0)
+    np.testing.assert_allclose(ax_c.lines[0].get_ydata(), accs[order])  # NaN (no test row) where the plot has a gap
+    assert ax_b.get_xlabel() == "class, by training count (head first)"

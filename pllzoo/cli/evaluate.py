@@ -71,7 +71,10 @@ def evaluate(runs, predict, hps, data_dir, device, dataset, csv_path, md_path, t
         click.echo(f"table: {md_path}")
     if csv_path:
         frame = rows.assign(overrides=rows["overrides"].map(lambda d: ";".join(f"{k}={v}" for k, v in d.items())))
-        write_text(csv_path, frame.drop(columns=["class_acc", "setting"], errors="ignore").to_csv(index=False))
+        # the setting only where the rows hold several (an outside review: rows of two settings differed by run id
+        # alone); one setting keeps the columns benchmarks/cifar10lt-cpu/la.sh wrote
+        dropped = ["class_acc"] + (["setting"] if rows["setting"].nunique() == 1 else [])
+        write_text(csv_path, frame.drop(columns=dropped, errors="ignore").to_csv(index=False))
         click.echo(f"rows: {csv_path}")
 
 
@@ -79,11 +82,13 @@ def _run_folders(paths: tuple[Path, ...]) -> list[Path]:
     """RUNS with a bench's ``--out`` folder (``OUT/runs/<run>/``, no ``config.json`` of its own) replaced by its
     finished runs, in order (an outside review: a study folder was called "a damaged run")."""
     from pllzoo.errors import PLLZooError
+    from pllzoo.evaluate import check_run_folder
 
     out = []
     for path in paths:
         if (path / "config.json").exists() or not (path / "runs").is_dir():
-            out.append(path)  # a run folder (or not: run_config says what it lacks)
+            check_run_folder(path)
+            out.append(path)  # a run folder (or a damaged one: run_config says what it lacks)
             continue
         finished = sorted(p for p in (path / "runs").iterdir() if p.is_dir() and (p / "done").exists())
         if not finished:
