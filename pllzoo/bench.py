@@ -116,8 +116,8 @@ def execute(
     runs_dir.mkdir(parents=True, exist_ok=True)
     for p in plans:  # a file of the user's where a run folder goes: set aside and lost, silently (an outside review)
         if (runs_dir / p.run_id).exists() and not (runs_dir / p.run_id).is_dir():
-            raise PLLZooError(f"{runs_dir / p.run_id} is a file, not a run folder; the run {p.run_id} goes there: "
-                              "move the file away")
+            raise PLLZooError(f"cannot write the results under --out {out}: {runs_dir / p.run_id} is a file, where "
+                              "pllzoo keeps a folder; move it away")
     _migrate(out)
     archived, archived_env, archived_damage = archive.finished(out)  # run id → records, env, damage of OUT's archive
     shas: dict[int, str] = {}  # id(p.data) → its fingerprint, made only for runs that are reused

@@ -8,7 +8,7 @@ in a :class:`Finding`:
 * ``deterministic``: a second run with the same seed equals the first bit for bit (epoch records, network);
 * ``resumes``: stopped after an epoch (one into each stage, one before its end, and at every stage boundary)
   and resumed from its checkpoint, the run equals the uninterrupted one bit for bit (epoch records, network,
-  extra modules, method state).  State a component keeps on ``self`` is lost on resume (docs/hooks.md,
+  extra modules, method state, and the deployed test logits, a predict component's adjustment included).  State a component keeps on ``self`` is lost on resume (docs/hooks.md,
   ``PLLState``): this is where it shows;
 * ``honours the mask``: in the last epoch of each stage, a selection that drops every other row of each batch
   instead of keeping all of them changes the network's weights, unless the loss declares
@@ -246,6 +246,9 @@ class Checker:
         for name in sorted(trainer.modules):
             tensors.update({f"module {name}.{k}": v for k, v in trainer.modules[name].state_dict().items()})
         tensors.update({f"state {k}": trainer.state.get(k) for k in trainer.state})
+        # what the run deploys: a predict component's adjustment from state it keeps on self changes these and
+        # maybe no accuracy of the tiny test set (an outside review: a prior on self passed "resumes")
+        tensors["deployed test logits"] = trainer._predict_logits(trainer.x_test)
         return Outcome(records, tensors)
 
     def run(self, run_dir: Path | None = None, probe=None) -> Outcome:
@@ -277,7 +280,7 @@ class Checker:
         def stop(records):
             if len(records) == after:
                 box["weights"] = {k: v.clone() for k, v in self.outcome(box["trainer"], records).tensors.items()
-                                  if not k.startswith("state ")}
+                                  if k.startswith(("weight ", "module "))}
                 raise _Stop
 
         box["trainer"] = self.trainer(on_epoch=stop, probe=probe)

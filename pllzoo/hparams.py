@@ -209,7 +209,7 @@ def override(obj: Any, changes: dict[str, str], where: str) -> Any:
     parsed: dict[str, Any] = {}
     for key, text in changes.items():
         if key not in by_name:
-            valid = ", ".join(sorted(by_name)) or "(none)"
+            valid = ", ".join(f"{where}.{n}" for n in sorted(by_name)) or "(none)"  # as the key is named
             raise UnknownNameError(f"unknown hyper-parameter {where}.{key}; valid: {valid}")
         f = by_name[key]
         if not isinstance(text, str):  # a typed value (a config file, a replayed record): of the field's type

@@ -122,7 +122,7 @@ def test_hparam_overrides_are_checked(registry):
     m = registry.method("proden")
     comps = registry.build_components(m, {"label_update.mask": "candidates"})
     assert comps["label_update"].hp.mask == "candidates"
-    with pytest.raises(UnknownNameError, match="valid: mask"):
+    with pytest.raises(UnknownNameError, match="valid: label_update.mask"):
         registry.build_components(m, {"label_update.nope": "1"})
     with pytest.raises(PLLZooError, match="valid: support, candidates"):
         registry.build_components(m, {"label_update.mask": "bogus"})

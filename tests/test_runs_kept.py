@@ -350,8 +350,8 @@ def test_a_file_where_the_run_folder_goes_is_refused_not_replaced(out, flag):
     run.write_text("mine\n")
     res = _bench(out, "--methods", "proden", *flag)
     assert res.exit_code == 1 and "Traceback" not in res.output, res.output
-    assert f"{run} is a file, not a run folder; the run {run.name} goes there: move the file away" in \
-        " ".join(res.output.split())
+    assert f"cannot write the results under --out {out}: {run} is a file, where pllzoo keeps a folder; move it " \
+           "away" in " ".join(res.output.split())
     assert run.read_text() == "mine\n" and not list(run.parent.glob(".*old-*"))
 
 
