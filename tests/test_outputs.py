@@ -159,3 +159,16 @@ def test_a_link_is_written_through_and_a_device_directly(tmp_path):
     assert link.is_symlink() and (shared / "table.md").read_text() == "new\n"
     write_text(Path("/dev/null"), "into the void\n")  # a device: written, not replaced
     assert Path("/dev/null").is_char_device()
+
+
+@pytest.mark.skipif(not Path("/dev/stdout").exists(), reason="no /dev/stdout here")
+def test_md_to_dev_stdout_through_a_pipe(finished):
+    """An outside review: ``--md /dev/stdout`` into a pipe printed the table, then "cannot write /dev/stdout": the
+    link resolved to /proc/self/fd/1 → "pipe:[…]", taken for a file to replace."""
+    import subprocess
+    import sys
+
+    done = subprocess.run([sys.executable, "-m", "pllzoo", "report", str(finished), "--md", "/dev/stdout"],
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert "| Method |" in done.stdout and "Error" not in done.stdout + done.stderr

@@ -74,11 +74,11 @@ def write_text(path: Path, text: str) -> None:
     full disk leaves the file as it was (an outside review: a table truncated to 0 bytes).  A symbolic link is
     written through (its target gets the text), and a device or pipe (``/dev/stdout``) is written directly."""
     path = Path(path)
-    real = path.resolve() if path.is_symlink() else path  # a link is written through, not replaced
     with writing(path):
-        if real.exists() and not real.is_file():  # /dev/stdout, a pipe: no file to replace
-            real.write_text(text)
+        if path.exists() and not path.is_file():  # /dev/stdout, a pipe: no file to replace (stat follows the link;
+            path.write_text(text)  # its resolved name, /proc/self/fd/1 → "pipe:[…]", is no path: an outside review)
             return
+        real = path.resolve() if path.is_symlink() else path  # a link is written through, not replaced
         tmp = real.with_name(f".{real.name}.tmp")
         try:
             tmp.write_text(text)
