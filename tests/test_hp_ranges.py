@@ -68,15 +68,25 @@ def test_range_contains_and_prints():
 
 def test_a_declaration_is_checked_itself():
     """Raised while the plugin's module is imported (discovery reports it): the message names the field by its
-    default and help, since the field's name is not known yet."""
-    with pytest.raises(TypeError, match=r"^hp\(-0.1, 'lr'\): the default is outside its range > 0$"):
+    default and help, since the field's name is not known yet, and the class body and line that declare it (an
+    outside review: nothing said where)."""
+    with pytest.raises(TypeError, match=r"^hp\(-0.1, 'lr'\) in \w+ \(test_hp_ranges.py:\d+\): the default is outside "
+                                        r"its range > 0$"):
         hp(-0.1, "lr", gt=0)
     with pytest.raises(TypeError, match="one lower bound"):
         hp(0.5, "p", ge=0, gt=0)
-    with pytest.raises(TypeError, match=r"^hp\('z', 'mode'\): the default is not one of its choices \('a', 'b'\)$"):
+    with pytest.raises(TypeError, match=r"^hp\('z', 'mode'\) in \w+ \(test_hp_ranges.py:\d+\): the default is not one "
+                                        r"of its choices \('a', 'b'\)$"):
         hp("z", "mode", choices=("a", "b"))
-    with pytest.raises(TypeError, match=r"^hp\(\[1\], 'xs'\): hyper-parameters must be immutable"):
+    with pytest.raises(TypeError, match=r"^hp\(\[1\], 'xs'\) in \w+ \(test_hp_ranges.py:\d+\): hyper-parameters must "
+                                        "be immutable"):
         hp([1], "xs")
+    with pytest.raises(TypeError) as err:
+        class MyHParams:  # noqa: F841  (the usual place: a class body)
+            a: float = hp(5.0, "a", ge=0, le=1)
+    line = err.traceback[-2].lineno + 1  # hp's caller: the class body's line (traceback lines are 0-based)
+    assert str(err.value) == f"hp(5.0, 'a') in MyHParams (test_hp_ranges.py:{line}): the default is outside its " \
+                             "range [0, 1]"
 
 
 def test_ranges_are_metadata_only():
