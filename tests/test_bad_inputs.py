@@ -382,3 +382,28 @@ def test_a_file_where_a_run_folder_goes_is_named(finished, tmp_path):
     assert res.exit_code == 1 and "Traceback" not in res.output, res.output
     assert f"Error: cannot write the results under --out {out}: {run} is a file, where pllzoo keeps a folder; move " \
            "it away" in " ".join(res.output.split())
+
+
+@pytest.mark.parametrize("args", [["report", "{out}", "--wide", "--paper", "/dev/zero"],
+                                  ["sweep", "--methods", "proden", "--trials", "1", "--dry-run", "--space-file",
+                                   "/dev/zero", "--space", "train.lr=uniform(0.01,0.1)"]])
+def test_an_input_file_that_is_a_device_is_refused_not_read_forever(tmp_path, args):
+    """An outside review: --paper /dev/zero and --space-file /dev/zero read forever, memory growing."""
+    if not Path("/dev/zero").exists():
+        pytest.skip("no /dev/zero here")
+    res = CliRunner().invoke(cli, [a.replace("{out}", str(tmp_path)) for a in args])
+    assert res.exit_code == 2 and "'/dev/zero' is not a regular file (a device or a pipe); give a file" in res.output
+
+
+@pytest.mark.parametrize("args, says", [
+    (["--subset", "300", "--holdout", "0.99"], "3 training rows for 10 classes; every class needs training rows "
+                                               "(--holdout 0.99 holds out 297 of 300: hold out less)"),
+    (["--subset", "5"], "5 training rows for 10 classes; every class needs training rows (--subset 5 keeps 5: raise "
+                        "it to at least 10)"),
+])
+def test_too_few_training_rows_names_the_flag_that_made_them_few(tmp_path, args, says):
+    """An outside review: the line said "raise --subset 300" under --holdout 0.99, and "raise --subset 1" to a
+    --subset 1."""
+    res = CliRunner().invoke(cli, ["bench", "--methods", "proden", "--threads", "1", "--dry-run", "--out",
+                                   str(tmp_path), *args])
+    assert res.exit_code == 1 and says in " ".join(res.output.split()), res.output

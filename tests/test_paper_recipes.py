@@ -236,3 +236,12 @@ def test_a_cell_whose_folder_mixes_settings_is_not_summarised(tmp_path):
     line = next(l for l in text.splitlines() if l.startswith("| `t1-c10-phi0.5-g100-solar` |"))
     assert "not summarised: its folder holds runs of several settings (" in line and "train.lr=0.5" in line, line
     assert "10.00" not in line and "70.00" not in line
+
+
+def test_table_out_that_cannot_be_written_is_one_line(tmp_path):
+    """An outside review: a folder, /dev/full or a read-only file as --out was a traceback."""
+    res = CliRunner().invoke(paper.main, ["table", "--results", str(tmp_path), "--out", str(tmp_path)])
+    assert res.exit_code == 2 and "is a directory" in res.output and "Traceback" not in res.output
+    if __import__("os").path.exists("/dev/full"):
+        res = CliRunner().invoke(paper.main, ["table", "--results", str(tmp_path), "--out", "/dev/full"])
+        assert res.exit_code == 1 and "Error: cannot write /dev/full: No space left on device" in res.output

@@ -330,10 +330,14 @@ def run(name: str, seeds: str, out: Path | None, dry_run: bool, extra: tuple[str
 @main.command()
 @click.option("--results", type=click.Path(path_type=Path), default=RESULTS, show_default=True,
               help="Folder with one sub-folder per run (its results.csv).")
-@click.option("--out", type=click.Path(path_type=Path), default=TABLES_MD, show_default=True)
+@click.option("--out", type=click.Path(path_type=Path, dir_okay=False), default=TABLES_MD, show_default=True)
 def table(results: Path, out: Path) -> None:
     """Write the paper-vs-ours Markdown tables from whatever result folders exist."""
-    out.write_text(markdown_tables(load_recipes(), results))
+    text = markdown_tables(load_recipes(), results)
+    try:
+        out.write_text(text)
+    except OSError as exc:  # one line, as pllzoo's --md (an outside review: a traceback)
+        raise click.ClickException(f"cannot write {out}: {exc.strerror or exc}") from None
     click.echo(f"wrote {out}")
 
 

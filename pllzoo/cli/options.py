@@ -39,6 +39,23 @@ class PositiveFinite(click.FloatRange):
         return _finite(self, super().convert(value, param, ctx), value, param, ctx)
 
 
+class InputFile(click.Path):
+    """A regular file to read (``--paper``, ``--space-file``): a folder, a device or a pipe is refused before
+    anything is read (an outside review: ``/dev/zero`` was read forever)."""
+
+    def __init__(self) -> None:
+        super().__init__(exists=True, dir_okay=False, path_type=Path)
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Path:
+        path = Path(super().convert(value, param, ctx))
+        if not path.is_file():
+            self.fail(f"{str(path)!r} is not a regular file (a device or a pipe); give a file", param, ctx)
+        return path
+
+
+INPUT_FILE = InputFile()
+
+
 _RUN_OPTIONS = (
     click.option("--epochs", type=int, default=None, help="Epochs of the final stage (default: the dataset's)."),
     click.option("--batch-size", type=int, default=None, help="Training batch size (default: the dataset's)."),

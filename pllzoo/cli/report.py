@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 import click
 
 from pllzoo.cli import cli
+from pllzoo.cli.options import INPUT_FILE
 from pllzoo.cli.outputs import OutputFile, write_text
 from pllzoo.columns import ACC_COLUMNS
 from pllzoo.errors import PLLZooError
@@ -84,7 +85,7 @@ def _failed(results: tuple[Path, ...]) -> dict[Path, dict]:
 @click.option("--seeds", default=None, help="Comma-separated seeds to include (default: every seed found).")
 @click.option("--wide", is_flag=True, help="One metric, methods x settings (with --paper numbers beside ours).")
 @click.option("--metric", type=click.Choice(ACC_COLUMNS), default="acc_all", show_default=True, help="Metric of --wide.")
-@click.option("--paper", type=click.Path(exists=True, dir_okay=False, path_type=Path), default=None,
+@click.option("--paper", type=INPUT_FILE, default=None,
               help="CSV with columns method,setting,paper: the paper's numbers for --wide.")
 @click.option("--title", default="", help="Title of the --wide table.")
 @click.option("--md", type=OutputFile(), default=None, help="Write the tables as Markdown here.")

@@ -16,7 +16,7 @@ import click
 
 from pllzoo.cli import cli, complete, warn_failed_plugins
 from pllzoo.cli.bench import _csv, _KeepsArgs, _seeds
-from pllzoo.cli.options import FINITE, run_options
+from pllzoo.cli.options import FINITE, INPUT_FILE, run_options
 from pllzoo.errors import PLLZooError
 from pllzoo.model_selection import RULES
 
@@ -35,7 +35,7 @@ filled the machine's memory."""
 @click.option("--space", "specs", multiple=True, metavar="KEY=DIST(ARGS)",
               help="A searched hyper-parameter, e.g. 'train.lr=loguniform(1e-3,1e-1)', 'loss.eta=uniform(0.5,1)', "
                    "'train.batch_size=choice(64,128,256)', 'train.epochs=randint(1,3)'. Repeat for more.")
-@click.option("--space-file", type=click.Path(exists=True, dir_okay=False, path_type=Path), default=None,
+@click.option("--space-file", type=INPUT_FILE, default=None,
               help="More --space specs, one per line (# comments).")
 @click.option("--trials", type=click.IntRange(1, MAX_TRIALS), default=8, show_default=True,
               help=f"Number of trials drawn from the space (at most {MAX_TRIALS}: each is planned, with its data, "

@@ -251,9 +251,16 @@ def check_training_set(data: PLLData) -> None:
     n, k = data.num_train, data.num_classes
     if k < 2:
         raise PLLZooError(f"{data.name}: {k} class; partial-label learning needs at least 2 classes")
-    if n < k:
-        raise PLLZooError(f"{data.name}: {n} training rows for {k} classes; every class needs training rows"
-                          + (f" (raise --subset {data.info['subset']})" if data.info.get("subset") else ""))
+    if n < k:  # what made the training set so small, if a flag did (an outside review: "raise --subset 300"
+        # under --holdout 0.99, and "raise --subset 1" to a --subset 1)
+        held = data.info.get("n_val") or 0
+        if held and n + held >= k:
+            hint = f" (--holdout {data.info['holdout']} holds out {held} of {n + held}: hold out less)"
+        elif data.info.get("subset"):
+            hint = f" (--subset {data.info['subset']} keeps {n + held}: raise it to at least {k + held})"
+        else:
+            hint = ""
+        raise PLLZooError(f"{data.name}: {n} training rows for {k} classes; every class needs training rows{hint}")
     if int(data.y_test.shape[0]) == 0:  # an outside review: the run failed in its first evaluation (torch.cat)
         split = f" ({data.info['split']} split)" if data.info.get("split") else ""
         raise PLLZooError(f"{data.name}: no test rows{split}; every run is scored on the test split"
