@@ -200,7 +200,8 @@ def read_checkpoint(path: Path) -> dict[str, Any]:
         raise CheckpointError(f"{path}: not a pllzoo checkpoint (it holds objects other than tensors and plain "
                               f"data; refused without running them)") from None
     except Exception as exc:  # torch's reader: truncated zip, garbage bytes, ...
-        first = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:120]
+        said = (str(exc).strip().splitlines() or [""])[0]  # with its type: a bare KeyError said "174812789"
+        first = f"{type(exc).__name__}: {said}"[:120] if said else type(exc).__name__
         raise CheckpointError(f"{path}: damaged checkpoint (truncated or corrupt: {first})") from None
     _check_crcs(path)
     _check_layout(path, ckpt)

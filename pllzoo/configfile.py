@@ -54,9 +54,10 @@ def read(path: Path) -> dict[str, Any]:
         raise PLLZooError(f"--config {path}: write a .toml or .yaml file, or - for TOML on standard input "
                           "(docs/config-example.toml)")
     try:
-        text = click.get_text_stream("stdin").read() if stdin else path.read_text()
+        text = click.get_text_stream("stdin").read() if stdin else path.read_text(encoding="utf-8-sig")
     except (OSError, UnicodeDecodeError) as exc:
         raise PLLZooError(f"--config {path}: cannot read it ({getattr(exc, 'strerror', None) or exc})") from None
+    text = text.removeprefix("\ufeff")  # a byte-order mark (Windows editors write one): not TOML, not the user's
     ctx = click.get_current_context(silent=True)
     if stdin and ctx is not None:  # the command that continues a stopped bench gives it again (cli.bench)
         ctx.meta[META_STDIN] = text
@@ -201,7 +202,8 @@ def hp_strings(value: Any, where: str) -> list[str]:
 
 
 def _bad_hp(value: Any, where: str) -> list[str]:
-    raise PLLZooError(f"{where}: hp = {value!r}: write a table (hp = {{\"train.lr\" = 0.05}}) "
+    # a value the option's type refuses, as click's own for `epochs = "x"`: exit 2 (an outside review: it was 1)
+    raise UsageError(f"{where}: hp = {value!r}: write a table (hp = {{\"train.lr\" = 0.05}}) "
                       f"or a list of \"key=value\" strings")
 
 

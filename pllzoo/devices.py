@@ -18,14 +18,14 @@ def resolve_device(name: str) -> torch.device:
 
     :raises PLLZooError: any other name (``tpu``, ``""``), or a CUDA device torch does not see (one line).
     """
-    name = name.strip()
+    given, name = name, name.strip()
     if name == "auto":
         return torch.device("cuda" if torch.cuda.is_available() else "cpu")
     if name == "cpu":
         return torch.device("cpu")
     cuda = _DEVICE.fullmatch(name)
     if cuda is None:
-        raise PLLZooError(f"unknown --device {name!r}; use auto, cpu, cuda or cuda:i")
+        raise PLLZooError(f"unknown --device {given!r}; use auto, cpu, cuda or cuda:i")  # as typed: ' ', not ''"
     if not torch.cuda.is_available():
         raise PLLZooError("--device cuda asked for, but torch sees no CUDA device; use --device auto or cpu")
     if cuda.group(1) is not None and int(cuda.group(1)) >= torch.cuda.device_count():

@@ -20,7 +20,7 @@ from pllzoo.bench import carve
 from pllzoo.checkpoint import NAME, CheckpointError, check_owner, load_checkpoint
 from pllzoo.components import parse_method_string
 from pllzoo.data.base import DataOptions
-from pllzoo.errors import PLLZooError
+from pllzoo.errors import PLLZooError, UnknownNameError
 from pllzoo.portable import portable
 from pllzoo.registry import Registry
 from pllzoo.results import DamagedRun, check_same_run, read_log, run_id
@@ -116,7 +116,7 @@ def rescore(registry: Registry, run_dir: Path, overrides: dict[str, str], predic
     unknown = sorted(set(overrides) - valid)
     if unknown:
         predicts = sorted(k for k in valid if k.startswith("predict."))  # the only ones evaluate takes (below)
-        raise PLLZooError(f"unknown hyper-parameter(s) {', '.join(unknown)} for {method.name}; evaluate takes "
+        raise UnknownNameError(f"unknown hyper-parameter(s) {', '.join(unknown)} for {method.name}; evaluate takes "
                           + (f"predict.* only: {', '.join(predicts)}" if predicts else
                              "predict.* only, and this method has none (--predict names a predict component)"))
     inert = sorted(k for k in overrides if not k.startswith("predict."))

@@ -255,6 +255,7 @@ CASES = [
     Case("disk full", _disk_full, 1, "No space left on device", keep="earlier"),
     Case("device tpu", lambda c: _good(c, "--device", "tpu"), 1, "unknown --device 'tpu'"),
     Case("device empty", lambda c: _good(c, "--device", ""), 1, "unknown --device ''"),
+    Case("device blank", lambda c: _good(c, "--device", " "), 1, "unknown --device ' '"),  # as typed (a review)
     Case("seed -1", lambda c: _good(c, "--seeds", "-1"), 1, "--seeds -1 is out of range"),
     Case("seed 2**32", lambda c: _good(c, "--seeds", str(2**32)), 1, f"--seeds {2**32} is out of range"),
     Case("duplicate seeds", lambda c: _good(c, "--seeds", "2,3,2"), 0, "--seeds lists seed 2 more than once",

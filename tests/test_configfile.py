@@ -358,3 +358,19 @@ def test_narrowing_the_files_methods_leaves_its_scoped_hp_out_with_a_warning(tmp
     res = CliRunner().invoke(cli, ["bench", "--methods", "proden", "--hp", "solar:loss.eta=0.5", "--dry-run",
                                    "--out", str(tmp_path / "p")])
     assert res.exit_code == 2 and "method 'solar' is not in --methods" in res.output  # typed: still an error
+
+
+def test_an_hp_of_the_wrong_type_is_exit_2_as_clicks_own_refusals(tmp_path):
+    """An outside review: `hp = 5` exited 1, `epochs = "x"` 2; both are values the option's type refuses."""
+    path = _write(tmp_path / "bad.toml", 'methods = "cc"\nhp = 5\n')
+    res = CliRunner().invoke(cli, ["bench", "--config", str(path), "--dry-run", "--out", str(tmp_path / "out")])
+    assert res.exit_code == 2 and "hp = 5: write a table" in res.output
+
+
+def test_a_byte_order_mark_is_read_past(tmp_path):
+    """An outside review: a TOML file saved with a UTF-8 byte-order mark was "not valid TOML (Invalid statement)"."""
+    path = tmp_path / "bom.toml"
+    path.write_bytes(b"\xef\xbb\xbfmethods = \"cc\"\n")
+    res = CliRunner().invoke(cli, ["bench", "--config", str(path), "--dry-run", "--subset", "300",
+                                   "--out", str(tmp_path / "out")])
+    assert res.exit_code == 0, res.output

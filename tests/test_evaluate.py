@@ -227,3 +227,9 @@ def test_a_results_folder_stands_for_its_finished_runs(run_dir, tmp_path):
     res = CliRunner().invoke(cli, ["evaluate", str(tmp_path / "empty")])
     assert res.exit_code == 1 and "a bench's results folder without a finished run under runs/" in res.output
 
+
+
+def test_an_unknown_hyper_parameter_is_exit_2_as_in_bench(run_dir):
+    """An outside review: bench said exit 2 for an unknown name, evaluate 1 for the same name."""
+    res = CliRunner().invoke(cli, ["evaluate", str(run_dir), "--hp", "predict.zeta=2", "--device", "cpu"])
+    assert res.exit_code == 2 and "unknown hyper-parameter(s) predict.zeta" in res.output

@@ -212,3 +212,18 @@ def test_empty_seeds_says_no_seed_given(tmp_path):
                                     str(out)]).exit_code == 0
     res = CliRunner().invoke(cli, ["report", str(out), "--seeds", ""])
     assert res.exit_code == 1 and "Error: no seed given; try --seeds 1,2,3" in res.output
+
+
+def test_a_folder_of_unfinished_runs_alone_says_so(tmp_path):
+    """An outside review: report said "left out 1 unfinished run(s)", then "no runs under X (expected
+    RESULTS/runs/*/log.jsonl ...)" although the log was there."""
+    out = tmp_path / "out"
+    res = CliRunner().invoke(cli, ["bench", "--methods", "proden", "--subset", "300", "--batch-size", "64",
+                                   "--epochs", "1", "--threads", "1", "--out", str(out)])
+    assert res.exit_code == 0, res.output
+    (done,) = out.glob("runs/*/done")
+    done.unlink()
+    res = CliRunner().invoke(cli, ["report", str(out)])
+    text = " ".join(res.output.split())
+    assert res.exit_code == 1 and f"no finished runs under {out}: 1 unfinished (above); bench --resume with their " \
+        "settings finishes them" in text and "no runs under" not in text, res.output

@@ -126,6 +126,9 @@ def report(results, rule, methods, missing_ok, seeds, wide, metric, paper, title
         if errors:  # every run failed: say so, not "no runs"
             raise PLLZooError(f"no finished runs under {', '.join(map(str, results))}: {len(errors)} failed, "
                               f"e.g. {errors[0].parent.name} (its error.txt says why; results.csv has each reason)")
+        if skipped:  # the runs are there, not finished (an outside review: "no runs" after naming them)
+            raise PLLZooError(f"no finished runs under {', '.join(map(str, results))}: {len(skipped)} unfinished "
+                              "(above); bench --resume with their settings finishes them")
         raise PLLZooError(f"no runs under {', '.join(map(str, results))} "
                           f"(expected RESULTS/runs/*/log.jsonl or RESULTS/runs.jsonl.xz)")
     if seeds is not None:  # e.g. a study whose new methods ran one seed, compared on that seed alone
