@@ -217,8 +217,9 @@ HPARAMS = """\
 A component's `HParams` is a frozen dataclass whose fields are declared with `pllzoo.hp(default, help,
 ...)`: `ge=`/`gt=`/`le=`/`lt=` bound a number (each element of a tuple), `choices=` lists the allowed
 values. The instance gets the resolved values as `self.hp`. They are resolved, last wins, from the
-dataclass defaults, the component's `dataset_defaults(dataset, kind)`, the recipe's `Method(hparams=
-{"slot.field": value})` and the user's `--hp slot.field=value` (for example `--hp loss.eta=0.5`;
+dataclass defaults, the component's `dataset_defaults(dataset, kind)` (a classmethod given the dataset's name
+and kind, `"image"` or `"tabular"`, returning `{"field": value}`, e.g. a released recipe's values for CIFAR),
+the recipe's `Method(hparams={"slot.field": value})` and the user's `--hp slot.field=value` (for example `--hp loss.eta=0.5`;
 `--hp train.lr=0.05` for the trainer's own fields, listed under `run.config` above). An unknown key is an
 error listing the valid ones; a value outside its range or choices is a one-line error naming the key.
 `pllzoo methods --hparams` prints every component's fields with their defaults, help and ranges.

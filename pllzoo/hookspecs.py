@@ -108,7 +108,7 @@ class DiscoverySpec:
 
             @hookimpl
             def pllzoo_register_label_updates(register):
-                register("records.targets", RecordsTargets)  # RecordsTargets(Component)
+                register("example.targets", ExampleTargets)  # ExampleTargets(Component)
 
         .. versionadded:: 0.1
         """
@@ -200,15 +200,21 @@ class DiscoverySpec:
         Called: once, when the registry is first built.
 
         :param register: call ``register(method)`` per recipe; the method's
-            components may come from any plugin (they are resolved lazily).
+            components may come from any plugin (they are resolved lazily).  A
+            :class:`~pllzoo.components.Method` has the fields ``name``, ``loss`` (required),
+            ``label_update`` (default ``"pllzoo.uniform"``), ``selection`` (``"pllzoo.all"``),
+            ``estimator`` and ``predict`` (None: none), ``hparams`` (the recipe's defaults as dotted
+            keys, ``{"loss.eta": 0.5}``, under the user's ``--hp``), ``description`` (one line) and
+            ``citation`` (both listed by ``pllzoo methods --json``).
         :returns: None.
 
         Example::
 
             @hookimpl
             def pllzoo_register_methods(register):
-                register(Method(name="records", label_update="records.targets", loss="pllzoo.soft_ce",
-                                description="RECORDS: debiased confidences", citation="Hong et al., ICLR 2023"))
+                register(Method(name="example", label_update="example.targets", loss="pllzoo.soft_ce",
+                                estimator="solar.prior", hparams={"estimator.est_epochs": 10},
+                                description="Example: debiased confidences", citation="A. Author, 2026"))
 
         .. versionadded:: 0.1
         """
@@ -620,7 +626,9 @@ class RunSpec:
 
         Answered by: every component that implements it, last registered first.
         The dicts are merged into the epoch's record; a key returned by two
-        components is an error naming both.
+        components is an error naming both.  It is the ``estimator`` slot's role hook,
+        but a component of any slot may implement it, e.g. a label update that keeps a
+        prior of its own (declared in its ``provides``) and updates it here.
 
         :returns: optional values to log for this epoch: ``{name: v}`` with ``v`` a number,
             a string, None, or a list of them (e.g. a prior vector; nested lists too);

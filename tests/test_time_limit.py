@@ -7,6 +7,7 @@ decision is the same on any machine.
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pandas as pd
 import pytest
@@ -185,3 +186,18 @@ def test_resume_with_other_settings_says_it_starts_a_new_run(registry, tmp_path,
         warnings.simplefilter("always")
         bench.execute(registry, [stopped], out, resume=True)
     assert not [w for w in seen if "starts a new run" in str(w.message)]
+
+
+def test_the_continue_line_repeats_python_dash_m_when_started_so(tmp_path):
+    """An outside review: started as `python -m pllzoo`, the stop line said `pllzoo bench ... --resume`, a script
+    that may not be on PATH."""
+    import subprocess
+    import sys
+
+    done = subprocess.run([sys.executable, "-m", "pllzoo", "bench", "--methods", "proden", "--subset", "300",
+                           "--batch-size", "64", "--epochs", "100000", "--threads", "1", "--out", str(tmp_path / "o"),
+                           "--time-limit", "0.02"], capture_output=True, text=True, timeout=600)
+    assert done.returncode == 75, done.stderr[-2000:]
+    line = next(x for x in done.stderr.splitlines() if "continue with:" in x)
+    assert f"continue with: {Path(sys.executable).name} -m pllzoo bench --methods proden" in line
+    assert line.endswith("--time-limit 0.02 --resume")

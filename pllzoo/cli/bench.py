@@ -67,7 +67,10 @@ def _continue_command(ctx: click.Context, resume: bool = True) -> str:
 
     args = ctx.meta.get("pllzoo.bench.args", [])
     dist = distributed.current()
-    head = ["pllzoo"]
+    # as it was started: `python -m pllzoo` where there may be no pllzoo script on PATH (an outside review)
+    started = Path(sys.argv[0]) if sys.argv else Path()
+    head = [Path(sys.executable).name, "-m", "pllzoo"] if started.parts[-2:] == ("pllzoo", "__main__.py") \
+        else ["pllzoo"]
     if dist.active:
         local = int(os.environ.get("LOCAL_WORLD_SIZE", dist.world))
         nodes = ["--nnodes", str(dist.world // local)] if local < dist.world else []
