@@ -203,8 +203,10 @@ included, to a server nobody asked for, and most observers need an argument (a f
   trained and observed again with the same steps, so write by step.
 * **Failures.** An observer never changes a run. An exception in its constructor or a hook is one warning,
   `observer 'NAME' failed in HOOK for run ID: Type: message; it is disabled for the rest of this run`
-  (`PLLZOO_DEBUG=1` adds the traceback), and that observer's later hooks for the run, its run end included,
-  are not called. Training, the run's files and the exit status are unaffected. Refuse a bad `ARG` early
+  (`PLLZOO_DEBUG=1` adds the traceback), and that observer's later epoch hooks for the run are not called; its
+  run end still is, once, so that it can close what it opened (what that raises is not reported again).
+  Training, the run's files and the exit status are unaffected: torch's settings, the warnings filters and the
+  working directory are put back after each call. Refuse a bad `ARG` early
   in `Observer.check(arg)`: a one-line error before any run starts.
 
 `docs/observers.md` walks through an MLflow or W&B plugin; `tests/thirdparty/pllzoo-tracker-example` is one,

@@ -691,8 +691,9 @@ class ObserverSpec:
     process, each ``--jobs`` worker for its own runs, and rank 0 only under torchrun (the other ranks
     make none).  Runs reused as finished are not observed.  Observers see what the run records and
     change nothing: an exception inside one becomes one ``Warning:`` line naming the observer, the
-    hook and the run, and that observer is disabled for the rest of the run; training, the exit
-    status and the run's files are unaffected (``KeyboardInterrupt`` is not caught).
+    hook and the run, and that observer is disabled for the rest of the run (its run end is still called
+    once, for clean-up); training, the exit status and the run's files are unaffected
+    (``KeyboardInterrupt`` is not caught).
     """
 
     @hookspec

@@ -13,9 +13,15 @@ instance per selected observer and calls its hooks (:func:`observing`, :class:`R
 
 Failure rule: an observer must never change a run.  An exception in its constructor or in one of
 its hooks becomes one warning — ``observer 'NAME' failed in HOOK for run ID: Type: message; it is
-disabled for the rest of this run`` — and the observer is dropped for that run (its later hooks,
-``pllzoo_observe_run_end`` included, are not called); the run trains on, its files and the exit
-status are unaffected.  ``PLLZOO_DEBUG=1`` adds the traceback.  ``KeyboardInterrupt`` is not caught.
+disabled for the rest of this run`` — and the observer is dropped for that run: its later epoch hooks
+are not called, but its ``pllzoo_observe_run_end`` still is, once, so that it can close what it opened
+(a tracking client's active run: otherwise the next run's start fails too, an outside review), and
+whatever that call raises is not reported again.  The run trains on, its files and the exit status are
+unaffected.  Each call runs with the process-wide state it may change put back afterwards: torch's settings
+(:func:`pllzoo.isolation.torch_globals_kept`; a float64 default dtype changed the saved losses), the warnings
+filters (``simplefilter("error")`` turned pllzoo's own warnings into a traceback) and the working
+directory (a relative ``--out`` moved).  ``PLLZOO_DEBUG=1`` adds the traceback.  ``KeyboardInterrupt`` is
+not caught: one an observer raises, rather than Ctrl-C, fails the run.
 
 This module imports neither torch nor any client library: the CLI imports it to check ``--observe``.
 """
@@ -111,7 +117,7 @@ def parse_choice(text: str) -> ObserverChoice:
     name, eq, arg = text.strip().partition("=")
     if not name.strip():
         raise PLLZooError(f"bad --observe {text!r}; write NAME or NAME=ARG, e.g. --observe {TENSORBOARD}=runs/tb")
-    return ObserverChoice(name.strip(), arg if eq else None)
+    return ObserverChoice(name.strip(), arg.strip() if eq else None)  # " x = y": the name and its argument alike
 
 
 def choose(registry: Any, texts: Iterable[str], tensorboard: str | Path | None = None) -> tuple[ObserverChoice, ...]:
@@ -202,10 +208,12 @@ class RunObservers:
         self.records: list[dict[str, Any]] = []
         self.pm = pluggy.PluginManager(hookspecs.PROJECT)
         self.pm.add_hookspecs(hookspecs.ObserverSpec)
+        self.dropped: dict[str, Any] = {}  # name → the instance of an observer that failed (its run end is still due)
         for c in choices:
             cls = registry.observer_class(c.name)
             try:
-                self.pm.register(cls(c.arg), name=c.name)
+                with _kept():
+                    self.pm.register(cls(c.arg), name=c.name)
             except (Exception, SystemExit) as exc:  # sys.exit in an outside observer ends no run
                 self._disable(c.name, f"{cls.__qualname__}({c.arg!r})", exc)
 
@@ -215,7 +223,9 @@ class RunObservers:
         return [name for name, _ in self.pm.list_name_plugin()]
 
     def _disable(self, name: str, where: str, exc: BaseException) -> None:
-        if self.pm.get_plugin(name) is not None:
+        plugin = self.pm.get_plugin(name)
+        if plugin is not None:
+            self.dropped[name] = plugin
             self.pm.unregister(name=name)
         warnings.warn(f"observer {name!r} failed in {where} for run {self.run.run_id}: {_one_line(exc)}; "
                       "it is disabled for the rest of this run", stacklevel=2)
@@ -235,7 +245,8 @@ class RunObservers:
             if impl is None:
                 continue
             try:
-                impl.function(*[copy.deepcopy(kwargs[a]) for a in impl.argnames])
+                with _kept():
+                    impl.function(*[copy.deepcopy(kwargs[a]) for a in impl.argnames])
             except (Exception, SystemExit) as exc:
                 self._disable(name, hook, exc)
 
@@ -249,7 +260,35 @@ class RunObservers:
         self.call("pllzoo_observe_epoch", run=self.run, record=records[-1], step=len(records))
 
     def end(self, status: str, error: str | None = None) -> None:
-        self.call("pllzoo_observe_run_end", run=self.run, summary=RunSummary(status, tuple(self.records), error))
+        summary = RunSummary(status, tuple(self.records), error)
+        self.call("pllzoo_observe_run_end", run=self.run, summary=summary)
+        for name, plugin in self.dropped.items():  # a failed observer's chance to close what it opened (module doc)
+            hook = getattr(plugin, "pllzoo_observe_run_end", None)
+            if hook is None:
+                continue
+            args = [a for a in inspect.signature(hook).parameters]
+            try:
+                with _kept():
+                    hook(*[copy.deepcopy({"run": self.run, "summary": summary}[a]) for a in args])
+            except (Exception, SystemExit):  # reported once already, when it failed
+                pass
+        self.dropped = {}
+
+
+@contextmanager
+def _kept() -> Iterator[None]:
+    """Around one observer call: torch's settings, the warnings filters and the working directory as before."""
+    import os
+
+    from pllzoo.isolation import torch_globals_kept
+
+    cwd = os.getcwd()
+    try:
+        with torch_globals_kept(), warnings.catch_warnings():
+            yield
+    finally:
+        if os.getcwd() != cwd:
+            os.chdir(cwd)
 
 
 def _status(exc: BaseException) -> str:

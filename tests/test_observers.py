@@ -23,6 +23,7 @@ import warnings
 from pathlib import Path
 
 import pytest
+import torch
 from click.testing import CliRunner
 
 import fake_clock
@@ -104,9 +105,23 @@ class Tamper(Observer):
         summary.records[-1].clear()
 
 
+class Leaky(Observer):
+    """Changes process-wide state in its epoch hook, as a careless plugin might."""
+
+    @hookimpl
+    def pllzoo_observe_epoch(self, step):
+        if self.arg == "dtype":
+            torch.set_default_dtype(torch.float64)
+        elif self.arg == "warnings":
+            warnings.simplefilter("error")
+        elif self.arg == "cwd":
+            os.chdir("/")
+
+
 class _Plugin:
     @hookimpl
     def pllzoo_register_observers(self, register):
+        register("t.leaky", Leaky)
         register("t.tamper", Tamper)
         register("t.recorder", Recorder)
         register("t.broken", Broken)
@@ -143,7 +158,7 @@ def test_hook_pllzoo_register_observers(reg):
     assert reg.observer_class("pllzoo.tensorboard").name == "pllzoo.tensorboard"  # the built-in one
     res = CliRunner().invoke(cli, ["plugins", "--json"])
     rows = {r["name"]: r for r in json.loads(res.output)}
-    assert rows["t"]["observers"] == ["t.badcheck", "t.broken", "t.recorder", "t.tamper"]
+    assert rows["t"]["observers"] == ["t.badcheck", "t.broken", "t.leaky", "t.recorder", "t.tamper"]
     assert rows["pllzoo.builtin"]["observers"] == ["pllzoo.tensorboard"]
     with pytest.raises(UnknownNameError, match=r"unknown observer 'nope'; valid: pllzoo.tensorboard, t.badcheck, t.broken"):
         reg.observer_class("nope")
@@ -266,7 +281,9 @@ def test_a_failing_observer_warns_once_and_is_disabled_for_the_run(reg, tmp_path
     lines = [str(w.message) for w in caught if "observer" in str(w.message)]
     assert lines == [f"observer 't.recorder' failed in {hook} for run {plans[0].run_id}: {why}; "
                      "it is disabled for the rest of this run"]
-    assert [h for h, _, _ in CALLS] == (["start"] if where == "start" else ["start", "epoch"])  # no end either
+    # no later epoch; its run end still comes, once, to close what it opened (an outside review: a module-level
+    # tracking client, never ended after a failed log, refused every later run's start)
+    assert [h for h, _, _ in CALLS] == (["start", "end"] if where == "start" else ["start", "epoch", "end"])
     assert (tmp_path / "out" / "runs" / plans[0].run_id / "done").exists()
     assert len(read_jsonl(tmp_path / "out" / "runs" / plans[0].run_id / "log.jsonl")) == 3
 
@@ -297,9 +314,38 @@ def test_an_observer_that_edits_what_it_is_given_changes_no_record(reg, tmp_path
     assert _of("start")[0].config["seed"] == 1 and rows["acc_all"].iloc[0] == log[-1]["acc_all"]
 
 
+@pytest.mark.parametrize("how", ["dtype", "warnings", "cwd"])
+def test_an_observer_that_changes_process_state_changes_no_run(reg, tmp_path, monkeypatch, how):
+    """An outside review: a float64 default dtype set in an epoch hook changed the saved losses, a warnings filter
+    "error" turned the reuse warning into a traceback, and os.chdir moved a relative --out."""
+    monkeypatch.chdir(tmp_path)
+    clean = CliRunner().invoke(cli, ["bench", "--methods", "proden", *TINY, "--seeds", "2", "--epochs", "3",
+                                     "--out", "clean"])
+    assert clean.exit_code == 0, clean.output
+    args = ["bench", "--methods", "proden", *TINY, "--seeds", "1,2", "--epochs", "3", "--out", "clean",
+            "--observe", f"t.leaky={how}"]  # seed 1 trained and observed, then seed 2 reused (its warning)
+    res = CliRunner().invoke(cli, args)
+    assert res.exit_code == 0 and "Traceback" not in res.output, res.output
+    assert "reusing finished run" in res.output
+    assert torch.get_default_dtype() == torch.float32 and Path.cwd() == tmp_path
+    again = CliRunner().invoke(cli, ["bench", "--methods", "proden", *TINY, "--seeds", "1", "--epochs", "3",
+                                     "--out", "plain"])
+    assert again.exit_code == 0, again.output
+    (observed,) = (tmp_path / "clean" / "runs").glob("*s1-*/log.jsonl")
+    (plain,) = (tmp_path / "plain" / "runs").glob("*s1-*/log.jsonl")
+    strip = lambda path: [{k: v for k, v in r.items() if k != "wall_s"} for r in read_jsonl(path)]  # noqa: E731
+    assert strip(observed) == strip(plain)
+
+
+def test_observe_argument_is_stripped_as_its_name():
+    from pllzoo.observers import parse_choice
+
+    assert parse_choice(" t.recorder = x ") == parse_choice("t.recorder=x")
+
+
 # ---------------------------------------------------------------------------------------------- selection
 @pytest.mark.parametrize("args,code,message", [
-    (["--observe", "nope"], 2, "unknown observer 'nope'; valid: pllzoo.tensorboard, t.badcheck, t.broken, t.recorder, t.tamper"),
+    (["--observe", "nope"], 2, "unknown observer 'nope'; valid: pllzoo.tensorboard, t.badcheck, t.broken, t.leaky, t.recorder, t.tamper"),
     (["--observe", "t.badcheck=x"], 1, "observer 't.badcheck' failed in BadCheck.check('x'): ValueError: check boom"),
     (["--observe", "t.recorder", "--observe", "t.recorder=x"], 1, "observer 't.recorder' is selected twice"),
     (["--observe", "pllzoo.tensorboard"], 1, "observer pllzoo.tensorboard needs a folder: --tensorboard DIR"),
