@@ -226,11 +226,12 @@ def execute(
                     finals.append(None)
                     if settle(swaps, i, ok=False):
                         failed[i] += "; the earlier finished run is kept"
-                    if on_run:
-                        on_run(p, f"failed: {failed[i]}")
-                    alone = _failed_alone(dist, f"{bench_no}/{i}", f"{_name(p)} failed on rank 0: {failed[i]}")
+                    alone = _failed_alone(dist, f"{bench_no}/{i}", _name(p), failed[i])
                     if alone is not None:  # the first cause, not what the collective said when its peer left
                         failed[i] = alone.removeprefix("the bench ends: ")
+                    if on_run:  # (after: a peer's failure is not shown as this process's component's)
+                        on_run(p, f"failed: {failed[i]}")
+                    if alone is not None:
                         break
         if todo:
             from pllzoo.jobs import RunsStopped, run_parallel
@@ -454,8 +455,7 @@ def follow(registry: Registry, plans: list[RunPlan], time_limit: float | None = 
                 stopped = stopped or exc
             except Exception as exc:  # rank 0 records it when it failed there too; else this rank's alone
                 why = (str(exc).strip().splitlines() or [""])[0][:200]
-                alone = _failed_alone(dist, f"{bench_no}/{i}",
-                                      f"{_name(p)} failed on rank {dist.rank}: {type(exc).__name__}: {why}")
+                alone = _failed_alone(dist, f"{bench_no}/{i}", _name(p), f"{type(exc).__name__}: {why}")
                 if alone is not None:  # printed by the CLI, on every process
                     raise distributed.FailedAlone(alone) from None
 
@@ -463,10 +463,12 @@ def follow(registry: Registry, plans: list[RunPlan], time_limit: float | None = 
 _BENCHES = itertools.count()  # execute()/follow() calls in this process: the same sequence on every rank
 
 
-def _failed_alone(dist: distributed.DistContext, key: str, why: str) -> str | None:
-    """After a run failed here (``why``: one line), under torchrun: None when it failed on every process (the
-    bench goes on), else the line that ends the bench, said to the other processes too.  A process that
-    ended the bench before (its own lone failure) is named: its exit made the collectives fail here."""
+def _failed_alone(dist: distributed.DistContext, key: str, run: str, reason: str) -> str | None:
+    """After run ``run`` failed here (``reason``: one line), under torchrun: None when it failed on every process
+    (the bench goes on), else the line that ends the bench, said to the other processes too.  A process that
+    ended the bench before (its own lone failure) is named: its exit made the collectives fail here.  A
+    collective's own error here (a timeout, a peer's closed connection) is another process's doing, and is said
+    so first (an outside review: a hang on rank 1 was "an error of this process alone" on rank 0)."""
     if not dist.active:
         return None
     ended = dist.ended()  # another process's lone failure, said before it left: why the collective failed here
@@ -475,12 +477,22 @@ def _failed_alone(dist: distributed.DistContext, key: str, why: str) -> str | No
     if dist.failed_everywhere(key, give_up=lambda: checkpoint.stop_requested() is not None):
         ended = dist.ended()
         return f"the bench ends: {ended}" if ended is not None else None
+    why, peer = f"{run} failed on rank {dist.rank}", distributed.collective_error(reason)
     if checkpoint.stop_requested() is not None:  # the launcher stops the processes left: another one exited
-        line = (f"the bench ends: {why}; another process exited without saying why (the launcher's output, "
-                "or that process's own, says), and the launcher stops this one")
+        line = (f"the bench ends: {why}: another process exited without saying why (the launcher's output, "
+                f"or that process's own, says), and the launcher stops this one; here: {reason}" if peer else
+                f"the bench ends: {why}: {reason}; another process exited without saying why (the launcher's "
+                "output, or that process's own, says), and the launcher stops this one")
+    elif peer == "timeout":
+        line = (f"the bench ends: {why}: another process did not reach a collective in time "
+                "(PLLZOO_DIST_TIMEOUT_S): it hangs, or it stopped; its own output says why; here: " + reason)
+    elif peer == "left":
+        line = (f"the bench ends: {why}: another process left a collective (it failed or exited; its own output "
+                "says why); here: " + reason)
     else:
-        line = (f"the bench ends: {why}, and not on every process within {distributed.failure_wait_s():g} s (an "
-                "error of this process alone: its device or disk; the others wait in a collective)")
+        line = (f"the bench ends: {why}: {reason}, and not on every process within "
+                f"{distributed.failure_wait_s():g} s (an error of this process alone: its device or disk; the "
+                "others wait in a collective)")
     dist.end(line.removeprefix("the bench ends: "))
     return line
 

@@ -22,6 +22,7 @@ import contextlib
 import gc
 import datetime
 import os
+import re
 import time
 from dataclasses import dataclass
 from typing import Any, Callable
@@ -273,3 +274,19 @@ def shutdown(wait: bool = True) -> None:
             with contextlib.suppress(RuntimeError):
                 torch.distributed.barrier()
         torch.distributed.destroy_process_group()
+
+
+#: what gloo and NCCL say when another process never came to a collective, or left it
+_TIMEOUT = re.compile(r"timed out|timeout|watchdog", re.IGNORECASE)
+_LEFT = re.compile(r"connection closed by peer|connection reset|broken pipe|communicator was aborted|"
+                   r"process group.*(abort|destroy)", re.IGNORECASE)
+
+
+def collective_error(text: str) -> str | None:
+    """``"timeout"`` or ``"left"`` when ``text`` (an error's one line) is a collective's own failure, caused by
+    another process (it hangs, or it failed or exited); None otherwise."""
+    if not re.search(r"gloo|nccl|collective|ProcessGroup|c10d|\[\d+\.\d+\.\d+\.\d+\]", text, re.IGNORECASE):
+        return None
+    if _TIMEOUT.search(text):
+        return "timeout"
+    return "left" if _LEFT.search(text) else None

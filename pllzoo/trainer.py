@@ -568,7 +568,9 @@ class Trainer:
             total = self.dist.all_reduce_sum(  # logs of host floats are CPU tensors: one copy per epoch
                 torch.stack([loss_sum.double(), *(log_sums[k].to(self.device) for k in keys)]))
             loss_sum = total[0] / self.dist.world
-            log_sums = {k: v / (1 if k.endswith("_count") else self.dist.world) for k, v in zip(keys, total[1:])}
+            reduced = {k: v / (1 if k.endswith("_count") else self.dist.world) for k, v in zip(keys, total[1:])}
+            log_sums = {k: reduced[k] for k in log_sums}  # in the order logged, as in one process (sorted: the same
+            # order on every rank for the all-reduce; an outside review found the record's keys reordered)
         mean_loss = float(loss_sum) / n_batches  # one host sync per epoch
         if not math.isfinite(mean_loss):
             raise PLLZooError(f"non-finite training loss in stage {stage.name!r} epoch {epoch + 1} (a step after the "

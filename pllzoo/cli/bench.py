@@ -160,7 +160,8 @@ def bench(ctx, methods, dataset, seeds, epochs, batch_size, data_dir, split, phi
     """Run METHODS head-to-head on DATASET over SEEDS and print All/Many/Medium/Few.
 
     Under ``torchrun --nproc-per-node G -m pllzoo bench ...`` each run trains data-parallel on G processes
-    (docs/distributed.md); rank 0 writes everything and prints the table, the others print nothing.
+    (docs/distributed.md); rank 0 writes everything and prints the progress and the table; every process prints
+    its own stop and Error: lines.
 
     Before training it prints the plan and an estimated duration from a timing of the first steps, and
     warns when the plan looks too long (pllzoo.costs); --dry-run stops there.
