@@ -119,6 +119,14 @@ class Unseeded(Component):
         return masked_mean(soft_cross_entropy(step.logits, step.targets), step.mask) * noise
 
 
+class Weights(Component):
+    """Float weights: 1 on even rows, 0.1 on odd ones."""
+
+    @hookimpl
+    def pllzoo_select(self, step):
+        return torch.where(torch.arange(step.batch.index.shape[0]) % 2 == 0, 1.0, 0.1)
+
+
 class NaN(Component):
     @hookimpl
     def pllzoo_loss(self, step):
@@ -146,7 +154,8 @@ def outside(monkeypatch):
     plugin = type("T", (), {
         "pllzoo_register_losses": staticmethod(hookimpl(
             lambda register: [register(name, cls) for name, cls in OUTSIDE.items() if name != "t.selfprior"])),
-        "pllzoo_register_predictors": staticmethod(hookimpl(lambda register: register("t.selfprior", SelfPrior)))})
+        "pllzoo_register_predictors": staticmethod(hookimpl(lambda register: register("t.selfprior", SelfPrior))),
+        "pllzoo_register_selections": staticmethod(hookimpl(lambda register: register("t.weights", Weights)))})
     pm, infos = make_plugin_manager()
     pm.register(plugin, name="t")
     reg = Registry.build(pm, infos)
@@ -290,3 +299,45 @@ def test_cut_points_by_hand():
     assert cut_points([Stage(epochs=None)], 3) == [1, 2]
     assert cut_points([Stage(epochs=1), Stage(epochs=None)], 2) == [1, 2]  # a 1-epoch stage: its boundary only
     assert cut_points([Stage(epochs=None)], 1) == []
+
+
+def test_a_stop_signal_is_no_verdict_and_ends_the_check_with_its_status(outside, monkeypatch):
+    """An outside review: Ctrl-C during a probe became "the probe run failed: stopped by SIGINT" (a FAIL blamed on
+    the recipe), or was lost between two runs.  A stop ends the command with 128 + N after the verdicts so far."""
+    from pllzoo import checkpoint, conformance
+
+    def stopped(*args, **kwargs):
+        raise checkpoint.Stopped("stopped by SIGINT after epoch 1/3 of stage 'train'", 130)
+
+    monkeypatch.setattr(conformance.Checker, "weights_after", stopped)  # the first probe run
+    res = CliRunner().invoke(cli, ["check", "proden,cc", "--json"])
+    assert res.exit_code == 130 and "Traceback" not in res.output
+    assert "Error: pllzoo check stopped (stopped by SIGINT after epoch 1/3 of stage 'train'); the checks listed are " \
+           "complete, the others did not run" in res.output
+    rows = json.loads(res.stdout)
+    assert [(r["method"], r["check"], r["status"]) for r in rows] == [
+        ("proden", "trains", "ok"), ("proden", "deterministic", "ok"), ("proden", "resumes", "ok")]
+
+
+def test_a_one_epoch_stage_is_probed_only_where_no_stage_is_longer(registry):
+    """An outside review: with SoLar's pre-estimation at 1 epoch, that epoch is also the stage's first, where
+    solar.loss trains every row by design (Alg. l.2), and both probes failed a correct loss."""
+    found = check(Checker(registry, registry.method("solar"), {"estimator.est_epochs": "1"}))
+    assert {f.check: f.status for f in found} == {c: "ok" for c in CHECKS}, found
+
+
+@pytest.mark.parametrize("loss", ["solar", "mse"])
+def test_float_weights_are_honoured_or_refused(outside, loss):
+    """An outside review: solar.loss and mse/exp's `full_set=mask` read the mask with .bool(), so a selection's
+    float weights trained as plain membership, silently."""
+    reg = outside
+    method = reg.method(f"{loss}+selection=t.weights" + ("+estimator=solar.prior" if loss == "mse" else ""))
+    overrides = {"loss.full_set": "mask"} if loss == "mse" else {}
+    checker = Checker(reg, method, overrides)
+    if loss == "solar":
+        with pytest.raises(Exception, match="solar.loss takes the selection as a set of reliable rows"):
+            checker.run()
+    else:
+        weighted = checker.run()
+        plain = Checker(reg, reg.method("mse+estimator=solar.prior"), overrides).run()
+        assert first_difference(weighted, plain) is not None  # the weights count

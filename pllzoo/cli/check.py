@@ -30,7 +30,8 @@ def check(methods: str, hps: tuple[str, ...], data: str, as_json: bool) -> None:
     METHODS or --hp are refused before any training."""
     import torch
 
-    from pllzoo import conformance
+    from pllzoo import checkpoint, conformance
+    from pllzoo.isolation import plugin_code
     from pllzoo.cli.listing import show
     from pllzoo.planning import parse_overrides
     from pllzoo.registry import get_registry
@@ -48,22 +49,36 @@ def check(methods: str, hps: tuple[str, ...], data: str, as_json: bool) -> None:
         checkers = [(r, p, conformance.Checker(reg, r, per_method[r.name], p)) for r in recipes for p in problems]
     except PLLZooError as exc:
         raise UsageError(str(exc)) from None
-    rows, failed, threads = [], False, torch.get_num_threads()
+    rows, failed, stopped = [], False, None
+    threads, rng = torch.get_num_threads(), torch.get_rng_state()
     set_threads(1)  # bit-for-bit comparisons
-    try:
-        for recipe, problem, checker in checkers:  # every recipe built (and refused) before the first is trained
-            for f in conformance.check(checker):
-                failed |= f.status == "fail"
-                rows.append({"method": recipe.name, "data": problem, "check": f.check, "status": f.status,
-                             "detail": f.detail})
+    try:  # one stop-signal window for every run (a signal between two runs was lost, an outside review), and
+        # torch's settings as they were afterwards (a component's constructor may change them)
+        with checkpoint.stop_signals(), plugin_code():
+            for recipe, problem, checker in checkers:  # every recipe built (and refused) before the first trains
+                found: list = []
+                try:
+                    conformance.check(checker, found=found)
+                finally:  # a stop: the verdicts so far stand
+                    for f in found:
+                        failed |= f.status == "fail"
+                        rows.append({"method": recipe.name, "data": problem, "check": f.check, "status": f.status,
+                                     "detail": f.detail})
+    except (checkpoint.Stopped, checkpoint.Abandoned) as exc:  # Ctrl-C, SIGTERM: no verdict on the recipe
+        stopped = exc
     finally:
         torch.set_num_threads(threads)  # in-process callers keep theirs
+        torch.set_rng_state(rng)
     if as_json:
         click.echo(json.dumps(rows, indent=2))
     else:
         show("pllzoo check", ["Method", "Data", "Check", "Result", "Detail"],
              [[r["method"], r["data"], r["check"], _MARK[r["status"]], r["detail"]] for r in rows],
              ["bold", "", "", "", ""])
+    if stopped is not None:  # the verdicts above are whole; the rest did not run
+        click.echo(f"Error: pllzoo check stopped ({stopped}); the checks listed are complete, the others did not "
+                   "run", err=True)
+        click.get_current_context().exit(stopped.exit_code)
     if failed:
         click.get_current_context().exit(1)
 

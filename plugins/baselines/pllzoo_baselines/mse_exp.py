@@ -81,7 +81,9 @@ class _ComplementaryLoss(ProtocolLoss):
     def pllzoo_loss(self, step: Step, state: PLLState) -> torch.Tensor:
         if self.hp.full_set == "mask":  # average over the samples that carry supervision
             keep = informative(step.batch.candidates)
-            step = replace(step, mask=keep if step.mask is None else step.mask.bool() & keep)
+            mask = step.mask  # float weights stay weights (an outside review: .bool() dropped them)
+            step = replace(step, mask=keep if mask is None else mask & keep if mask.dtype == torch.bool
+                           else mask * keep)
         return super().pllzoo_loss(step, state)
 
 

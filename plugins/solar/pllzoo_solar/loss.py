@@ -39,6 +39,7 @@ from typing import Any
 import torch
 
 from pllzoo import Component, PLLState, Step, hookimpl, hp
+from pllzoo.errors import PLLZooError
 from pllzoo.losses import masked_mean, soft_cross_entropy
 from pllzoo.mixup import mixup_loss
 from pllzoo_solar import defaults
@@ -81,7 +82,11 @@ class SolarLoss(Component):
         rn = soft_cross_entropy(step.logits, state.confidence[step.batch.index])  # ℓ_rn, [B]
         if self.hp.first_epoch_rn and self.epoch == 0:  # Alg. l.2
             return rn.mean()  # a full-batch mean: DDP's average over equal slices is the global mean
-        reliable, q = step.mask.bool(), step.targets
+        if step.mask.dtype != torch.bool:  # R is a set (Alg. l.4: CE, CR and mixup over it, ℓ_rn over U = B \ R);
+            # weights read as "> 0" would be honoured by no term (an outside review): refused, not made a set
+            raise PLLZooError("solar.loss takes the selection as a set of reliable rows (a bool mask); this "
+                              "selection answers float weights")
+        reliable, q = step.mask, step.targets
         loss = masked_mean(soft_cross_entropy(step.logits, q), reliable, dist)  # L_ce
         if self.hp.cr:
             loss = loss + masked_mean(soft_cross_entropy(step.logits_strong, q), reliable, dist)
