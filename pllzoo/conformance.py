@@ -123,9 +123,15 @@ class _Stop(Exception):
 
 
 def short_stages(registry, method: Method) -> dict[str, Any]:
-    """:data:`SHORT`'s values for the keys the recipe has and does not fix itself."""
+    """:data:`SHORT`'s values for the keys the recipe has and does not fix itself, of shipped components only: an
+    outside component's field of the same name may mean something else (an outside review: a str ``warm_up``
+    was given 2)."""
+    from pllzoo.registry import shipped
+
     keys = registry.hparam_keys(method)
-    return {k: v for k, v in SHORT.items() if k in keys and k not in method.hparams}
+    slots = method.slots()
+    return {k: v for k, v in SHORT.items() if k in keys and k not in method.hparams
+            and shipped(registry.component_plugin(k.split(".")[0], slots[k.split(".")[0]]))}
 
 
 def _bits(t: torch.Tensor) -> torch.Tensor:

@@ -261,17 +261,20 @@ class RunObservers:
 
     def end(self, status: str, error: str | None = None) -> None:
         summary = RunSummary(status, tuple(self.records), error)
+        earlier = dict(self.dropped)  # failed before the run end: theirs is still due (not one failing in it)
         self.call("pllzoo_observe_run_end", run=self.run, summary=summary)
-        for name, plugin in self.dropped.items():  # a failed observer's chance to close what it opened (module doc)
-            hook = getattr(plugin, "pllzoo_observe_run_end", None)
-            if hook is None:
-                continue
-            args = [a for a in inspect.signature(hook).parameters]
+        given = {"run": self.run, "summary": summary}
+        for name, plugin in earlier.items():  # a failed observer's chance to close what it opened (module doc)
+            self.pm.register(plugin, name=name)  # pluggy's own view of its hook (argument names), for this call
             try:
-                with _kept():
-                    hook(*[copy.deepcopy({"run": self.run, "summary": summary}[a]) for a in args])
+                for impl in self.pm.hook.pllzoo_observe_run_end.get_hookimpls():
+                    if impl.plugin_name == name:
+                        with _kept():
+                            impl.function(*[copy.deepcopy(given[a]) for a in impl.argnames])
             except (Exception, SystemExit):  # reported once already, when it failed
                 pass
+            finally:
+                self.pm.unregister(name=name)
         self.dropped = {}
 
 

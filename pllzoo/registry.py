@@ -434,6 +434,11 @@ def _shipped(info: PluginInfo) -> bool:
     return info.builtin or (info.name, info.dist) in SHIPPED
 
 
+def shipped(info: PluginInfo) -> bool:
+    """Whether ``info`` is pllzoo's built-ins or one of the plugins shipped beside it (public: pllzoo.conformance)."""
+    return _shipped(info)
+
+
 def _left_out_names() -> dict[str, dict[str, PluginInfo]]:
     """The names the shipped plugins that ``PLLZOO_LOAD_PLUGINS`` leaves out would register, by kind
     ("component" for every slot, "method", "dataset", "model", "view", "observer"), each with its plugin: loaded

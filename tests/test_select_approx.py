@@ -158,14 +158,27 @@ def test_select_heldout_with_a_score_missing_at_one_epoch_says_the_log_was_chang
                                          ("1e999", "inf, not a finite number or null"),
                                          ("true", "True, not a finite number or null"),
                                          ("140.0", "140.0, not a percentage")])
-def test_report_leaves_out_a_run_whose_held_out_score_is_not_a_number(finished: Path, value: str, says: str):
+def test_report_leaves_out_a_run_whose_held_out_score_is_not_a_number(out: Path, value: str, says: str):
     """An outside review: a string score was a pandas traceback, an infinite one chose its epoch silently."""
-    (log,) = finished.glob("runs/*/log.jsonl")
+    (log,) = out.glob("runs/*/log.jsonl")
     lines = log.read_text().splitlines()
     rec = json.loads(lines[1])
     lines[1] = json.dumps(rec).replace(f'"val_covering": {json.dumps(rec["val_covering"])}', f'"val_covering": {value}')
     log.write_text("\n".join(lines) + "\n")
-    res = CliRunner().invoke(cli, ["report", str(finished), "--select", "heldout"])
+    res = CliRunner().invoke(cli, ["report", str(out), "--select", "heldout"])
     assert "Traceback" not in res.output, res.output
     warning = next((line for line in res.output.splitlines() if "damaged run" in line), res.output)
     assert f"log.jsonl's val_covering at epoch 2 is {says}" in " ".join(res.output.split()), warning
+
+
+def test_a_score_rounded_just_below_zero_is_the_trainers_own_not_damage(out: Path):
+    """An outside review: float32 put a held-out approximated accuracy at -5.96e-06, and the check that followed
+    the first review called the run damaged, so every bench retrained it, forever."""
+    (log,) = out.glob("runs/*/log.jsonl")
+    lines = log.read_text().splitlines()
+    rec = json.loads(lines[0])
+    rec["val_approx"] = -5.9604644775390625e-06
+    lines[0] = json.dumps(rec)
+    log.write_text("\n".join(lines) + "\n")
+    res = CliRunner().invoke(cli, ["report", str(out), "--select", "approx"])
+    assert res.exit_code == 0 and "damaged" not in res.output, res.output
