@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import math
 import numbers
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import torch
 
@@ -223,15 +223,23 @@ def step_logs(logs: dict, recipe: str) -> None:
 
     :raises PLLZooError: one line naming the key (the recipe's components share ``step.logs``)."""
     for key, value in logs.items():
-        try:
-            scalar = torch.as_tensor(value, dtype=torch.float64).numel() == 1
-        except (TypeError, ValueError, RuntimeError):
-            scalar = False
-        if not isinstance(key, str) or not scalar:
-            what = f"the key {key!r}" if not isinstance(key, str) else (
-                f"{key!r} = {type(value).__name__}" + (f" {_shape(value)}" if isinstance(value, torch.Tensor) else ""))
-            raise PLLZooError(f"a component of {recipe!r} logged {what} in step.logs; step logs are scalars "
-                              "(averaged over the epoch)")
+        step_log(key, value, recipe)
+
+
+def step_log(key: Any, value: Any, recipe: str) -> torch.Tensor:
+    """One ``step.logs`` entry as the float64 scalar tensor the epoch sums (on the value's device: no host read).
+
+    :raises PLLZooError: one line naming the key, for a key that is not a str or a value that is not one number."""
+    try:
+        logged = torch.as_tensor(value, dtype=torch.float64).detach()
+    except (TypeError, ValueError, RuntimeError):
+        logged = None
+    if not isinstance(key, str) or logged is None or logged.numel() != 1:
+        what = f"the key {key!r}" if not isinstance(key, str) else (
+            f"{key!r} = {type(value).__name__}" + (f" {_shape(value)}" if isinstance(value, torch.Tensor) else ""))
+        raise PLLZooError(f"a component of {recipe!r} logged {what} in step.logs; step logs are scalars "
+                          "(averaged over the epoch)")
+    return logged
 
 
 def reserved_clash(logged: dict, metrics: dict, writers: dict[str, str], recipe: str) -> None:

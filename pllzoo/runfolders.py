@@ -179,8 +179,9 @@ def take_lock(lock: Path) -> int | str | None:
 
     It holds ``PID HOST START``, START the process's start time in clock ticks since boot (Linux's
     ``/proc/PID/stat``; left out where it cannot be read).  A lock whose PID is not a live process on this host,
-    or is one that started at another time (the PID reused, e.g. PID 1 of a new container), is stale and taken
-    over; one written on another host (a shared ``--out`` across nodes) cannot be checked and counts as held."""
+    or is one that started at another time (the PID reused: a later process, or PID 1 of a container restarted
+    under the same hostname), is stale and taken over; one written on another host (a shared ``--out`` across
+    nodes, or a new container with a new hostname) cannot be checked and counts as held."""
     for _ in range(3):
         try:
             fd = os.open(lock, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)

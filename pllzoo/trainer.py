@@ -44,7 +44,7 @@ import torch
 
 from pllzoo import augment, ddp, distributed, masked_bn, prefetch
 from pllzoo.checks import (check_grads, check_logits, check_loss, check_offset, check_selection, check_targets,
-                           describe, epoch_logs, reserved_clash, step_logs)
+                           describe, epoch_logs, reserved_clash, step_log, step_logs)
 from pllzoo.checkpoint import NAME as CHECKPOINT
 from pllzoo.checkpoint import (Bookkeeper, CheckpointError, check_owner, lacks_momentum, load_checkpoint, restore_rng,
                                save_checkpoint, save_guess_s, signal_stop, stop_requested, stop_signals, time_stop)
@@ -555,13 +555,8 @@ class Trainer:
             step, loss = self.step(stage, epoch, mine[b * lbs : (b + 1) * lbs], gen, vgen, x_strong,
                                    check=self.check or b == 0, views=step_views if group > 1 else None)
             loss_sum += loss.detach()
-            for key, value in step.logs.items():
-                try:
-                    logged = torch.as_tensor(value, dtype=torch.float64).detach()
-                except (TypeError, ValueError, RuntimeError):
-                    logged = None
-                if logged is None or logged.numel() != 1:  # a later step's (the first's are checked): its line
-                    step_logs({key: value}, str(self.record_base.get("method", "(unnamed)")))
+            for key, value in step.logs.items():  # a later step's entries too: by their shape, no host read
+                logged = step_log(key, value, str(self.record_base.get("method", "(unnamed)")))
                 log_sums[key] = log_sums.get(key, 0.0) + logged
         if self.dist.active:  # the mean over ranks of equal slices' means: the global batches' mean
             keys = sorted(log_sums)
