@@ -169,6 +169,10 @@ def test_table1_solar_run_trains_through_run_py(tmp_path):
     (log,) = (out / "runs").glob("*/log.jsonl")
     records = [json.loads(line) for line in log.read_text().splitlines() if line.strip()]
     assert len(records) == 2 and [r["stage"] for r in records] == ["pre-estimation", "train"]
+    # the recipe as run.py table resolves it (without the images) is the bench's own: only what was given beside it
+    # is marked (--epochs is said by the cell itself)
+    recipe = RUNS[RUNS["run"] == "c10-phi0.5-g100-solar"].iloc[0]
+    assert paper.differences(out, {log.parent.name}, recipe) == "JPEG copy, --subset 256, estimator.est_epochs=1"
 
 
 def test_differences_name_a_momentum_restart_a_subset_and_another_model(tmp_path):

@@ -223,6 +223,8 @@ def differences(folder: Path, runs: set[str], recipe: pd.Series | None = None) -
             for section, keys in wants[device].items():
                 flat = _flat(keys)
                 for key, value in _flat(part(c, section)).items():
+                    if section == "data" and key == "imb_type":  # None: the loaders' default, exp (pllzoo.results)
+                        value, flat[key] = value or "exp", flat.get(key) or "exp"
                     if (section, key.split(".")[0]) not in _SAID and key in flat and value != flat[key]:
                         given[f"{'train.' if section == 'train' else ''}{key}={_value(value)}"] = None
         found += list(given)
