@@ -340,3 +340,27 @@ def test_class_names_match_in_either_unicode_form(tmp_path):
     (root / "candidates.txt").write_text(unicodedata.normalize("NFC", "café dog\n") * 3 + "dog\n" * 3)
     data = load_image_folder(root, DataOptions(seed=1))
     assert data.num_train + len(data.y_test) == 6
+
+
+@pytest.mark.parametrize("suffix", [".csv", ".txt"])
+def test_a_text_candidate_file_with_a_byte_order_mark_reads_the_same_sets(folder, suffix):
+    """An outside review: a BOM (Excel's "CSV UTF-8", Notepad's "UTF-8") was 'could not convert string' or
+    'names '\\ufeffa', not a class'."""
+    root, cand = folder
+    write_candidates(root, cand, suffix)
+    plain = load_image_folder(root, DataOptions(seed=1))
+    path = root / f"candidates{suffix}"
+    path.write_bytes(b"\xef\xbb\xbf" + path.read_bytes())
+    bom = load_image_folder(root, DataOptions(seed=1))
+    assert torch.equal(bom.candidates, plain.candidates) and torch.equal(bom.y_train, plain.y_train)
+
+
+@pytest.mark.parametrize("encoding", ["latin-1", "utf-16"])
+def test_a_text_candidate_file_in_another_encoding_is_one_line(folder, encoding):
+    """An outside review: a Latin-1 or UTF-16 .txt was a UnicodeDecodeError traceback."""
+    root, cand = folder
+    write_candidates(root, cand, ".txt")
+    path = root / "candidates.txt"
+    path.write_bytes(path.read_text().replace(CLASSES[0], CLASSES[0] + "é", 1).encode(encoding))
+    with pytest.raises(PLLZooError, match=r"candidates.txt: not UTF-8 text \(byte 0x.. at \d+\); save it as UTF-8"):
+        load_image_folder(root, DataOptions(seed=1))

@@ -17,6 +17,8 @@ another order).
 
 from __future__ import annotations
 
+import io
+
 from pathlib import Path
 from typing import Sequence
 
@@ -46,8 +48,10 @@ def read_candidates(path: Path, class_names: Sequence[str]) -> np.ndarray:
         elif suffix == ".pt":
             raw = torch.load(path, map_location="cpu", weights_only=True)
             raw = raw.numpy() if isinstance(raw, torch.Tensor) else np.asarray(raw)
-        else:
-            raw = np.loadtxt(path, delimiter=",", ndmin=2, dtype=np.float64)
+        else:  # UTF-8 with or without a byte-order mark (Excel's "CSV UTF-8" writes one)
+            raw = np.loadtxt(io.StringIO(_text(path)), delimiter=",", ndmin=2, dtype=np.float64)
+    except PLLZooError:  # said already (_text)
+        raise
     except Exception as exc:  # a broken file, whatever the reader says
         raise PLLZooError(f"{path.name}: cannot read the candidate file ({exception_line(exc)})") from None
     raw = np.asarray(raw)
@@ -61,13 +65,27 @@ def read_candidates(path: Path, class_names: Sequence[str]) -> np.ndarray:
     return raw != 0
 
 
+def _text(path: Path) -> str:
+    """The file's text: UTF-8, a byte-order mark read past (Notepad's and Excel's "UTF-8" write one).
+
+    :raises PLLZooError: one line, for another encoding (an outside review: Latin-1 and UTF-16 files were a
+        traceback)."""
+    try:
+        return path.read_bytes().decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        raise PLLZooError(f"{path.name}: not UTF-8 text (byte {exc.object[exc.start]:#04x} at {exc.start}); save it "
+                          "as UTF-8") from None
+    except OSError as exc:
+        raise PLLZooError(f"{path.name}: cannot read the candidate file ({exc.strerror or exc})") from None
+
+
 def _read_label_lists(path: Path, class_names: Sequence[str]) -> np.ndarray:
     """One line per image: its candidate class names, separated by commas or blanks.  Names are compared in
     Unicode's composed form (NFC): macOS writes folder names decomposed (NFD), an editor the file composed."""
     import unicodedata
 
     index = {unicodedata.normalize("NFC", name): j for j, name in enumerate(class_names)}
-    lines = path.read_text().splitlines()
+    lines = _text(path).splitlines()
     while lines and not lines[-1].strip():  # a trailing newline, not an image
         lines.pop()
     out = np.zeros((len(lines), len(class_names)), dtype=bool)
