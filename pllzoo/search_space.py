@@ -120,11 +120,15 @@ def parse_space(texts: Iterable[str]) -> list[Dimension]:
 
 def read_space_file(path: Path) -> list[str]:
     """The specs of a space file: one per line; blank lines and ``#`` comments skipped."""
-    try:
-        lines = Path(path).read_text().splitlines()
+    try:  # UTF-8 past a byte-order mark (an outside review: it became part of the first key)
+        lines = Path(path).read_bytes().decode("utf-8-sig").splitlines()
     except (OSError, UnicodeDecodeError) as exc:
         raise PLLZooError(f"--space-file {path}: cannot read it ({type(exc).__name__})") from None
-    return [line.split("#", 1)[0].strip() for line in lines if line.split("#", 1)[0].strip()]
+    specs = [line.split("#", 1)[0].strip() for line in lines if line.split("#", 1)[0].strip()]
+    if not specs:  # not "no --space given": the file was given (an outside review)
+        raise PLLZooError(f"--space-file {path} holds no spec (blank lines and # comments only); write one per line, "
+                          "e.g. train.lr=loguniform(1e-3,1e-1)")
+    return specs
 
 
 def draw_trials(space: list[Dimension], n: int, seed: int) -> list[dict[str, str]]:

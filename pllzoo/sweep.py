@@ -110,9 +110,21 @@ def plan_sweep(registry: Registry, methods: list[str], dataset: str, seeds: list
         raise PLLZooError(f"--trials must be at least 1, got {n_trials}")
     if not space:
         raise PLLZooError("no --space given; e.g. --space 'train.lr=loguniform(1e-3,1e-1)'")
-    both = [d.key for d in space if d.key in hp]
+    def split(key: str) -> tuple[str | None, str]:  # "proden:train.lr" → ("proden", "train.lr")
+        scope, _, rest = key.rpartition(":")
+        return (scope or None), rest
+
+    def overlap(a: str, b: str) -> bool:  # the same field for some method: unscoped reaches every method
+        (sa, ra), (sb, rb) = split(a), split(b)
+        return ra == rb and (sa is None or sb is None or sa == sb)
+
+    # a scoped --hp of a searched key won over every draw, silently (an outside review); two dimensions likewise
+    both = [(d.key, k) for d in space for k in hp if overlap(d.key, k)]
     if both:
-        raise PLLZooError(f"{both[0]} is both fixed by --hp and searched by --space; keep one")
+        raise PLLZooError(f"{both[0][0]} is both fixed by --hp {both[0][1]} and searched by --space; keep one")
+    twice = [(a.key, b.key) for i, a in enumerate(space) for b in space[i + 1:] if overlap(a.key, b.key)]
+    if twice:
+        raise PLLZooError(f"--space searches {twice[0][1]} and {twice[0][0]}, one field for a method; keep one")
     for flag, value, key in (("--epochs", epochs, "train.epochs"), ("--batch-size", batch_size, "train.batch_size")):
         if value is not None and any(d.key == key for d in space):  # an outside review: "--hp ... disagree" said it
             raise PLLZooError(f"{key} is both fixed by {flag} {value} and searched by --space; keep one")

@@ -48,11 +48,15 @@ def score_trials(records: pd.DataFrame, rule: str) -> pd.DataFrame:
     if rule not in RULES:
         raise PLLZooError(f"unknown model selection {rule!r}; valid: {', '.join(RULES)}")
     field = RANK_BY[rule]
-    chosen = select_epochs(records, rule)
+    # a run per trial, though two trials may train the same run id (equal draws; a method a scoped key leaves
+    # alone): select_epochs groups by run, and pooled they lost rows and the later-trial tie (an outside review)
+    keyed = records.assign(run_id=records["run"], run=records["trial"].astype(str) + "/" + records["run"].astype(str))
+    chosen = select_epochs(keyed, rule)
     if field not in chosen or chosen[field].isna().any():  # only `last` gets here: the others checked it
         raise PLLZooError(f"--select {rule} ranks trials by '{field}' of the last epoch, which the runs lack; "
                           f"run the sweep with --holdout 0.1")
-    out = chosen[["trial", "method", "seed", "run", "epoch"]].assign(score=chosen[field], acc_all=chosen["acc_all"])
+    out = chosen[["trial", "method", "seed", "run_id", "epoch"]].rename(columns={"run_id": "run"}).assign(
+        score=chosen[field].to_numpy(), acc_all=chosen["acc_all"].to_numpy())
     return out.sort_values(["trial", "method", "seed"], kind="stable").reset_index(drop=True)
 
 
@@ -63,12 +67,13 @@ def winners(scores: pd.DataFrame) -> pd.DataFrame:
     return best.groupby(["method", "seed"], sort=False).tail(1).reset_index(drop=True)
 
 
-def trials_report(scores: pd.DataFrame, best: pd.DataFrame, rule: str, labels: dict[int, str]) -> "Report":
-    """The trials table: ``trial, overrides, method, seed, epoch, score, test``, the winners marked ``*``."""
+def trials_report(scores: pd.DataFrame, best: pd.DataFrame, rule: str, labels: dict[tuple[int, str], str]) -> "Report":
+    """The trials table: ``trial, overrides, method, seed, epoch, score, test``, the winners marked ``*``;
+    ``labels``: the overrides that reached each ``(trial, run)`` (not a key scoped to another method)."""
     from pllzoo.report import Report
 
     won = set(zip(best["trial"], best["method"], best["seed"]))
-    rows = [[f"{r.trial}{' *' if (r.trial, r.method, r.seed) in won else ''}", labels[r.trial], r.method,
+    rows = [[f"{r.trial}{' *' if (r.trial, r.method, r.seed) in won else ''}", labels[(r.trial, r.run)], r.method,
              str(r.seed), str(r.epoch), f"{r.score:.2f}", f"{r.acc_all:.2f}"] for r in scores.itertuples()]
     title = f"Sweep: {scores['trial'].nunique()} trial(s), selection {rule}" + (" (ORACLE)" if rule == "oracle" else "")
     cap = f"{CAPTIONS[rule]}; * marks the winner of each method and seed. {TIES}."

@@ -76,7 +76,7 @@ def test_bad_space_specs_are_one_line_errors(spec, message, tmp_path: Path):
      "--space train.momentum=uniform(0.5,1.0): bad value for train.momentum: 1.0; must be in [0, 1)"),
     (["--space", "loss.eta=uniform(0.5,1)"], 2, "unknown hyper-parameter 'loss.eta'; valid: label_update.mask"),
     (["--space", "train.batch_size=uniform(32,64)"], 1, "bad value for train.batch_size"),
-    (["--space", "train.lr=uniform(0.1,0.2)", "--hp", "train.lr=0.1"], 1, "both fixed by --hp and searched"),
+    (["--space", "train.lr=uniform(0.1,0.2)", "--hp", "train.lr=0.1"], 1, "both fixed by --hp train.lr and searched"),
     # an outside review: said "--epochs 2 and --hp train.epochs=1 disagree", naming an --hp never given
     (["--space", "train.epochs=randint(1,3)", "--epochs", "2"], 1, "train.epochs is both fixed by --epochs 2 and "
      "searched by --space"),
@@ -385,3 +385,43 @@ def test_a_scoped_space_key_labels_the_trials_of_its_method(tmp_path):
     proden, cc = t.plans
     (key,) = t.overrides
     assert t.label_of(proden) == f"{key}={t.overrides[key]}" and t.label_of(cc) == "defaults"
+
+
+def test_trials_that_train_the_same_run_keep_their_rows_and_the_later_tie(tmp_path):
+    """An outside review: two trials of equal draws (or a method a scoped key leaves alone) share a run id, and the
+    selection pooled them: rows went missing, trial 0 won an exact tie, the title counted 1 trial."""
+    out = tmp_path / "out"
+    res = CliRunner().invoke(cli, ["sweep", "--methods", "proden", "--trials", "3", "--space",
+                                   "train.batch_size=choice(64)", "--epochs", "1", "--subset", "300", "--holdout",
+                                   "0.1", "--threads", "1", "--out", str(out)])
+    assert res.exit_code == 0, res.output
+    rows = pd.read_csv(out / "sweep.csv")
+    assert list(rows["trial"]) == [0, 1, 2] and rows["run"].nunique() == 1
+    assert list(rows["winner"]) == [False, False, True]  # identical scores: the later trial
+    assert "Sweep: 3 trial(s)" in (out / "sweep.md").read_text() and "winner proden seed 1: trial 2" in res.output
+
+
+@pytest.mark.parametrize("args, says", [
+    (["--space", "train.lr=uniform(0.3,0.4)", "--hp", "proden:train.lr=0.1"],
+     "train.lr is both fixed by --hp proden:train.lr and searched by --space; keep one"),
+    (["--space", "proden:train.lr=uniform(0.3,0.4)", "--space", "train.lr=uniform(0.1,0.2)"],
+     "--space searches train.lr and proden:train.lr, one field for a method; keep one"),
+])
+def test_a_scoped_key_is_the_same_field_as_the_unscoped_one(tmp_path, args, says):
+    """An outside review: a scoped --hp of a searched key won over every draw, silently."""
+    res = CliRunner().invoke(cli, ["sweep", "--methods", "proden", "--trials", "2", "--epochs", "1", "--subset",
+                                   "300", "--holdout", "0.1", "--threads", "1", "--dry-run", "--out",
+                                   str(tmp_path / "o"), *args])
+    assert res.exit_code == 1 and says in " ".join(res.output.split()), res.output
+
+
+def test_a_space_file_with_a_byte_order_mark_or_no_spec(tmp_path):
+    from pllzoo.errors import PLLZooError
+    from pllzoo.search_space import read_space_file
+
+    path = tmp_path / "space.txt"
+    path.write_bytes(b"\xef\xbb\xbftrain.lr=uniform(0.01,0.1)\n")
+    assert read_space_file(path) == ["train.lr=uniform(0.01,0.1)"]
+    path.write_text("# nothing yet\n\n")
+    with pytest.raises(PLLZooError, match="holds no spec"):
+        read_space_file(path)

@@ -141,17 +141,18 @@ def sweep(methods, dataset, seeds, specs, space_file, trials, draw_seed, rule, h
         raise PLLZooError(f"no trial finished; see {Path(out) / 'trials'}")
     scores = score_trials(records, rule)
     best = winners(scores)
-    table = trials_report(scores, best, rule, {t.index: t.label for t in planned})
+    runs = {(t.index, p.run_id): t.label_of(p) for t in planned for p in t.plans}  # the overrides that reached
+    table = trials_report(scores, best, rule, runs)  # each trial's run (two trials may share a run id)
     Console().print(to_rich(table))
-    runs = {p.run_id: t.label_of(p) for t in planned for p in t.plans}  # the overrides that reached each run
     for r in best.itertuples():
         click.echo(f"{'ORACLE ' if rule == 'oracle' else ''}winner {r.method} seed {r.seed}: trial {r.trial} "
-                   f"({runs[r.run]}), score {r.score:.2f}, test accuracy {r.acc_all:.2f} (epoch {r.epoch})")
+                   f"({runs[(r.trial, r.run)]}), score {r.score:.2f}, test accuracy {r.acc_all:.2f} (epoch {r.epoch})")
     for method, rows in best.groupby("method", sort=False):
         if len(rows) > 1:  # PLENCH reports the mean over trial seeds of each seed's winner
             click.echo(f"{method}: test accuracy of the winners, mean ± sample std over {len(rows)} seeds: "
                        f"{rows['acc_all'].mean():.2f} ± {rows['acc_all'].std(ddof=1):.2f}")
-    scores.assign(overrides=scores["run"].map(runs), winner=scores["run"].isin(set(best["run"]))).to_csv(
+    keys = list(zip(scores["trial"], scores["run"]))
+    scores.assign(overrides=[runs[k] for k in keys], winner=[k in set(zip(best["trial"], best["run"])) for k in keys]).to_csv(
         Path(out) / "sweep.csv", index=False, float_format="%.4f")
     (Path(out) / "sweep.md").write_text(to_markdown(table))
     click.echo(f"sweep: {Path(out) / 'sweep.csv'}")
