@@ -150,8 +150,14 @@ def check_claim(out: Path, ident: dict[str, Any]) -> dict[int, dict[str, Any]]:
                                                     for t in listed):
             raise PLLZooError(f"{path} is not a sweep manifest; pick another --out") from None
         old = {k: before.get(k) for k in ident}
-        if old != ident:
-            diff = next(k for k in ident if old[k] != ident[k])
+
+        def same(k: str) -> bool:  # the space in any order: each dimension draws by its own key (an outside review)
+            if k == "space" and isinstance(old[k], list) and isinstance(ident[k], list):
+                return sorted(map(str, old[k])) == sorted(map(str, ident[k]))
+            return old[k] == ident[k]
+
+        if not all(same(k) for k in ident):
+            diff = next(k for k in ident if not same(k))
             raise PLLZooError(f"--out {out} holds another sweep ({diff}: {old[diff]} there, {ident[diff]} now); "
                               f"pick another --out or repeat that sweep's arguments")
         return {t["trial"]: t for t in listed}

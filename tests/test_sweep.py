@@ -425,3 +425,15 @@ def test_a_space_file_with_a_byte_order_mark_or_no_spec(tmp_path):
     path.write_text("# nothing yet\n\n")
     with pytest.raises(PLLZooError, match="holds no spec"):
         read_space_file(path)
+
+
+def test_the_same_space_in_another_order_is_the_same_sweep(tmp_path):
+    """An outside review: a rerun with its --space options reordered was refused as "another sweep", although each
+    dimension draws by its own key."""
+    out = tmp_path / "out"
+    base = ["sweep", "--methods", "proden", "--trials", "2", "--epochs", "1", "--subset", "300", "--holdout", "0.1",
+            "--threads", "1", "--out", str(out)]
+    a, b = ["--space", "train.lr=uniform(0.01,0.1)"], ["--space", "train.batch_size=choice(32,64)"]
+    assert CliRunner().invoke(cli, [*base, *a, *b]).exit_code == 0
+    res = CliRunner().invoke(cli, [*base, *b, *a])
+    assert res.exit_code == 0 and "another sweep" not in res.output, res.output
