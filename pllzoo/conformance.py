@@ -249,10 +249,16 @@ class Checker:
                        run_dir=run_dir, on_epoch=on_epoch, record_base={"method": self.method.name})
 
     @staticmethod
-    def outcome(trainer, records: list[dict[str, Any]]) -> Outcome:
+    def weights(trainer) -> dict[str, torch.Tensor]:
+        """The network's and the extra modules' tensors, by name."""
         tensors = {f"weight {k}": v for k, v in trainer.model.state_dict().items()}
         for name in sorted(trainer.modules):
             tensors.update({f"module {name}.{k}": v for k, v in trainer.modules[name].state_dict().items()})
+        return tensors
+
+    @classmethod
+    def outcome(cls, trainer, records: list[dict[str, Any]]) -> Outcome:
+        tensors = cls.weights(trainer)
         tensors.update({f"state {k}": trainer.state.get(k) for k in trainer.state})
         # what the run deploys: a predict component's adjustment from state it keeps on self changes these and
         # maybe no accuracy of the tiny test set (an outside review: a prior on self passed "resumes")
@@ -287,8 +293,7 @@ class Checker:
 
         def stop(records):
             if len(records) == after:
-                box["weights"] = {k: v.clone() for k, v in self.outcome(box["trainer"], records).tensors.items()
-                                  if k.startswith(("weight ", "module "))}
+                box["weights"] = {k: v.clone() for k, v in self.weights(box["trainer"]).items()}  # no test pass
                 raise _Stop
 
         box["trainer"] = self.trainer(on_epoch=stop, probe=probe)

@@ -68,7 +68,7 @@ class Registry:
             for name, obj in pm.list_name_plugin() if name not in known
         ]
         reg = cls(pm=pm, plugins=plugins, components={s: {} for s in SLOTS})
-        if any(not _shipped(p) and p.error is None for p in plugins):
+        if any(not shipped(p) and p.error is None for p in plugins):
             reg.reserved = _left_out_names()
         for info in sorted(plugins, key=lambda p: not p.shipped):  # stable: entry-point order within each group
             if info.error is None and pm.get_plugin(info.name) is not None:
@@ -163,7 +163,7 @@ class Registry:
         """Refuse ``name`` if ``check`` refuses it, this plugin offered it already or another plugin holds it."""
         check(what, name)
         owner = self.reserved.get("component" if what in SLOTS else what, {}).get(name)
-        if owner is not None and not _shipped(info):
+        if owner is not None and not shipped(info):
             raise PLLZooError(f"{what} {name!r} is a name of plugin {owner.origin}, shipped with pllzoo and left out "
                               f"by PLLZOO_LOAD_PLUGINS; plugin {info.origin} is refused as a whole")
         if name in table:
@@ -423,20 +423,15 @@ class Registry:
             except Exception as exc:  # its constructor (a bug in it, a resource it needs): one line
                 raise PLLZooError(f"{self._component_origin(slot, comp_name)} could not be built: "
                                   f"{one_line(exc)}") from exc
-        shipped = [slot for slot, comp in built.items()  # whose reads are complete (_check_effective)
-                   if _shipped(self._info(self.components[slot][comp.name][1]))]
-        check_compatible(method.name, built, training, complete=shipped)
+        complete = [slot for slot, comp in built.items()  # whose reads are complete (_check_effective)
+                    if shipped(self._info(self.components[slot][comp.name][1]))]
+        check_compatible(method.name, built, training, complete=complete)
         return built
 
 
-def _shipped(info: PluginInfo) -> bool:
+def shipped(info: PluginInfo) -> bool:
     """Whether ``info`` is pllzoo's built-ins or one of the plugins shipped beside it."""
     return info.builtin or (info.name, info.dist) in SHIPPED
-
-
-def shipped(info: PluginInfo) -> bool:
-    """Whether ``info`` is pllzoo's built-ins or one of the plugins shipped beside it (public: pllzoo.conformance)."""
-    return _shipped(info)
 
 
 def _left_out_names() -> dict[str, dict[str, PluginInfo]]:
