@@ -527,22 +527,28 @@ def _write_rows(out: Path, plans: list[RunPlan], finals: list[dict[str, Any] | N
     ``OUT`` (:func:`pllzoo.results.load`, as ``pllzoo report`` reads them, so earlier benches' runs stay) and
     of this bench's failed ones (``failed[i]``: ``plans[i]``'s one-line reason) whose folder holds no
     finished run; this bench's methods first, in ``--methods`` order (so every ``--shard`` writes the same
-    order), then seed.  The last two columns, ``status`` ("ok" | "failed") and ``error``, say which.
-    ``finals`` is not read: the folders are the record."""
+    order), then seed.  The last three columns: ``setting`` (the run's setting label, told apart as ``pllzoo
+    report`` tells them: runs of one method and seed under one ``OUT`` trained on other data or splits, or with
+    other hyper-parameters, differ there alone, and grouping by method would pool them; an outside review),
+    ``status`` ("ok" | "failed") and ``error``.  ``finals`` is not read: the folders are the record."""
     with results_lock(out):
-        records = load(out, damaged=[])  # the damaged ones: bench and report warn about them
+        failed = dict(failed or {})
+        labels: list[str] = []  # the failed runs' settings, told apart as the finished runs' are
+        records = load(out, damaged=[], beside=[plans[i].config for i in failed], beside_labels=labels)
         order = list(dict.fromkeys([m for p in plans for m in (*p.methods, p.method.name)] + list(records["method"])))
         if len(records):
-            rows = order_methods(final_rows(records.drop(columns=["setting", "train_counts"])), order)
-            extra = [c for c in rows.columns if c not in RESULT_COLUMNS and c != "class_acc"]
-            rows = rows[list(RESULT_COLUMNS) + extra].reset_index(drop=True)
+            rows = order_methods(final_rows(records.drop(columns=["train_counts"])), order)
+            extra = [c for c in rows.columns if c not in (*RESULT_COLUMNS, "class_acc", "setting")]
+            rows = rows[[*RESULT_COLUMNS, *extra, "setting"]].reset_index(drop=True)
         else:
-            rows = pd.DataFrame(columns=list(RESULT_COLUMNS))
+            rows = pd.DataFrame(columns=[*RESULT_COLUMNS, "setting"])
         rows = rows.assign(status="ok", error="")
-        failed = {i: why for i, why in (failed or {}).items() if plans[i].run_id not in set(rows.get("run", ()))}
+        label = dict(zip(failed, labels))
+        failed = {i: why for i, why in failed.items() if plans[i].run_id not in set(rows.get("run", ()))}
         if failed:
             bad = pd.DataFrame([{"method": plans[i].method.name, "dataset": plans[i].data.name,
-                                 "seed": plans[i].seed, "run": plans[i].run_id, "status": "failed", "error": why}
+                                 "seed": plans[i].seed, "run": plans[i].run_id, "setting": label[i],
+                                 "status": "failed", "error": why}
                                 for i, why in failed.items()])
             ints = [c for c in rows.columns if pd.api.types.is_integer_dtype(rows[c])]  # stay integers beside NaN
             rows = pd.concat([rows.astype({c: "Int64" for c in ints}), bad], ignore_index=True)[list(rows.columns)]

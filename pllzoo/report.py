@@ -69,9 +69,10 @@ def summary(records: pd.DataFrame, rule: str = "last", methods: list[str] | None
     Settings keep their first-seen order (the order of the results folders); ``methods`` keeps
     only those, in that order; otherwise methods are sorted by name.
     """
-    if records.empty:  # e.g. a bench whose every run failed
+    if records.empty:  # e.g. a bench whose every run failed: the columns of a summary with runs (an outside review)
         stats = [f"{c}_{k}" for k in ("mean", "std") for c in ACC_COLUMNS]
-        return pd.DataFrame(columns=["setting", "method", *stats, "n", "train_counts"])
+        return pd.DataFrame(columns=["setting", "method", *stats, "n", *(f"{c}_count" for c in ACC_COLUMNS),
+                                     "train_counts", "epochs"])
     chosen = select_epochs(records, rule)
     order = methods or sorted(set(chosen["method"]))
     chosen = order_methods(chosen[chosen["method"].isin(order)], order)
@@ -233,12 +234,15 @@ def to_markdown(report: Report, heading: str = "###") -> str:
     return "\n".join(lines) + f"\n\n{report.caption}\n"
 
 
-def to_csv(summ: pd.DataFrame, paper: pd.DataFrame | None = None, metric: str | None = None) -> str:
+def to_csv(summ: pd.DataFrame, rule: str, paper: pd.DataFrame | None = None, metric: str | None = None) -> str:
     """The tidy summary (one row per setting × method), with the paper's numbers when given (``paper_metric``: the
-    accuracy they are of).  Beside n: each accuracy's own count of runs (``acc_*_count``: a shot group without
-    test examples in some seed's split has fewer) and the final stage's epochs (``epochs``, ``/`` between the
-    lengths of runs trained for other numbers), as the tables say them."""
+    accuracy they are of).  After the method, ``select``: the model-selection ``rule`` the epochs were picked by
+    (a table says it in its caption; the CSV has none, and ``oracle`` numbers are an upper bound, not a result).
+    Beside n: each accuracy's own count of runs (``acc_*_count``: a shot group without test examples in some
+    seed's split has fewer) and the final stage's epochs (``epochs``, ``/`` between the lengths of runs trained
+    for other numbers), as the tables say them."""
     out = summ.drop(columns=["train_counts"], errors="ignore")
+    out.insert(list(out.columns).index("method") + 1, "select", rule)
     if "epochs" in out:
         out["epochs"] = [("/".join(str(int(x)) for x in e) if isinstance(e, list) else "") for e in out["epochs"]]
     for c in ACC_COLUMNS:

@@ -2,7 +2,7 @@
 
 Layout of a bench output folder ``OUT``::
 
-    OUT/results.csv              one row per method × seed (final epoch); ``status``, ``error`` last
+    OUT/results.csv              one row per run (final epoch); ``setting``, ``status``, ``error`` last
     OUT/summary.csv              mean, sample std (ddof=1) and n over seeds
     OUT/runs/<run-id>/config.json    resolved recipe, hyper-parameters, data options
     OUT/runs/<run-id>/env.json       package versions, device, git commit, plugins (:func:`plugins_env`)

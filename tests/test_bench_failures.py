@@ -95,8 +95,9 @@ def test_a_failing_method_is_marked_and_the_others_finish(fail_registry, tmp_pat
     assert reason in errors[0] and "--resume" in errors[0]
     rows = pd.read_csv(out / "results.csv")
     assert list(rows.columns[:len(RESULT_COLUMNS)]) == list(RESULT_COLUMNS)
-    assert list(rows.columns[-2:]) == ["status", "error"]
+    assert list(rows.columns[-3:]) == ["setting", "status", "error"]
     assert list(rows["method"]) == [method, "proden"] and list(rows["status"]) == ["failed", "ok"]
+    assert list(rows["setting"]) == ["synthetic-lt φ=0.5 γ=100 subset=200"] * 2
     assert reason in rows["error"][0] and pd.isna(rows["error"][1]) and pd.isna(rows["acc_all"][0])
     assert rows["acc_all"][1] > 0 and rows["epoch"][1] == 2
     bad, good = _plans(fail_registry, [method, "proden"])
@@ -180,6 +181,11 @@ def test_a_failed_run_is_labelled_as_its_setting_among_runs_of_other_settings(fa
     base = "synthetic-lt φ=0.5 γ=100 subset=200"
     got = {s: (n, f) for s, n, f in zip(summary["setting"], summary["n"], summary["failed"])}
     assert got == {f"{base} [train.epochs=1]": (1, 0), f"{base} [train.epochs=2]": (0, 1)}
+    # results.csv tells the two runs of one method and seed apart the same way (an outside review: only the run
+    # id did, so grouping its rows by method pooled the settings)
+    rows = pd.read_csv(out / "results.csv")
+    assert sorted(zip(rows["setting"], rows["status"])) == [(f"{base} [train.epochs=1]", "ok"),
+                                                             (f"{base} [train.epochs=2]", "failed")]
 
 
 def test_report_keeps_failures_after_archive_prune_and_drops_one_finished_elsewhere(fail_registry, tmp_path):

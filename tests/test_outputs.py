@@ -172,3 +172,21 @@ def test_md_to_dev_stdout_through_a_pipe(finished):
                           capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr
     assert "| Method |" in done.stdout and "Error" not in done.stdout + done.stderr
+
+
+@pytest.mark.skipif(not Path("/dev/stdout").exists(), reason="no /dev/stdout here")
+def test_md_and_csv_to_dev_stdout_redirected_to_a_file(finished, tmp_path):
+    """An outside review: with stdout redirected to a file, ``--md /dev/stdout --csv /dev/stdout`` replaced that
+    file (the printed table gone) and then wrote a stray "FILE (deleted)": each now goes through stdout, in order."""
+    import subprocess
+    import sys
+
+    target = tmp_path / "o.txt"
+    with open(target, "w") as f:
+        done = subprocess.run([sys.executable, "-m", "pllzoo", "report", str(finished), "--md", "/dev/stdout",
+                               "--csv", "/dev/stdout"], stdout=f, stderr=subprocess.PIPE, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["o.txt"]
+    text = target.read_text()
+    table, md, csv = text.index("┃ Method"), text.index("| Method |"), text.index("setting,method,select,")
+    assert table < md < text.index("markdown: /dev/stdout") < csv < text.index("csv: /dev/stdout")

@@ -344,7 +344,7 @@ def _run_plans(ctx, dist, reg, plans, observers, part, out, resume, overwrite, j
             note = f": {epochs.pop()} epochs" if len(epochs) == 1 else ""  # seeds: each row's n (runs of other
             # benches under --out may have more)
             tables = rep.long_reports(summary, "last", note)
-            _write_atomic(Path(out) / "summary.csv", rep.to_csv(summary))
+            _write_atomic(Path(out) / "summary.csv", rep.to_csv(summary, "last"))
             _write_atomic(Path(out) / "summary.md", "\n".join(rep.to_markdown(t) for t in tables))
     except OSError as exc:
         raise _write_error(exc, Path(out), plans) from None

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import sys
 from pathlib import Path
 from typing import Any, Iterator
 
@@ -69,14 +70,39 @@ def writing(path: Path) -> Iterator[None]:
         raise PLLZooError(f"cannot write {path}: {exc.strerror or exc}") from None
 
 
+def _own_stream(path: Path) -> Any:
+    """``sys.stdout`` or ``sys.stderr`` where ``path`` is the file, pipe or terminal it writes to, else None."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            own = os.fstat(stream.fileno())
+        except (OSError, AttributeError, ValueError):  # a captured stream (tests) has no descriptor
+            continue
+        if (own.st_dev, own.st_ino) == (st.st_dev, st.st_ino):
+            return stream
+    return None
+
+
 def write_text(path: Path, text: str) -> None:
     """Write ``text`` to ``path`` (:func:`writing`), whole or not at all: through a temporary file beside it, so a
     full disk leaves the file as it was (an outside review: a table truncated to 0 bytes).  A symbolic link is
-    written through (its target gets the text), and a device or pipe (``/dev/stdout``) is written directly."""
+    written through (its target gets the text), and a device or pipe (``/dev/stdout``) is written directly.
+    A path under ``/dev`` or ``/proc`` (``/dev/stdout`` where the shell redirected it to a file) is appended to,
+    after what this process printed: replaced, or opened to truncate, it wiped the printed table, and its
+    resolved name then named a deleted file (an outside review)."""
     path = Path(path)
     with writing(path):
-        if path.exists() and not path.is_file():  # /dev/stdout, a pipe: no file to replace (stat follows the link;
-            path.write_text(text)  # its resolved name, /proc/self/fd/1 → "pipe:[…]", is no path: an outside review)
+        if Path(os.path.abspath(path)).parts[1:2] in (("dev",), ("proc",)) or (path.exists() and not path.is_file()):
+            stream = _own_stream(path)
+            if stream is not None:  # our stdout or stderr, whatever it goes to: through it, in order
+                stream.write(text)
+                stream.flush()
+                return
+            with open(path, "a", encoding="utf-8") as f:  # a pipe: its resolved name, "pipe:[…]", is no path
+                f.write(text)
             return
         real = path.resolve() if path.is_symlink() else path  # a link is written through, not replaced
         tmp = real.with_name(f".{real.name}.tmp")

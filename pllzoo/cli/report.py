@@ -168,5 +168,5 @@ def report(results, rule, methods, missing_ok, seeds, wide, metric, paper, title
         write_text(md, "\n".join(rep.to_markdown(t) for t in tables))
         click.echo(f"markdown: {md}")
     if csv_path:
-        write_text(csv_path, rep.to_csv(summ, paper_frame, metric))
+        write_text(csv_path, rep.to_csv(summ, rule, paper_frame, metric))
         click.echo(f"csv: {csv_path}")
