@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 
 import pluggy
 
-__version__ = "0.3.0"
+__version__ = "0.4.0"
 
 hookimpl = pluggy.HookimplMarker("pllzoo")
 

@@ -254,6 +254,10 @@ def check(obj: Any, where: str, keys: typing.Iterable[str] | None = None) -> Any
         if bounds is not None and value is not None and value not in bounds:
             shown = value if isinstance(value, tuple) else f"{value!r}"
             raise PLLZooError(f"bad value for {where}.{f.name}: {shown}; must be {_phrase(bounds)}")
+        if any(isinstance(v, int) and not isinstance(v, bool) and not -2 ** 63 <= v < 2 ** 63
+               for v in (value if isinstance(value, tuple) else (value,))):  # torch's int64 (an outside review:
+            # an int past it passed the range check and failed in the run, OverflowError)
+            raise PLLZooError(f"bad value for {where}.{f.name}: {value!r}; must fit in 64 bits (-2**63 to 2**63-1)")
     return obj
 
 

@@ -53,6 +53,12 @@ class RunPlan:
 _KEY = re.compile(r"(?:^|:)\s*([A-Za-z_]\w*(?:\.[A-Za-z_]\w*)+)\s*=")
 
 
+def scope_name(method: str) -> str:
+    """A method string as ``Registry.method`` names it (``proden + selection = x`` → ``proden+selection=x``): what
+    an ``--hp`` scope is compared with."""
+    return re.sub(r"\s*([+=])\s*", r"\1", method.strip())
+
+
 def parse_overrides(pairs: tuple[str, ...] | list[str]) -> dict[str, str]:
     """``["a.b=1", "proden+selection=solar.classwise:selection.rho_end=0.5", ...]`` →
     ``{"a.b": "1", "proden+selection=solar.classwise:selection.rho_end": "0.5"}``.
@@ -66,7 +72,7 @@ def parse_overrides(pairs: tuple[str, ...] | list[str]) -> dict[str, str]:
     for pair in pairs:
         found = _KEY.search(pair)
         if found:
-            scope = re.sub(r"\s*([+=])\s*", r"\1", pair[:found.start()].strip())  # as Registry.method names it
+            scope = scope_name(pair[:found.start()])  # as Registry.method names it
             if not scope and pair[:found.start(1)].strip().startswith(":"):  # ":train.lr=0.1": a scope left empty
                 raise PLLZooError(f"bad --hp {pair!r}: nothing before ':'; write METHOD:key=value, or key=value "
                                   "for every method")
@@ -129,6 +135,26 @@ def _check_flags_agree(epochs: int | None, batch_size: int | None, hp: dict[str,
             raise PLLZooError(f"--{name.replace('_', '-')} {flag} and --hp train.{name}={given} disagree; give one")
 
 
+# the schedule fields each LR schedule reads (pllzoo.schedule.lr_at)
+SCHEDULE_FIELDS = {"milestones": ("step",), "lr_decay": ("step",), "cosine_min_factor": ("cosine",)}
+
+
+def _check_schedule_reads(before: TrainConfig, cfg: TrainConfig) -> None:
+    """Refuse a schedule field changed by ``--hp`` (``before`` → ``cfg``: the dataset's defaults, then the
+    overrides; a replay gives the recorded values, which change nothing) that the run's schedule does not read,
+    and a step schedule given with no milestones: each would be recorded, change the run id and train exactly the
+    run without it (an outside review: ``train.milestones`` under synthetic-lt's cosine decay, silently)."""
+    for name, schedules in SCHEDULE_FIELDS.items():
+        if getattr(cfg, name) != getattr(before, name) and cfg.schedule not in schedules:
+            raise PLLZooError(f"--hp train.{name} is read by the {' or '.join(schedules)} schedule only; this run's "
+                              f"is {cfg.schedule} (the dataset's default, or --hp train.schedule): set "
+                              f"train.schedule={schedules[0]}, or leave train.{name} out")
+    if cfg.schedule == "step" and not cfg.milestones and (cfg.schedule, cfg.milestones) != (before.schedule,
+                                                                                         before.milestones):
+        raise PLLZooError("train.schedule=step with no train.milestones keeps the LR constant; give "
+                          "--hp train.milestones=E1,E2,... (or train.schedule=constant)")
+
+
 def train_config(data: PLLData, epochs: int | None, batch_size: int | None, overrides: dict[str, str],
                  registry: Registry | None = None) -> TrainConfig:
     """The trainer settings: the dataset's defaults, then ``--epochs``/``--batch-size``, then ``--hp train.*``.
@@ -141,7 +167,9 @@ def train_config(data: PLLData, epochs: int | None, batch_size: int | None, over
         batch_size=d.batch_size, schedule=d.schedule, milestones=tuple(d.milestones),
     )
     flags = {k: v for k, v in {"epochs": epochs, "batch_size": batch_size}.items() if v is not None}
+    before = cfg
     cfg = check(override(cfg, {**flags, **overrides}, where="train"), "train")  # the dataset's defaults too
+    _check_schedule_reads(before, cfg)
     if registry is None:
         from pllzoo.registry import get_registry
 
@@ -214,6 +242,9 @@ def load(registry: Registry, name: str, spec: Any, options: DataOptions) -> PLLD
         raise PLLZooError(f"dataset {name!r} (plugin {plugin}) failed to load: {one_line(exc)}") from exc
     if outside:
         check_loaded(data, f"dataset {name!r} (plugin {plugin})")
+        if data.name != name:  # the registered name is the one records keep: evaluate and --from-run find the
+            # dataset by it (an outside review: runs recorded under the loader's own name could not be re-scored)
+            data = dataclasses.replace(data, name=name)
     return data
 
 

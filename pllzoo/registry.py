@@ -227,6 +227,20 @@ class Registry:
         """The plugins that failed to load (import, validation or a refused name)."""
         return [p for p in self.plugins if p.error is not None]
 
+    def provided(self, name: str) -> bool:
+        """Whether a loaded plugin registers a component called ``name`` (in any slot)."""
+        return any(name in names for names in self.components.values())
+
+    def _absent_note(self, name: str) -> str:
+        """For a recipe naming a component no loaded plugin has: where a prefix (``proden.``) is no loaded
+        plugin's at all, say its plugin is not installed (an outside review: a solar-only install listed
+        ``proden-s-cpe``, then refused it without a word of what to install)."""
+        prefix = str(name).partition(".")[0] + "."
+        if any(n.startswith(prefix) for names in self.components.values() for n in names):
+            return ""
+        return (f". No loaded plugin registers {prefix}* components: install the plugin that provides them "
+                "(`pllzoo plugins` lists those loaded)")
+
     def _failed_note(self) -> str:
         failed = self.failures()
         if not failed:
@@ -303,8 +317,10 @@ class Registry:
         """Resolve a method string (``base+slot=component...``); the string becomes its name."""
         base, swaps = parse_method_string(text)
         if base not in self.methods:
+            none = "" if self.methods or self.failures() else (". No plugin provides methods: install one, e.g. pllzoo-solar and "
+                                            "pllzoo-baselines (README: the first command installs them from a checkout)")
             raise UnknownNameError(f"unknown method {base!r}{self._near(base, self.methods)}; valid: "
-                                   f"{self._valid(self.methods)}{self._failed_note()}")
+                                   f"{self._valid(self.methods)}{self._failed_note()}{none}")
         method = self.methods[base][0]
         for slot, comp in swaps.items():
             if comp is not None:
@@ -318,7 +334,8 @@ class Registry:
                 try:
                     self.component_class(slot, comp)
                 except UnknownNameError as exc:
-                    raise UnknownNameError(f"method {base!r}{self._method_origin(base)} names an {exc}") from None
+                    raise UnknownNameError(f"method {base!r}{self._method_origin(base)} names an {exc}"
+                                           f"{self._absent_note(comp)}") from None
             elif comp is None and slot not in OPTIONAL_SLOTS:
                 raise PLLZooError(f"method {name!r} leaves slot {slot!r} empty: the recipe{self._method_origin(base)} "
                                   f"names no {slot} component")  # (slot=none from the user is refused before)

@@ -117,7 +117,9 @@ def recorded_options(config: dict[str, Any]) -> dict[str, Any]:
     data = config["data"]
     opts: dict[str, Any] = {"methods": config["method"], "dataset": config["dataset"], "seeds": str(config["seed"]),
                             "device": config["device"]}
-    opts |= {k: data[k] for k in DATA_OPTIONS if data.get(k) is not None}
+    # split "given": an image folder's own train/ and test/ (its loader records it), which no --split names: the
+    # default plans it again (an outside review: --from-run refused every such run)
+    opts |= {k: data[k] for k in DATA_OPTIONS if data.get(k) is not None and (k, data[k]) != ("split", "given")}
     if data.get("data_dir") is not None:  # absent from records that keep no machine-specific path
         opts["data_dir"] = data["data_dir"]
     if "download" in data:
@@ -144,6 +146,15 @@ def use_run(ctx: click.Context, param: click.Parameter, value: Path | None) -> P
     return value
 
 
+def only_bookkeeping(hps: tuple[str, ...] | list[str]) -> bool:
+    """Whether every ``--hp`` sets a bookkeeping field of the trainer (``train.checkpoint_every``, ...), which
+    enters no run id (:data:`pllzoo.run.BOOKKEEPING_FIELDS`): a replay takes them."""
+    from pllzoo.planning import parse_overrides
+    from pllzoo.run import BOOKKEEPING_FIELDS
+
+    return all(k.startswith("train.") and k[len("train."):] in BOOKKEEPING_FIELDS for k in parse_overrides(hps))
+
+
 def refuse_changes(ctx: click.Context) -> None:
     """Refuse, with one line, a run-changing option given beside ``--from-run`` (:data:`FIXED`)."""
     from pllzoo.registry import get_registry
@@ -159,6 +170,8 @@ def refuse_changes(ctx: click.Context) -> None:
     for name in FIXED:
         if name == "dataset" and by_path:
             continue
+        if name == "hps" and only_bookkeeping(ctx.params.get("hps") or ()):  # how often it checkpoints: no number
+            continue  # changes, nor the run id (an outside review: a long replay could not set it)
         if ctx.get_parameter_source(name) in given:
             flag = "--hp" if name == "hps" else "--" + name.replace("_", "-")
             raise PLLZooError(f"{flag} would change the run that --from-run replays as recorded; beside it give only "

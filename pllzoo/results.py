@@ -129,13 +129,23 @@ def check_log(records: list[dict[str, Any]], where: Path | str) -> list[dict[str
     return records
 
 
-def _git_commit() -> str | None:
-    here = Path(__file__).resolve().parent
+def _git_commit(here: Path = Path(__file__).resolve().parent) -> str | None:
+    """The commit of pllzoo's own checkout (an editable install), else None: a wheel installed into a virtual
+    environment inside the user's project sits in *their* work tree, whose commit says nothing of pllzoo's code
+    (an outside review), so the work tree must be the one holding this package as ``<top>/pllzoo``."""
     try:
-        out = subprocess.run(["git", "-C", str(here), "rev-parse", "HEAD"], capture_output=True, text=True, timeout=5)
+        out = subprocess.run(["git", "-C", str(here), "rev-parse", "--show-toplevel", "HEAD"], capture_output=True,
+                             text=True, timeout=5)
     except (OSError, subprocess.SubprocessError):
         return None
-    return out.stdout.strip() or None if out.returncode == 0 else None
+    lines = out.stdout.split("\n")
+    if out.returncode != 0 or len(lines) < 2 or not lines[1].strip():
+        return None
+    try:
+        ours = Path(lines[0]).resolve() == here.parent
+    except OSError:
+        return None
+    return lines[1].strip() if ours else None
 
 
 def _cpu_model() -> str:

@@ -15,11 +15,13 @@ import io
 import json
 import os
 import shutil
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
 import numpy as np
+import pandas as pd
 import pytest
 import scipy.io
 from click.testing import CliRunner
@@ -397,9 +399,9 @@ def test_an_input_file_that_is_a_device_is_refused_not_read_forever(tmp_path, ar
 
 
 @pytest.mark.parametrize("args, says", [
-    (["--subset", "300", "--holdout", "0.99"], "3 training rows for 10 classes; every class needs training rows "
+    (["--subset", "300", "--holdout", "0.99"], "3 training rows for 10 classes; at least as many rows as classes are needed "
                                                "(--holdout 0.99 holds out 297 of 300: hold out less)"),
-    (["--subset", "5"], "5 training rows for 10 classes; every class needs training rows (--subset 5 keeps 5: raise "
+    (["--subset", "5"], "5 training rows for 10 classes; at least as many rows as classes are needed (--subset 5 keeps 5: raise "
                         "it to at least 10)"),
 ])
 def test_too_few_training_rows_names_the_flag_that_made_them_few(tmp_path, args, says):
@@ -408,3 +410,22 @@ def test_too_few_training_rows_names_the_flag_that_made_them_few(tmp_path, args,
     res = CliRunner().invoke(cli, ["bench", "--methods", "proden", "--threads", "1", "--dry-run", "--out",
                                    str(tmp_path), *args])
     assert res.exit_code == 1 and says in " ".join(res.output.split()), res.output
+
+
+@pytest.mark.skipif(sys.platform in ("win32", "darwin"), reason="a file name that is no UTF-8: a Linux file system")
+def test_a_file_name_that_is_no_utf8_names_its_dataset_in_text(tmp_path):
+    """An outside review: a .mat file (or image folder) whose name holds a byte that is no UTF-8 trained, then
+    crashed writing results.csv (a lone surrogate), and every later bench crashed the same way."""
+    import os
+
+    from pllzoo.data.matfile import dataset_name_for
+
+    path = Path(os.fsdecode(bytes(tmp_path) + b"/caf\xe9 lait.mat"))
+    _write_mat(path)
+    assert dataset_name_for(path) == "caf\\xe9-lait" and dataset_name_for(Path("Café.mat")) == "café"
+    out = tmp_path / "out"
+    res = CliRunner().invoke(cli, ["bench", "--methods", "proden", "--dataset", str(path), *TINY, "--out", str(out)])
+    assert res.exit_code == 0 and "Traceback" not in res.output, res.output
+    assert list(pd.read_csv(out / "results.csv")["dataset"]) == ["caf\\xe9-lait"]
+    res = CliRunner().invoke(cli, ["report", str(out), "--csv", str(tmp_path / "r.csv")])
+    assert res.exit_code == 0 and "caf\\xe9-lait" in (tmp_path / "r.csv").read_text()

@@ -57,7 +57,7 @@ def test_plugins_json_lists_components_and_recipes(runner):
     res = runner.invoke(cli, ["plugins", "--json"])
     assert res.exit_code == 0
     rows = {r["name"]: r for r in json.loads(res.output)}
-    assert "proden" in rows["baselines"]["methods"] and rows["baselines"]["version"] == "0.1.0"
+    assert "proden" in rows["baselines"]["methods"] and rows["baselines"]["version"] == "0.2.0"
     assert "proden.confidence" in rows["baselines"]["components"]["label_update"]
     assert rows["pllzoo.builtin"]["builtin"] and "pllzoo_register_datasets" in rows["pllzoo.builtin"]["hooks"]
 

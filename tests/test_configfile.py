@@ -232,6 +232,23 @@ def test_from_run_data_dir_prefers_the_command_line(finished, tmp_path):
     assert ctx.params["data_dir"] == tmp_path
 
 
+def test_from_run_takes_bookkeeping_hp(finished, tmp_path):
+    """An outside review: `--from-run RUN --hp train.checkpoint_every=1` was refused, though how often a run
+    checkpoints enters no run id and changes no number; the replay is the same run, checkpointing every epoch."""
+    run = next((finished / "runs").glob("cc__*"))
+    res = _run(["--from-run", str(run), "--hp", "train.checkpoint_every=1", "--hp", "train.checkpoint_minutes=0",
+                "--out", str(tmp_path / "out")])
+    assert res.exit_code == 0, res.output
+    again = tmp_path / "out" / "runs" / run.name
+    assert (again / "config.json").read_text() == (run / "config.json").read_text()
+    assert _metrics(again) == _metrics(run)
+    env = json.loads((again / "env.json").read_text())
+    assert env["bookkeeping"] == {"checkpoint_every": 1, "checkpoint_minutes": 0.0}
+    line = _error_line(_run(["--from-run", str(run), "--hp", "train.checkpoint_every=1", "--hp", "train.lr=0.1",
+                             "--out", str(tmp_path / "o2")]))
+    assert line.startswith("Error: --hp would change the run"), line
+
+
 @pytest.mark.parametrize("args, flag", [
     (["--epochs", "3"], "--epochs"), (["--hp", "train.lr=0.1"], "--hp"), (["--methods", "cc"], "--methods"),
     (["--seeds", "2"], "--seeds"), (["--subset", "64"], "--subset"),
@@ -360,6 +377,21 @@ def test_narrowing_the_files_methods_leaves_its_scoped_hp_out_with_a_warning(tmp
     assert res.exit_code == 2 and "method 'solar' is not in --methods" in res.output  # typed: still an error
 
 
+def test_a_mix_spelt_with_blanks_on_the_command_line_keeps_the_files_scoped_hp(tmp_path):
+    """An outside review: `--methods "proden + selection = ..."` narrowed the file's methods to that very mix,
+    yet its scoped hp was left out (a warning said the mix was not there) and the run took the default."""
+    import json
+
+    mix = "proden+selection=solar.classwise+estimator=solar.prior"
+    path = _write(tmp_path / "m.toml", f'methods = ["solar", "{mix}"]\nepochs = 2\n'
+                                        f'hp = {{ "{mix}:selection.rho_end" = 0.33 }}\n')
+    res = CliRunner().invoke(cli, ["bench", "--config", str(path), "--methods", mix.replace("+", " + ").replace(
+        "=", " = "), "--dry-run", "--jobs", "2", "--out", str(tmp_path / "o")])  # (--jobs: the plan as JSON)
+    assert res.exit_code == 0 and "left out" not in res.output, res.output
+    (planned,) = json.loads(res.stdout)
+    assert planned["config"]["method"] == mix and planned["config"]["hparams"]["selection"]["rho_end"] == 0.33
+
+
 def test_an_hp_of_the_wrong_type_is_exit_2_as_clicks_own_refusals(tmp_path):
     """An outside review: `hp = 5` exited 1, `epochs = "x"` 2; both are values the option's type refuses."""
     path = _write(tmp_path / "bad.toml", 'methods = "cc"\nhp = 5\n')
@@ -374,3 +406,15 @@ def test_a_byte_order_mark_is_read_past(tmp_path):
     res = CliRunner().invoke(cli, ["bench", "--config", str(path), "--dry-run", "--subset", "300",
                                    "--out", str(tmp_path / "out")])
     assert res.exit_code == 0, res.output
+
+
+@pytest.mark.parametrize("file, args, said", [
+    ('epochs = 2\n', ["--hp", "train.epochs=4"], "epochs = 2 (config file {}) and --hp train.epochs=4 disagree"),
+    ('hp = {"train.epochs" = 4}\n', ["--epochs", "3"], "--epochs 3 and hp train.epochs=4 (config file {}) disagree"),
+    ('epochs = 2\n', ["--epochs", "3", "--hp", "train.epochs=4"], "--epochs 3 and --hp train.epochs=4 disagree"),
+])
+def test_a_clash_of_epochs_says_where_each_value_was_written(tmp_path, file, args, said):
+    """An outside review: "--epochs 2 and --hp train.epochs=4 disagree" named an --epochs the config file gave."""
+    path = _write(tmp_path / "c.toml", 'methods = "proden"\n' + file)
+    res = CliRunner().invoke(cli, ["bench", "--config", str(path), *args, "--dry-run", "--out", str(tmp_path / "o")])
+    assert res.exit_code == 1 and _error_line(res) == f"Error: {said.format(path)}; give one", res.output

@@ -233,3 +233,40 @@ def test_an_unknown_hyper_parameter_is_exit_2_as_in_bench(run_dir):
     """An outside review: bench said exit 2 for an unknown name, evaluate 1 for the same name."""
     res = CliRunner().invoke(cli, ["evaluate", str(run_dir), "--hp", "predict.zeta=2", "--device", "cpu"])
     assert res.exit_code == 2 and "unknown hyper-parameter(s) predict.zeta" in res.output
+
+
+def test_a_run_whose_plugin_is_gone_is_left_out_of_a_study_folder(run_dir, tmp_path, monkeypatch):
+    """An outside review: one run whose method plugin was uninstalled refused ``evaluate STUDY`` whole, without
+    naming it; now it is left out with a warning naming it, and a run given by its own folder is an error naming
+    it."""
+    import shutil
+
+    from pllzoo import registry
+    from pllzoo.plugins import make_plugin_manager
+
+    study = tmp_path / "study"
+    shutil.copytree(run_dir, study / "runs" / run_dir.name)
+    monkeypatch.setattr(registry, "_REGISTRY", registry.Registry.build(*make_plugin_manager(only={"baselines"})))
+    res = CliRunner().invoke(cli, ["evaluate", str(study), "--device", "cpu", "--threads", "1"])
+    assert res.exit_code == 2 and "Traceback" not in res.output
+    assert res.output.strip().splitlines()[-1].startswith(
+        f"Error: no run could be re-scored; {study / 'runs' / run_dir.name}: unknown method 'solar'")
+    res = CliRunner().invoke(cli, ["evaluate", str(study / "runs" / run_dir.name), "--device", "cpu"])
+    assert res.exit_code == 2
+    assert res.output.strip().splitlines()[-1].startswith(f"Error: {study / 'runs' / run_dir.name}: unknown method")
+
+
+def test_rescored_leaves_out_only_runs_found_in_a_study_folder():
+    from pllzoo.cli.evaluate import _rescored
+    from pllzoo.errors import PLLZooError, UnknownNameError
+
+    def score(run):
+        if run.name == "gone":
+            raise UnknownNameError("unknown method 'x'")
+        return {"run": run.name}
+
+    gone, kept = Path("study/runs/gone"), Path("study/runs/kept")
+    with pytest.warns(UserWarning, match="left out study/runs/gone: unknown method 'x'"):
+        assert _rescored([gone, kept], {Path("study")}, score) == [{"run": "kept"}]
+    with pytest.raises(PLLZooError, match="^study/runs/gone: unknown method 'x'$"):
+        _rescored([gone, kept], {gone, kept}, score)

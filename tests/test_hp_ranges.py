@@ -235,3 +235,20 @@ def test_none_and_tuple_elements_parse_by_the_annotation():
     assert override(Forms(), {"steps": "3,5"}, where="slot").steps == (3, 5)
     with pytest.raises(PLLZooError, match=r"slot\.steps.*expected a whole number, got '1\.5'"):
         override(Forms(), {"steps": "3,1.5"}, where="slot")
+
+
+def test_a_whole_number_past_64_bits_is_refused_before_the_run():
+    """An outside review: label_update.max_iter=99999999999999999999 passed (ge=1, no upper bound) and the run failed
+    with OverflowError inside torch, a traceback in error.txt."""
+    from click.testing import CliRunner
+
+    from pllzoo.cli import cli
+
+    res = CliRunner().invoke(cli, ["bench", "--methods", "solar", "--hp", "label_update.max_iter=" + "9" * 20,
+                                   "--dry-run"])
+    assert res.exit_code != 0 and "Traceback" not in res.output
+    assert res.output.strip().splitlines()[-1].startswith(
+        f"Error: bad value for label_update.max_iter: {'9' * 20}; must fit in 64 bits")
+    res = CliRunner().invoke(cli, ["bench", "--methods", "solar", "--hp", f"label_update.max_iter={2 ** 63 - 1}",
+                                   "--dry-run"])
+    assert "must fit in 64 bits" not in res.output

@@ -151,7 +151,7 @@ MISMATCHES = [  # (how the file goes wrong, what the one-line error says)
     ("an empty row", lambda c, y: np.where(np.arange(15)[:, None] == 6, False, c),
      r"empty candidate sets in 1 of 15 rows \(first: row 6, 0-based, dog/01.png\)"),
     ("the true label left out", lambda c, y: _drop_true_label(c, y, 2),
-     r"true labels that are not candidates in 1 of 15 rows \(first: row 2, 0-based, cat/02.png\); is the file in"),
+     r"true labels that are not candidates in 1 of 15 rows \(first: row 2, 0-based, cat/02.png\); are its rows in the dataset's order, and its columns"),
     ("rows of other images", lambda c, y: np.eye(3, dtype=bool)[(y + 1) % 3],
      "true labels that are not candidates in 15 of 15 rows"),
 ]
@@ -364,3 +364,24 @@ def test_a_text_candidate_file_in_another_encoding_is_one_line(folder, encoding)
     path.write_bytes(path.read_text().replace(CLASSES[0], CLASSES[0] + "é", 1).encode(encoding))
     with pytest.raises(PLLZooError, match=r"candidates.txt: not UTF-8 text \(byte 0x.. at \d+\); save it as UTF-8"):
         load_image_folder(root, DataOptions(seed=1))
+
+
+def test_from_run_replays_a_run_on_given_train_and_test_folders(tmp_path):
+    """An outside review: --from-run passed the recorded split "given" (the folder's own test/) to --split, which
+    refused it, for every run on such a folder."""
+    root = tmp_path / "split"
+    labels = write_folder(root / "train", per_class=4)
+    write_folder(root / "test", per_class=2, seed=1)
+    np.save(root / "candidates.npy", candidates_for(labels))
+    args = ["--dataset", f"imagefolder:{root}", "--threads", "1"]
+    res = CliRunner().invoke(cli, ["bench", "--methods", "proden", "--epochs", "1", "--batch-size", "4",
+                                   "--out", str(tmp_path / "a"), *args])
+    assert res.exit_code == 0, res.output
+    (run,) = (tmp_path / "a" / "runs").iterdir()
+    res = CliRunner().invoke(cli, ["bench", "--from-run", str(run), "--out", str(tmp_path / "b"), *args])
+    assert res.exit_code == 0, res.output
+    (again,) = (tmp_path / "b" / "runs").iterdir()
+    assert again.name == run.name
+    strip = lambda p: [{k: v for k, v in json.loads(x).items() if k != "wall_s"}  # noqa: E731
+                       for x in (p / "log.jsonl").read_text().splitlines()]
+    assert strip(again) == strip(run)

@@ -48,7 +48,7 @@ def test_pipe_output_is_greppable(registry):
     """Off a terminal each row is one line: grep finds a name beside the plugin or recipe it belongs to."""
     out = _invoke(["plugins"], 40, terminal=False).splitlines()
     (solar,) = [line for line in out if "solar-global-selection" in line]
-    assert solar.split()[:3] == ["solar", "0.1.0", "label_update:"] and solar.endswith("ok")
+    assert solar.split()[:3] == ["solar", "0.2.0", "label_update:"] and solar.endswith("ok")
     (line,) = [line for line in _invoke(["methods"], 40, terminal=False).splitlines()
                if line.startswith("solar-global-selection ")]
     assert line.split() == ["solar-global-selection", "solar.sinkhorn", "solar.classwise", "solar.loss",
@@ -150,3 +150,24 @@ def test_cifar_sources_are_torchvisions():
     assert DOWNLOADS == {"cifar10": torchvision.datasets.CIFAR10.url, "cifar100": torchvision.datasets.CIFAR100.url}
     assert TORCHVISION_DIRS == {"cifar10": torchvision.datasets.CIFAR10.base_folder,
                                 "cifar100": torchvision.datasets.CIFAR100.base_folder}
+
+
+def test_component_defaults_a_dataset_sets_are_marked():
+    """An outside review: `methods --hparams` listed solar.prior's est_epochs as 20 where a run on CIFAR-10 takes
+    100 (the component's dataset_defaults), with no word that a dataset sets it."""
+    import json
+
+    from click.testing import CliRunner
+
+    from pllzoo.cli import cli
+
+    res = CliRunner().invoke(cli, ["methods", "--hparams", "--json"])
+    assert res.exit_code == 0, res.output
+    comps = {(c["slot"], c["name"]): {h["field"]: h for h in c["hparams"]} for c in json.loads(res.output)["components"]}
+    prior = comps[("estimator", "solar.prior")]
+    assert prior["est_epochs"]["from_dataset"] and not prior["gamma2"]["from_dataset"]
+    assert not any(h["from_dataset"] for h in comps[("label_update", "solar.sinkhorn")].values())
+    assert comps[("loss", "solar.loss")]["mixup"]["from_dataset"] and comps[("loss", "valen.loss")]["beta"]["from_dataset"]
+    res = CliRunner().invoke(cli, ["methods", "--hparams"])
+    line = next(x for x in res.output.splitlines() if x.startswith("estimator solar.prior") and " est_epochs " in x)
+    assert "dataset's, else 20" in line

@@ -77,3 +77,38 @@ def test_plot_without_matplotlib_is_one_line(monkeypatch, tmp_path):
     res = CliRunner().invoke(cli, ["plot", str(tmp_path)])
     assert res.exit_code == 1
     assert res.output == 'Error: pllzoo plot needs matplotlib, which is not installed: pip install "pllzoo[plot]"\n'
+
+
+def test_git_commit_is_pllzoo_checkouts_only(tmp_path):
+    """An outside review: a wheel installed into a virtual environment inside the user's own git project recorded
+    *their* commit as pllzoo's (env.json's git_commit); only a work tree holding the package as <top>/pllzoo
+    names pllzoo's code."""
+    import shutil
+    import subprocess
+
+    from pllzoo.results import _git_commit
+
+    if shutil.which("git") is None:
+        pytest.skip("no git here")
+    repo = tmp_path / "project"
+    for pkg in (repo / "pllzoo", repo / ".venv" / "lib" / "site-packages" / "pllzoo"):
+        pkg.mkdir(parents=True)
+        (pkg / "__init__.py").write_text("")
+    git = ["git", "-C", str(repo), "-c", "user.name=t", "-c", "user.email=t@t"]
+    subprocess.run([*git, "init", "-q"], check=True)
+    subprocess.run([*git, "add", "-A"], check=True)
+    subprocess.run([*git, "commit", "-qm", "x"], check=True)
+    head = subprocess.run([*git, "rev-parse", "HEAD"], capture_output=True, text=True, check=True).stdout.strip()
+    assert _git_commit(repo / "pllzoo") == head  # an editable install's checkout
+    assert _git_commit(repo / ".venv" / "lib" / "site-packages" / "pllzoo") is None  # the user's project
+    assert _git_commit(tmp_path) is None  # no work tree at all
+
+
+def test_the_toml_parser_of_python_3_10_is_declared():
+    """requires-python admits 3.10, which has no tomllib: configfile falls back to tomli, declared for it alone
+    (an outside review: every command failed on 3.10)."""
+    deps = _project(REPO / "pyproject.toml")["dependencies"]
+    assert "tomli>=1.1; python_version < '3.11'" in deps
+    assert _project(REPO / "pyproject.toml")["requires-python"] == ">=3.10"
+    source = (REPO / "pllzoo" / "configfile.py").read_text()
+    assert "import tomli as tomllib" in source and "sys.version_info >= (3, 11)" in source

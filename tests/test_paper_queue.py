@@ -163,3 +163,42 @@ def test_a_carried_run_the_queues_command_would_not_resume_stops_the_call_before
     shutil.rmtree(tmp_path / "work")  # the same call's arguments as the carried run's: it resumes
     assert _queue(tmp_path, fake, "--minutes", "9", "--queue", "b-proden", "--", "--threads", "1") == 0
     assert [c[0] for c in fake.calls] == ["b-proden"]
+
+
+def test_a_run_before_the_carried_part_is_skipped_not_trained_again(stopped, tmp_path, monkeypatch, capsys):
+    """An outside review: with the part of a later run carried (SoLar ended in an earlier call, its finals not yet
+    in --finished), the queue trained SoLar again from epoch 0 and its pack replaced the carried part."""
+    carry_run.pack(stopped, tmp_path / "carried", part_mib=0.2, label="b-proden")
+    fake = FakeRuns(stopped, {"a-solar": "finish", "b-proden": "finish"}, minutes=1)
+    monkeypatch.setattr(paper_queue.subprocess, "call", fake.call)
+    _fake_run_py(tmp_path, monkeypatch)
+    assert _queue(tmp_path, fake, "--minutes", "9", "--queue", "a-solar,b-proden") == 0
+    assert [c[0] for c in fake.calls] == ["b-proden"]
+    out = capsys.readouterr().out
+    assert "a-solar seed 1: skipped, the carried part is b-proden's, later in the queue" in out
+
+
+def test_a_finished_solar_run_is_rescored_with_logit_adjustment_before_its_model_is_gone(tmp_path, capsys):
+    """An outside review: Table 6's route (``pllzoo evaluate --predict solar.la``) needs the SoLar model, which only
+    the device had: the queue re-scores it at each ζ and adds the CSVs to finals.tgz."""
+    folder = tmp_path / "paper-solar"
+    res = CliRunner().invoke(cli, ["bench", "--methods", "solar", "--dataset", "synthetic-lt", "--subset", "300",
+                                   "--batch-size", "64", "--epochs", "2", "--hp", "estimator.est_epochs=1",
+                                   "--out", str(folder), "--threads", "1"])
+    assert res.exit_code == 0, res.output
+    finals, log = tmp_path / "finals.tgz", tmp_path / "paper.log"
+    paper_queue.add_final(folder, "s", finals)
+    paper_queue.add_la(folder, "s", finals, ["--device", "cpu", "--offline"], log, lambda: 1000.0)
+    with tarfile.open(finals) as tar:
+        names = tar.getnames()
+        rows = {z: tar.extractfile(f"s/la-z{z}.csv").read().decode() for z in paper_queue.LA_ZETAS}
+    assert "s/results.csv" in names and not any(n.endswith(".pt") for n in names)
+    for zeta, text in rows.items():
+        header, line = text.splitlines()[:2]
+        assert header.startswith("run,") and "acc_all" in header and f"predict.zeta={zeta}" in line
+    assert "--device cpu" in log.read_text() and "--offline" not in log.read_text()
+    assert capsys.readouterr().out.count("SoLar-LA zeta") == 3
+    paper_queue.add_la(folder, "s", finals, [], log, lambda: 10.0)  # too little time: said, nothing added
+    assert "SoLar-LA zeta 0.5 not scored, 10 s left (40 needed)" in capsys.readouterr().out
+    with tarfile.open(finals) as tar:
+        assert tar.getnames() == names

@@ -619,3 +619,10 @@ def test_a_backbone_giving_nan_is_named_not_the_loss(tiny_data):
     with pytest.raises(PLLZooError, match=r"^the network \(train.model=m\) gave non-finite logits \(NaN or inf\) in "
                                           r"train epoch 1:"):
         Trainer(tiny_data, comps, cfg, seed=1, device=torch.device("cpu"), registry=reg).fit()
+
+
+def test_an_outside_dataset_is_recorded_under_its_registered_name(tiny_data):
+    """An outside review: a loader naming its PLLData otherwise than its registration had its runs recorded under
+    that name, which no command (evaluate, --from-run) could find again."""
+    assert tiny_data.name != "d"
+    assert _dataset(tiny_data, lambda d: d).name == "d"

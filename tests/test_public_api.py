@@ -103,17 +103,17 @@ def test_env_json_names_every_plugin_and_the_supplier_of_each_component(registry
     assert res.exit_code == 0, res.output
     plain, mix = _env(out, "proden"), _env(out, mixed)
     plugins = {p["name"]: p for p in plain["plugins"]}
-    assert plugins["baselines"] == {"name": "baselines", "dist": "pllzoo-baselines", "version": "0.1.0",
+    assert plugins["baselines"] == {"name": "baselines", "dist": "pllzoo-baselines", "version": "0.2.0",
                                     "builtin": False, "error": None}
     assert plugins["solar"]["dist"] == "pllzoo-solar" and plugins["solar"]["error"] is None
     assert plugins["pllzoo.builtin"]["dist"] == "pllzoo" and plugins["pllzoo.builtin"]["version"] == pllzoo.__version__
     assert plain["components"] == {
         "label_update": {"component": "proden.confidence", "plugin": "baselines", "dist": "pllzoo-baselines",
-                         "version": "0.1.0"},
+                         "version": "0.2.0"},
         "selection": {"component": "pllzoo.all", "plugin": "pllzoo.builtin", "dist": "pllzoo",
                       "version": pllzoo.__version__},
         "loss": {"component": "proden.loss", "plugin": "baselines", "dist": "pllzoo-baselines",
-                 "version": "0.1.0"},
+                 "version": "0.2.0"},
     }
     supplied = {slot: (c["component"], c["plugin"], c["dist"]) for slot, c in mix["components"].items()}
     assert supplied == {
@@ -141,7 +141,7 @@ def test_env_json_lists_a_failed_plugin_with_its_error_also_from_jobs(tmp_path):
     (broken,) = [p for p in env["plugins"] if p["name"] == "broken"]
     assert broken["dist"] == "in-process" and broken["error"].endswith("ValueError: cannot register")
     assert env["components"]["loss"] == {"component": "cc.loss", "plugin": "baselines", "dist": "pllzoo-baselines",
-                                         "version": "0.1.0"}
+                                         "version": "0.2.0"}
 
 
 # ---------------------------------------------------------------------------------------------- --hp scope

@@ -39,7 +39,6 @@ def test_sync_rewrites_a_block_from_its_file(tmp_path):
     ("cifar10lt-cpu", ["results-phi0.5/table.md", "results-phi0.5/table.csv"]),
     ("gpu", ["results/table-resnet18.md", "results/table-resnet18.csv", "results/table-cnn.md"]),
     ("composition", ["table.md", "table.csv", "table-cpu.md", "table-cpu.csv"]),
-    ("birdsong-all", ["table.md", "table.csv"]),
     ("momentum-restart", ["table-restarted.md", "table-restarted.csv", "table-uninterrupted.md",
                           "table-uninterrupted.csv"]),
 ])

@@ -126,3 +126,23 @@ def test_hparam_overrides_are_checked(registry):
         registry.build_components(m, {"label_update.nope": "1"})
     with pytest.raises(PLLZooError, match="valid: support, candidates"):
         registry.build_components(m, {"label_update.mask": "bogus"})
+
+
+def test_a_recipe_needing_a_plugin_not_loaded_says_so_in_listing_and_error():
+    """An outside review: a solar-only install listed ``proden-s-cpe`` (PRODEN's label update, from
+    pllzoo-baselines) as any other method, then refused it without a word of what to install."""
+    from pllzoo.cli.plugins import _slot_cell
+
+    solar_only = Registry.build(*make_plugin_manager(only={"solar"}))
+    assert _slot_cell(solar_only, "proden.confidence") == "proden.confidence (not loaded)"
+    assert _slot_cell(solar_only, "solar.sinkhorn") == "solar.sinkhorn" and _slot_cell(solar_only, None) == "–"
+    with pytest.raises(UnknownNameError) as err:
+        solar_only.method("proden-s-cpe")
+    assert str(err.value).endswith("No loaded plugin registers proden.* components: install the plugin that "
+                                   "provides them (`pllzoo plugins` lists those loaded)")
+    with pytest.raises(UnknownNameError) as err:  # a misspelt component of a loaded plugin: no such sentence
+        Registry.build(*make_plugin_manager(only={"solar", "baselines"})).method("proden+selection=solar.clswise")
+    assert "No loaded plugin" not in str(err.value)
+    bare = Registry.build(*make_plugin_manager(only=set()))
+    with pytest.raises(UnknownNameError, match=r"No plugin provides methods: install one, e\.g\. pllzoo-solar"):
+        bare.method("solar")

@@ -13,7 +13,11 @@ For each paper run of ``--queue`` (names of ``benchmarks/paper/run.py list``; de
   packed before labels existed);
 * it trains with ``run.py run NAME`` and ``--time-limit`` the minutes left of ``--minutes``;
 * finished (exit 0): its folder without checkpoints is added to ``DEST/finals.tgz`` (one file for all the runs
-  finished in this call, ``NAME/`` each) and the next run starts;
+  finished in this call, ``NAME/`` each); a SoLar run is then re-scored with SoLar-LA at Table 6's ζ
+  (``pllzoo evaluate --predict solar.la``, ``NAME/la-zZ.csv`` added to finals.tgz) while its model is still
+  there, since the checkpoint does not come back; then the next run starts;
+* a run before the carried part's label in the queue is skipped: it ended in an earlier call (its finals may
+  not be in ``--finished`` yet), and training it again from epoch 0 would replace the carried part;
 * stopped by the time limit (exit 75) or failed: it is packed for the next session (``carry_run.pack`` with
   label NAME: run.tgz, carry.json, the checkpoint's parts) and the queue ends.
 
@@ -44,6 +48,8 @@ ROW_A = ("c10-phi0.5-g100-solar", "c10-phi0.5-g100-proden", "c10-phi0.5-g100-cc"
 no call can carry (:data:`carry_run.MAX_PARTS`), and 1000 epochs do not fit one session."""
 UNLABELLED = ROW_A[0]  # the carry packed before labels: the SoLar run of the fourth and fifth H100 sessions
 MIN_MINUTES = 2.0  # a run started with less would spend it compiling and packing
+LA_ZETAS = ("0.5", "1", "2")  # Table 6's SoLar-LA cells (recipes.csv), from the SoLar model itself
+LA_MIN_S = 40.0  # seconds left needed to start re-scoring one ζ (a device call takes ~20 s for CIFAR-10's test set)
 STOPPED = 75  # pllzoo bench's exit status after a clean --time-limit stop
 
 
@@ -57,8 +63,9 @@ def finished(folder: Path, seed: int) -> bool:
         run.done and f"__s{seed}-" in name for name, run in archived.items())
 
 
-def add_final(folder: Path, name: str, finals: Path) -> None:
-    """Add ``folder`` (checkpoints left out) as ``name/`` to the tgz ``finals``, keeping what it holds."""
+def add_final(folder: Path, name: str, finals: Path, only: list[Path] | None = None) -> None:
+    """Add ``folder`` (checkpoints left out) as ``name/`` to the tgz ``finals``, keeping what it holds; ``only``:
+    these files of ``folder`` alone."""
     old = finals.read_bytes() if finals.exists() else None
     tmp = finals.with_suffix(".tmp")
     with tarfile.open(tmp, "w:gz") as tar:
@@ -66,8 +73,50 @@ def add_final(folder: Path, name: str, finals: Path) -> None:
             with tarfile.open(fileobj=io.BytesIO(old), mode="r:gz") as prev:
                 for member in prev.getmembers():
                     tar.addfile(member, prev.extractfile(member) if member.isfile() else None)
-        tar.add(folder, arcname=name, filter=lambda info: None if info.name.endswith((".pt", ".pt.tmp")) else info)
+        if only is not None:
+            for path in only:
+                tar.add(path, arcname=f"{name}/{path.relative_to(folder)}")
+        else:
+            tar.add(folder, arcname=name,
+                    filter=lambda info: None if info.name.endswith((".pt", ".pt.tmp")) else info)
     tmp.replace(finals)
+
+
+def add_la(folder: Path, name: str, finals: Path, extra: list[str], log: Path, seconds_left) -> None:
+    """Re-score a finished SoLar run in ``folder`` with SoLar-LA at each of :data:`LA_ZETAS` (``pllzoo evaluate
+    --predict solar.la``, on the bench's ``--device`` and ``--data-dir``), each CSV added to ``finals`` as
+    ``name/la-zZ.csv``; skipped for another method, or when fewer than :data:`LA_MIN_S` seconds are left (what
+    ``seconds_left()`` says).  A failure is one line and leaves ``finals`` as it was: the run's own numbers are
+    already there (an outside review: Table 6's route needed the model, which only the device had)."""
+    runs = sorted(p.parent for p in folder.glob("runs/*/done"))
+    try:
+        methods = {json.loads((r / "config.json").read_text()).get("method") for r in runs}
+    except (OSError, ValueError):
+        methods = set()
+    if methods != {"solar"}:
+        return
+    opts = [x for i, a in enumerate(extra) if a in ("--device", "--data-dir") and i + 1 < len(extra)
+            for x in (a, extra[i + 1])]
+    for zeta in LA_ZETAS:
+        left = seconds_left()
+        if left < LA_MIN_S:
+            print(f"{name}: SoLar-LA zeta {zeta} not scored, {left:.0f} s left ({LA_MIN_S:g} needed)")
+            return
+        csv = folder / f"la-z{zeta}.csv"
+        cmd = [sys.executable, "-m", "pllzoo", "evaluate", *map(str, runs), "--predict", "solar.la",
+               "--hp", f"predict.zeta={zeta}", *opts, "--csv", str(csv)]
+        with log.open("a") as f:
+            f.write(f"$ {' '.join(cmd)}\n")
+            f.flush()
+            try:
+                rc = subprocess.call(cmd, stdout=f, stderr=subprocess.STDOUT, timeout=max(1.0, left - 15))
+            except subprocess.TimeoutExpired:
+                rc = "timeout"
+        if rc != 0 or not csv.exists():
+            print(f"{name}: SoLar-LA zeta {zeta} failed (rc {rc}, see paper.log)")
+            return
+        add_final(folder, name, finals, only=[csv])
+        print(f"{name}: SoLar-LA zeta {zeta} scored, in finals.tgz")
 
 
 def replans(name: str, seed: int, folder: Path, run: str, extra: list[str], log: Path) -> str | None:
@@ -116,10 +165,18 @@ def main(argv: list[str] | None = None, clock=time.monotonic) -> int:
     deadline = clock() + 60 * args.minutes
     args.dest.mkdir(parents=True, exist_ok=True)
     log = args.dest / "paper.log"
-    for name in [n.strip() for n in args.queue.split(",") if n.strip()]:
+    names = [n.strip() for n in args.queue.split(",") if n.strip()]
+    label = (carry_run.label_of(args.carried) or UNLABELLED) if (args.carried / carry_run.MANIFEST).exists() else None
+    first = names.index(label) if label in names else 0
+    for k, name in enumerate(names):
         folder = args.work / f"paper-{name}"
         if finished(args.finished / name, args.seed) or finished(folder, args.seed):
             print(f"{name} seed {args.seed}: finished before")
+            continue
+        if k < first:  # it ended in an earlier call: the carried part is a later run's (an outside review: it
+            # started again from epoch 0, and its pack replaced the carried part)
+            print(f"{name} seed {args.seed}: skipped, the carried part is {label}'s, later in the queue (this run "
+                  f"ended before it: put its finals into {args.finished})")
             continue
         if not folder.exists() and (carry_run.label_of(args.carried) or UNLABELLED) == name \
                 and (args.carried / carry_run.MANIFEST).exists():
@@ -144,6 +201,7 @@ def main(argv: list[str] | None = None, clock=time.monotonic) -> int:
         if rc == 0 and finished(folder, args.seed):
             add_final(folder, name, args.dest / "finals.tgz")
             print(f"{name}: finished, in finals.tgz")
+            add_la(folder, name, args.dest / "finals.tgz", extra, log, lambda: deadline - clock())
             continue
         m = carry_run.pack(folder, args.dest, args.part_mib, label=name) if (folder / "runs").is_dir() else None
         print(f"{name}: packed {m['run'] if m else 'nothing (no run folder)'}"

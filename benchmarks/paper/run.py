@@ -115,7 +115,10 @@ def summarise(results: Path, run: pd.Series) -> pd.Series | None:
         return None
     rows = summary(records, "last")
     row = rows.iloc[0].copy()
-    row["epoch"] = int(select_epochs(records, "last")["epoch"].max())
+    last = select_epochs(records, "last")
+    row["epoch"] = int(last["epoch"].max())
+    tv = last["prior_tv"].dropna() if "prior_tv" in last else pd.Series(dtype=float)  # a method estimating the prior
+    row["prior_tv"] = (f"{tv.mean():.3f}" + (f" ± {tv.std():.3f}" if len(tv) > 1 else "")) if len(tv) else ""
     if len(rows) > 1:  # runs trained with other settings in one folder: no one of them is the cell's (an outside
         # review: the first setting was shown, with no mark, and the recipe's own runs left out)
         row["settings"] = "; ".join(str(s) or "(none)" for s in rows["setting"])
@@ -165,10 +168,14 @@ _SAID = {("train", "model"), ("train", "epochs"), ("train", "amp")}
 def differences(folder: Path, runs: set[str], recipe: pd.Series | None = None) -> str:
     """What the ``runs`` under ``folder`` (the ones the cell's numbers come from) did otherwise than the released
     command, from their configs and logs: the JPEG copy of CIFAR-10 (other images than the reference's), bf16
-    autocast on CUDA ("What a recipe is", README.md), SGD momentum restarted (a run carried between device
-    sessions resumed without it: its log says ``momentum_restarted``), a ``--subset`` or a model other than
-    ResNet-18 (a smoke run); with the cell's ``recipe`` row, also every hyper-parameter, trainer setting and data
-    option a run was given other than the recipe's (``--hp``, flags), as ``key=value`` (:func:`recipe_sections`).
+    autocast on CUDA ("What a recipe is", README.md), SoLar's Sinkhorn stopping at a tolerance, warm-started or
+    relaxed otherwise than the reference's 50 cold iterations (pllzoo's defaults), the padded mixup pass of CUDA
+    graphs, SGD momentum restarted (a run carried between device sessions resumed without it: its log says
+    ``momentum_restarted``), a ``--subset`` or a model other than ResNet-18 (a smoke run); with the cell's
+    ``recipe`` row, also another dataset than the recipe's, and every hyper-parameter, trainer setting and data
+    option a run was given other than the recipe's (``--hp``, flags, and a setting whose default names no run, so
+    that the recipe's sections leave it out: ``train.compile``, ``label_update.relax``), as ``key=value``
+    (:func:`recipe_sections`).
     A config that cannot be read says nothing (``load`` judged the runs)."""
     import json
 
@@ -205,6 +212,9 @@ def differences(folder: Path, runs: set[str], recipe: pd.Series | None = None) -
         found.append("JPEG copy")
     if any(str(c.get("device", "")).startswith("cuda") and part(c, "train").get("amp", True) for c in configs):
         found.append("bf16")
+    found += sorted({_sinkhorn(part(part(c, "hparams"), "label_update")) for c in configs} - {""})
+    if any(_padded_mixup(c, part(c, "train"), part(part(c, "hparams"), "loss")) for c in configs):
+        found.append("padded mixup pass")
     if any(isinstance(r, dict) and r.get("momentum_restarted") for r in records):  # a carried run resumed
         found.append("SGD momentum restarted")
     subsets = sorted({part(c, "data").get("subset") for c in configs} - {None})
@@ -214,6 +224,10 @@ def differences(folder: Path, runs: set[str], recipe: pd.Series | None = None) -
     if models:
         found.append(f"model {', '.join(models)}")
     if recipe is not None:
+        wanted = _recipe_dataset(recipe)
+        others = sorted({str(c["dataset"]) for c in configs if c.get("dataset") not in (None, wanted)})
+        if others:  # (an outside review: synthetic-lt runs filled a CIFAR10-LT cell with no mark)
+            found.append(f"dataset {', '.join(others)}")
         given: dict[str, None] = {}
         wants: dict[str, dict[str, dict]] = {}  # by device (the views' names differ on a GPU)
         for c in configs:
@@ -225,10 +239,40 @@ def differences(folder: Path, runs: set[str], recipe: pd.Series | None = None) -
                 for key, value in _flat(part(c, section)).items():
                     if section == "data" and key == "imb_type":  # None: the loaders' default, exp (pllzoo.results)
                         value, flat[key] = value or "exp", flat.get(key) or "exp"
+                    if key not in flat and section != "data":  # a trainer setting or hyper-parameter whose default
+                        flat[key] = None  # names no run (train.compile, relax): left out of the recipe's sections
                     if (section, key.split(".")[0]) not in _SAID and key in flat and value != flat[key]:
                         given[f"{'train.' if section == 'train' else ''}{key}={_value(value)}"] = None
         found += list(given)
     return ", ".join(found)
+
+
+def _sinkhorn(lu: dict) -> str:
+    """How SoLar's Sinkhorn (a label update with ``stop``) ran otherwise than the reference's 50 cold iterations
+    relaxed only where they go NaN: '' for the reference's settings or another label update.  A config without
+    ``relax`` ran its default, the feasibility check (a default is left out of the config, so run ids stand)."""
+    if "stop" not in lu:
+        return ""
+    said = [f"tol {lu.get('tol')}" if lu["stop"] != "fixed" else "",
+            "warm starts" if lu.get("warm_start") else "",
+            {"reference": "", "check": "feasibility check"}.get(lu.get("relax", "check"), f"relax={lu.get('relax')}")]
+    said = [s for s in said if s]
+    return f"Sinkhorn {', '.join(said)}" if said else ""
+
+
+def _padded_mixup(config: dict, train: dict, loss: dict) -> bool:
+    """Whether the run's mixup over a subset ran as the padded pass (``train.mixup_rows``; ``auto``: padded under
+    ``compile=reduce-overhead`` in one process), which SoLar's loss takes when it mixes."""
+    mode = train.get("mixup_rows", "auto")
+    if mode == "auto":
+        mode = "padded" if train.get("compile") == "reduce-overhead" and config.get("processes", 1) == 1 else "exact"
+    return mode == "padded" and bool(loss.get("mixup"))
+
+
+def _recipe_dataset(recipe: pd.Series) -> str | None:
+    """The ``--dataset`` of the recipe's bench arguments."""
+    args = shlex.split(recipe["args"])
+    return args[args.index("--dataset") + 1] if "--dataset" in args[:-1] else None
 
 
 def _flat(section: dict) -> dict[str, object]:
@@ -270,16 +314,21 @@ def markdown_tables(cells: pd.DataFrame, results: Path) -> str:
              "[JPEG copy] was trained on the lossy JPEG copy of CIFAR-10 (another long-tailed subset of other "
              "images than the reference's seed draws), [bf16] under bf16 autocast, [key=value] with a setting given "
              "beside the recipe's (--hp, a flag): README.md, \"What a recipe is\", lists these and every other "
-             "setting in which the runs differ from the released commands.", ""]
+             "setting in which the runs differ from the released commands. Prior TV: the total variation between "
+             "the estimated and the true training class prior at the last epoch, for a method that estimates "
+             "one (SoLar's r), on the cell's `all` row (the paper prints none).", ""]
     for table, spec in TABLES.items():
         part = cells[cells["table"] == table]
         where = f"LaTeX `\\label{{{spec.label}}}`" if spec.label else f"Numbers from {spec.source}"
         parts += [f"## {spec.title}", "", f"{where}.", "",
-                  "| cell | row | setting | metric | paper | ours |", "|---|---|---|---|---|---|"]
+                  "| cell | row | setting | metric | paper | ours | prior TV (ours) |", "|---|---|---|---|---|---|---|"]
         for _, c in part.iterrows():
-            got = (ours(summaries.get(c["run"]), c["metric"], spec.epochs) if c["method"]
-                   else f"not runnable: {c['note']}")
-            parts.append(f"| `{c['cell']}` | {c['row']} | {c['setting']} | {c['metric']} | {paper_text(c)} | {got} |")
+            row = summaries.get(c["run"]) if c["method"] else None
+            got = ours(row, c["metric"], spec.epochs) if c["method"] else f"not runnable: {c['note']}"
+            tv = (row.get("prior_tv") or "–") if row is not None and c["metric"] == "all" and \
+                not isinstance(row.get("settings"), str) else "–"
+            parts.append(f"| `{c['cell']}` | {c['row']} | {c['setting']} | {c['metric']} | {paper_text(c)} | {got} "
+                         f"| {tv} |")
         parts.append("")
     return "\n".join(parts)
 

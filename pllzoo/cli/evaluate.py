@@ -54,8 +54,9 @@ def evaluate(runs, predict, hps, data_dir, device, dataset, csv_path, md_path, t
             warnings.warn(f"left out {run}: the same run as {unique[key]} (each run counts once)")
         else:
             unique[key] = run
-    rows = pd.DataFrame([rescore(get_registry(), run, overrides, predict, data_dir, device, dataset)
-                         for run in unique.values()])
+    rows = pd.DataFrame(_rescored(list(unique.values()), set(map(Path, runs)),
+                                  lambda run: rescore(get_registry(), run, overrides, predict, data_dir, device,
+                                                      dataset)))
     rows["setting"] = rows["run"].map(settings_of({run.name: run_config(run) for run in unique.values()}))
     setting = ([f"predict={predict}"] if predict else []) + [f"{k}={v}" for k, v in overrides.items()]
     title = "Re-scored: " + (", ".join(setting) or "as trained")
@@ -76,6 +77,27 @@ def evaluate(runs, predict, hps, data_dir, device, dataset, csv_path, md_path, t
         dropped = ["class_acc"] + (["setting"] if rows["setting"].nunique() == 1 else [])
         write_text(csv_path, frame.drop(columns=dropped, errors="ignore").to_csv(index=False))
         click.echo(f"rows: {csv_path}")
+
+
+def _rescored(runs: list[Path], given: set[Path], score) -> list[dict]:
+    """``score(run)`` of each run.  A run found in a study folder whose method this install cannot resolve (its
+    plugin uninstalled) is left out with a warning naming it, and the others are re-scored (an outside review:
+    one such run refused the whole folder, without naming it); a run given by its own folder, or none left, is an
+    error naming the run."""
+    from pllzoo.errors import UnknownNameError
+
+    rows, left_out = [], []
+    for run in runs:
+        try:
+            rows.append(score(run))
+        except UnknownNameError as exc:
+            if run in given:
+                raise UnknownNameError(f"{run}: {exc}") from None
+            warnings.warn(f"left out {run}: {exc}")
+            left_out.append(f"{run}: {exc}")
+    if not rows:
+        raise UnknownNameError(f"no run could be re-scored; {left_out[0]}")
+    return rows
 
 
 def _run_folders(paths: tuple[Path, ...]) -> list[Path]:

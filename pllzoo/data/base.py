@@ -115,6 +115,13 @@ GENERATED = frozenset({"phi", "imb", "imb_type"})
 SPLIT = frozenset({"split"})  # ``reads`` of a fixed set: only the test protocol is chosen
 
 
+def text_name(name: str) -> str:
+    """``name`` (of a user's file or folder) as text every writer takes: a byte that is no UTF-8, which Python keeps
+    as a lone surrogate, becomes ``\\xNN``; any other name stays as it is (so run ids stand).  An outside review: a
+    dataset named after such a file trained, then crashed writing results.csv."""
+    return name.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+
+
 def fingerprint(data: PLLData) -> str:
     """A short hash of what a run learns from and is tested on: training features, labels and candidates, test
     features and labels (sha256, first 16 hex digits).  ``env.json`` keeps it, so that resuming or re-scoring

@@ -116,7 +116,8 @@ def check_candidates(cand: np.ndarray, where: str, num_classes: int, names: Sequ
     _refuse(~cand.any(axis=1), where, names, "empty candidate sets", "every image needs at least one candidate")
     if labels is not None:
         _refuse(~cand[np.arange(n), labels], where, names, "true labels that are not candidates",
-                "is the file in the dataset's order?")
+                "are its rows in the dataset's order, and its columns in the classes' (sorted as text: "
+                "docs/extending.md)?")
 
 
 def _refuse(bad_rows: np.ndarray, where: str, names: Sequence[str], what: str, hint: str) -> None:

@@ -32,7 +32,7 @@ from typing import Any, Protocol, Sequence
 import numpy as np
 import torch
 
-from pllzoo.data.base import SPLIT, DataOptions, DatasetSpec, PLLData, TrainDefaults
+from pllzoo.data.base import SPLIT, DataOptions, DatasetSpec, PLLData, TrainDefaults, text_name
 from pllzoo.data.candidate_file import SUFFIXES, check_candidates, read_candidates
 from pllzoo.data.splits import split_indices
 from pllzoo.data.validate import exception_line
@@ -251,9 +251,9 @@ def load_image_folder(root: Path | str, opts: DataOptions, name: str | None = No
                          *(f"{n}\t{(root / n).stat().st_size}" for n in test_names or ())])
     # no place on the machine (the run id hashes the config): the folder's own name, the candidate file's name
     # in it; every spelling of one folder (relative, absolute, ~) is one run
-    info = {"root": root.resolve().name, "candidates_file": _place_free(cand_file, root),
+    info = {"root": text_name(root.resolve().name), "candidates_file": text_name(_place_free(cand_file, root)),
             "candidates_sha256": _sha256_of(cand_file.read_bytes()), "files_sha256": _sha256_of(listing)}
-    return pll_from_images(name or root.resolve().name, train, cand_file, opts, test=test, names=names,
+    return pll_from_images(name or text_name(root.resolve().name), train, cand_file, opts, test=test, names=names,
                            test_names=test_names, info=info)
 
 
@@ -273,7 +273,7 @@ def image_folder_dataset(root: Path | str, name: str | None = None, candidates: 
     :param candidates: the candidate file (default: the one ``candidates.*`` file in ``root``).
     """
     root = Path(root).expanduser()
-    dataset_name = name or root.resolve().name  # ".", a symlink: the folder itself
+    dataset_name = name or text_name(root.resolve().name)  # ".", a symlink: the folder itself
 
     def load(opts: DataOptions) -> PLLData:
         return load_image_folder(root, opts, dataset_name, candidates)

@@ -24,7 +24,7 @@ import numpy as np
 import scipy.io
 import torch
 
-from pllzoo.data.base import DataOptions, PLLData, TrainDefaults
+from pllzoo.data.base import DataOptions, PLLData, TrainDefaults, text_name
 from pllzoo.data.paths import search_roots
 from pllzoo.data.splits import split_indices
 from pllzoo.data.validate import PLLDataWarning, as_numpy, check_pll, exception_line
@@ -59,7 +59,7 @@ _LR_WD: dict[str, tuple[float, float]] = {  # PRODEN's per-dataset (lr, weight d
 
 def dataset_name_for(path: Path) -> str:
     """Return the dataset name of a user-given file: its stem, lower case, spaces as dashes."""
-    return path.stem.lower().replace(" ", "-")
+    return text_name(path.stem).lower().replace(" ", "-")
 
 
 def mat_defaults(name: str | None) -> TrainDefaults:

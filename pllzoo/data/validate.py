@@ -260,7 +260,8 @@ def check_training_set(data: PLLData) -> None:
             hint = f" (--subset {data.info['subset']} keeps {n + held}: raise it to at least {k + held})"
         else:
             hint = ""
-        raise PLLZooError(f"{data.name}: {n} training rows for {k} classes; every class needs training rows{hint}")
+        raise PLLZooError(f"{data.name}: {n} training rows for {k} classes; at least as many rows as classes are "
+                          f"needed{hint}")
     if int(data.y_test.shape[0]) == 0:  # an outside review: the run failed in its first evaluation (torch.cat)
         split = f" ({data.info['split']} split)" if data.info.get("split") else ""
         raise PLLZooError(f"{data.name}: no test rows{split}; every run is scored on the test split"
