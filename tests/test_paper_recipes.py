@@ -243,6 +243,22 @@ def test_differences_name_every_setting_given_beside_the_recipe(tmp_path):
     assert "padded" not in said and "dataset synthetic-lt" in said and "train.mixup_rows=exact" in said
 
 
+def test_a_solar_la_cell_takes_the_solar_model_rescored(tmp_path):
+    """Table 6 from the SoLar model itself: the paper queue leaves la-zZ.csv (pllzoo evaluate --predict solar.la)
+    beside the SoLar run; a SoLar-LA cell without its own run is filled from it, marked, mean ± std over its rows."""
+    own = json.loads(json.dumps(paper.recipe_sections(RUNS[RUNS["run"] == "c10-phi0.5-g100-solar"].iloc[0], "cpu")))
+    base = tmp_path / "c10-phi0.5-g100-solar"
+    _finished(base, "a", {"device": "cpu", **own}, 70.0)
+    (base / "la-z1.csv").write_text("run,acc_all,acc_many,acc_medium,acc_few,overrides\n"
+                                    "a,77.0,90.0,70.0,60.0,predict.zeta=1\nb,79.0,92.0,72.0,64.0,predict.zeta=1\n")
+    text = paper.markdown_tables(CELLS, tmp_path)
+    line = next(x for x in text.splitlines() if x.startswith("| `t6-c10-phi0.5-g100-solar-la-z1-few`"))
+    assert "| 62.00 ± 2.83 (n=2) [2 epochs, not 1000] [the SoLar model re-scored (pllzoo evaluate --predict " \
+           "solar.la), Sinkhorn tol 0.001, warm starts, feasibility check] | – |" in line
+    line = next(x for x in text.splitlines() if x.startswith("| `t6-c10-phi0.5-g100-solar-la-z2-all`"))
+    assert "| not run | – |" in line  # no la-z2.csv
+
+
 def test_a_cell_whose_folder_mixes_settings_is_not_summarised(tmp_path):
     """An outside review: the first setting's runs were shown as the cell's, the recipe's own left out."""
     recipe = RUNS[RUNS["run"] == "c10-phi0.5-g100-solar"].iloc[0]
