@@ -385,3 +385,25 @@ def test_from_run_replays_a_run_on_given_train_and_test_folders(tmp_path):
     strip = lambda p: [{k: v for k, v in json.loads(x).items() if k != "wall_s"}  # noqa: E731
                        for x in (p / "log.jsonl").read_text().splitlines()]
     assert strip(again) == strip(run)
+
+
+def test_a_test_folder_may_lack_a_tail_class(tmp_path):
+    """An outside review: with train/ and test/, a test set without a (tail) class was refused, and an empty
+    test/<class>/ failed too; a long-tailed set often has no held-out image of its rarest class."""
+    root = tmp_path / "split"
+    for part, per_class in (("train", {"ant": 4, "bee": 3, "dog": 2}), ("test", {"ant": 2, "dog": 1})):
+        for c, n in per_class.items():
+            (root / part / c).mkdir(parents=True)
+            for i in range(n):
+                Image.new("RGB", (8, 8), (40 * i, 0, 0)).save(root / part / c / f"{i}.png")
+    np.save(root / "candidates.npy", np.ones((9, 3), bool))
+    data = load_image_folder(root, DataOptions())
+    assert data.class_names == ["ant", "bee", "dog"] and data.y_test.tolist() == [0, 0, 2]  # dog is class 2
+    (root / "test" / "bee").mkdir()  # an empty class folder: one line saying what to do
+    with pytest.raises(PLLZooError, match="leave its folder out of test/"):
+        load_image_folder(root, DataOptions())
+    (root / "test" / "bee").rmdir()
+    (root / "test" / "cat").mkdir()
+    Image.new("RGB", (8, 8)).save(root / "test" / "cat" / "0.png")
+    with pytest.raises(PLLZooError, match=r"the test classes \['cat'\] are no training class"):
+        load_image_folder(root, DataOptions())

@@ -157,12 +157,17 @@ def pll_from_images(
         array, one row per image of ``train`` in its order.
     :param names: one name per image of ``train`` for messages (default ``item i``); ``test_names`` the same.
     :raises PLLZooError: one line, for a candidate file that does not fit (row count, column count,
-        empty rows, true labels outside their sets), images of different sizes, test classes that differ.
+        empty rows, true labels outside their sets), images of different sizes, a test class that is no training
+        class (a training class without test images is allowed: its accuracy is left out, as for a split).
     """
     classes = [str(c) for c in train.classes]
     k = len(classes)
-    if test is not None and [str(c) for c in test.classes] != classes:
-        raise PLLZooError(f"{name}: the test classes {list(test.classes)} differ from the training classes {classes}")
+    test_map = None  # a test set may lack a class (a tail class with no held-out image): its labels by name
+    if test is not None:
+        unknown = [str(c) for c in test.classes if str(c) not in classes]
+        if unknown:
+            raise PLLZooError(f"{name}: the test classes {unknown} are no training class ({classes})")
+        test_map = np.asarray([classes.index(str(c)) for c in test.classes], dtype=np.int64)
     if test is not None and opts.split == "balanced":  # a test set of its own: --split has nothing to choose
         raise PLLZooError(f"--split balanced does not apply to {name}: its test set is given (test/ beside train/); "
                           "leave --split out")
@@ -189,6 +194,7 @@ def pll_from_images(
     else:
         x_test, y_test = _read_all(test, list(test_names) if test_names is not None
                                    else [f"test item {i}" for i in range(len(test))])
+        y_test = test_map[y_test]
         if x_test.shape[1:] != x.shape[1:]:
             raise PLLZooError(f"{name}: test images are {x_test.shape[3]}x{x_test.shape[2]}, "
                               f"training images {x.shape[3]}x{x.shape[2]}")
@@ -214,7 +220,8 @@ def _image_folder(root: Path, what: str):
     try:
         return torchvision.datasets.ImageFolder(str(root), loader=_open_image)
     except (FileNotFoundError, OSError) as exc:  # no class folders, or class folders without images
-        raise PLLZooError(f"{what}: {exception_line(exc)} (expected {root}/<class>/<image>)") from None
+        hint = "; a class without test images: leave its folder out of test/" if root.name == "test" else ""
+        raise PLLZooError(f"{what}: {exception_line(exc)} (expected {root}/<class>/<image>{hint})") from None
 
 
 def _candidate_file(root: Path, what: str) -> Path:
