@@ -30,6 +30,18 @@ def clock_text(seconds: float | None) -> str:
     return f"{s // 3600}:{s // 60 % 60:02d}:{s % 60:02d}"
 
 
+def live_on(console: Any) -> bool:
+    """Whether ``console`` takes a live (redrawn) display: an interactive terminal (not ``TERM=dumb``, where rich
+    would not refresh and nothing showed until the run ended) that its stream really is (``FORCE_COLOR`` makes
+    rich call a file a terminal, and the redraws filled the log).  Otherwise the plain per-stage lines.  An
+    outside review found both."""
+    try:
+        tty = console.file.isatty()
+    except (AttributeError, ValueError, OSError):
+        tty = False
+    return bool(console.is_interactive and tty)
+
+
 @dataclass
 class _RunState:
     cost: RunCost

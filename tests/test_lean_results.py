@@ -324,7 +324,8 @@ def test_a_run_recorded_with_float_milestones_is_found_under_its_new_id(tmp_path
     """``--hp train.milestones=1`` recorded ``[1.0]`` before the items were parsed as the field's ints, so its
     id changed (an outside review): such a run is moved to its new id, as one with machine paths, and reused."""
     out = tmp_path / "out"
-    args = [*BENCH, "--methods", "proden", "--seeds", "1", "--hp", "train.milestones=1", "--out", str(out)]
+    args = [*BENCH, "--methods", "proden", "--seeds", "1", "--hp", "train.schedule=step",
+            "--hp", "train.milestones=1", "--out", str(out)]
     assert CliRunner().invoke(cli, args).exit_code == 0
     (run,) = [p for p in (out / "runs").iterdir() if p.is_dir()]
     config = json.loads((run / "config.json").read_text())

@@ -171,3 +171,48 @@ def test_component_defaults_a_dataset_sets_are_marked():
     res = CliRunner().invoke(cli, ["methods", "--hparams"])
     line = next(x for x in res.output.splitlines() if x.startswith("estimator solar.prior") and " est_epochs " in x)
     assert "dataset's, else 20" in line
+
+
+def test_results_tables_keep_names_whole_off_a_terminal_and_on_a_narrow_one(monkeypatch, capsys):
+    """An outside review (issue 16 item 7): bench/report/evaluate tables folded a mix's name across rows when
+    written to a file or pipe (rich assumes 80 columns there), so `grep NAME` found nothing."""
+    from rich.console import Console
+
+    from pllzoo.cli.listing import show_report
+    from pllzoo.report import Report
+
+    name = "proden+selection=solar.classwise+estimator=solar.prior"
+    report = Report("a setting", ["Method", "All", "n"], [[name, "46.80 ± 1.00", "2"], ["cc", "50.00", "1"]],
+                    "Model selection: last epoch.")
+    show_report(report)  # pytest's capture: no terminal
+    out = capsys.readouterr().out
+    assert name in out and "│ cc " in out and "Model selection: last epoch." in out
+    monkeypatch.setattr(Console, "is_terminal", property(lambda self: True))  # a terminal 30 columns wide
+    monkeypatch.setenv("COLUMNS", "30")
+    show_report(report)
+    out = capsys.readouterr().out
+    assert name in out and "│" not in out  # plain aligned lines: the table would have cut it
+    assert out.splitlines()[0] == "a setting" and out.splitlines()[-1] == "Model selection: last epoch."
+
+
+def test_the_live_progress_needs_a_real_interactive_terminal(tmp_path, monkeypatch):
+    """An outside review: FORCE_COLOR with stderr to a file wrote every redraw of the live display into the log,
+    and TERM=dumb on a terminal showed nothing until the run ended; both now take the plain lines."""
+    import io
+
+    from rich.console import Console
+
+    from pllzoo.progress import live_on
+
+    with open(tmp_path / "log", "w") as f:
+        assert not live_on(Console(file=f, force_terminal=True))  # FORCE_COLOR: a file called a terminal
+    assert not live_on(Console(file=io.StringIO()))
+
+    class Tty(io.StringIO):
+        def isatty(self):
+            return True
+
+    monkeypatch.setenv("TERM", "xterm")
+    assert live_on(Console(file=Tty(), force_terminal=True))
+    monkeypatch.setenv("TERM", "dumb")
+    assert not live_on(Console(file=Tty(), force_terminal=True))

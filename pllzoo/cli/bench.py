@@ -27,6 +27,7 @@ import click
 
 from pllzoo import configfile, replay  # click callbacks of --config/--from-run; neither loads torch
 from pllzoo.cli import cli, complete, warn_failed_plugins
+from pllzoo.cli.listing import show_report
 from pllzoo.cli.options import FINITE, PositiveFinite, run_options
 from pllzoo.errors import PLLZooError
 from pllzoo.hparams import parse_value
@@ -280,7 +281,7 @@ def _run_plans(ctx, dist, reg, plans, observers, part, out, resume, overwrite, j
     from pllzoo import report as rep
     from pllzoo.cli.bench_plan import show_plan
     from pllzoo.jobs import RunsFailed
-    from pllzoo.progress import BenchProgress
+    from pllzoo.progress import BenchProgress, live_on
     from pllzoo.results import load
 
     if dist.active and any(p.train.sync_bn and not p.config["device"].startswith("cuda") for p in plans):
@@ -307,7 +308,7 @@ def _run_plans(ctx, dist, reg, plans, observers, part, out, resume, overwrite, j
         return
     stopped: BaseException | None = None
     failure: RunsFailed | None = None
-    with BenchProgress(costs, estimates, jobs, live=err.is_terminal, console=err) as progress:
+    with BenchProgress(costs, estimates, jobs, live=live_on(err), console=err) as progress:
         try:
             rows = bench_lib.execute(reg, plans, out, resume=resume, on_epoch=progress.on_epoch,
                                      on_run=progress.on_run, jobs=jobs, threads=threads, time_limit=time_limit,
@@ -351,7 +352,7 @@ def _run_plans(ctx, dist, reg, plans, observers, part, out, resume, overwrite, j
     if stopped is not None:
         _stop(ctx, stopped, Path(out))
     for t in tables:
-        Console().print(rep.to_rich(t))
+        show_report(t)
     click.echo(f"results: {Path(out) / 'results.csv'}")
     if failure is not None:
         raise failure

@@ -8,6 +8,7 @@ from pathlib import Path
 import click
 
 from pllzoo.cli import cli, complete
+from pllzoo.cli.listing import show_report
 from pllzoo.cli.outputs import OutputFile, write_text
 from pllzoo.columns import ACC_COLUMNS
 
@@ -31,7 +32,6 @@ def evaluate(runs, predict, hps, data_dir, device, dataset, csv_path, md_path, t
     """Test accuracy of each finished run (RUNS: results/<study>/runs/<run>, or results/<study> for all its finished
     runs) under --hp, no training."""
     import pandas as pd
-    from rich.console import Console
 
     from pllzoo import planning
     from pllzoo import report as rep
@@ -62,7 +62,7 @@ def evaluate(runs, predict, hps, data_dir, device, dataset, csv_path, md_path, t
     title = "Re-scored: " + (", ".join(setting) or "as trained")
     note = "Final checkpoint of each run, test set, no training."
     cells = [[r["run"], *(rep.fmt(r[c], None) for c in ACC_COLUMNS)] for _, r in rows.iterrows()]
-    Console().print(rep.to_rich(rep.Report(title, ["run", *rep.HEADERS.values()], cells, note)))
+    show_report(rep.Report(title, ["run", *rep.HEADERS.values()], cells, note))
     if md_path:  # one table per setting: runs on other data, or trained otherwise, are not averaged together
         one = rows["setting"].nunique() == 1
         tables = [rep.Report(title if one else f"{title} ({setting})", ["Method", *rep.HEADERS.values(), "n"],

@@ -9,7 +9,7 @@ one row per line, as wide as they need to be, so ``pllzoo plugins | grep NAME`` 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from typing import Any, TYPE_CHECKING
 
 import click
 
@@ -79,3 +79,27 @@ def show(title: str, headers: Sequence[str], rows: Sequence[Sequence[Cell]], sty
             return
     for line in plain_lines(title, headers, rows):
         click.echo(line)
+
+
+def show_report(report: Any) -> None:
+    """Print a results table (:class:`pllzoo.report.Report`) without cutting a word: on a terminal the rich
+    table where it fits whole, else plain aligned lines and the caption; off a terminal (a file, a pipe) the
+    rich table at its own width, not the 80 columns rich assumes there (an outside review: a mix's name was
+    folded across rows, so ``grep NAME`` found nothing)."""
+    from rich.console import Console
+
+    from pllzoo.report import to_rich
+
+    console, table = Console(), to_rich(report)
+    if not console.is_terminal:
+        wide = Console(width=100_000).measure(table).maximum  # (a measure is capped at the console's width)
+        Console(width=max(console.width, wide)).print(table)
+        return
+    cells = [[str(c) for c in row] for row in report.rows]
+    if fits(console, table, [report.title, *report.headers, *(c for row in cells for c in row)]):
+        console.print(table)
+        return
+    for line in plain_lines(report.title, report.headers, cells):
+        click.echo(line)
+    if report.caption:
+        click.echo(report.caption)

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 import click
 
 from pllzoo.cli import cli
+from pllzoo.cli.listing import show_report
 from pllzoo.cli.options import INPUT_FILE
 from pllzoo.cli.outputs import OutputFile, write_text
 from pllzoo.columns import ACC_COLUMNS
@@ -92,8 +93,6 @@ def _failed(results: tuple[Path, ...]) -> dict[Path, dict]:
 @click.option("--csv", "csv_path", type=OutputFile(), default=None, help="Write the summary CSV here.")
 def report(results, rule, methods, missing_ok, seeds, wide, metric, paper, title, md, csv_path) -> None:
     """Tables of mean ± std over seeds from RESULTS folders written by `pllzoo bench`."""
-    from rich.console import Console
-
     from pllzoo import report as rep
     from pllzoo.results import load, unfinished
 
@@ -161,9 +160,8 @@ def report(results, rule, methods, missing_ok, seeds, wide, metric, paper, title
                        f"{', ...' if len(theirs) > 5 else ''}) is a setting of these runs ({', '.join(map(repr, ours))})"
                        "; no paper numbers are shown", err=True)
     tables = ([rep.wide_report(summ, rule, metric, paper_frame, title)] if wide else rep.long_reports(summ, rule))
-    console = Console()
     for t in tables:
-        console.print(rep.to_rich(t))
+        show_report(t)
     if md:
         write_text(md, "\n".join(rep.to_markdown(t) for t in tables))
         click.echo(f"markdown: {md}")

@@ -15,6 +15,7 @@ from pathlib import Path
 import click
 
 from pllzoo.cli import cli, complete, warn_failed_plugins
+from pllzoo.cli.listing import show_report
 from pllzoo.cli.bench import _csv, _KeepsArgs, _seeds
 from pllzoo.cli.options import FINITE, INPUT_FILE, run_options
 from pllzoo.errors import PLLZooError
@@ -74,10 +75,10 @@ def sweep(methods, dataset, seeds, specs, space_file, trials, draw_seed, rule, h
     from pllzoo.bench import parse_overrides
     from pllzoo.cli.bench import check_out
     from pllzoo.cli.bench_plan import show_estimate
-    from pllzoo.progress import BenchProgress
+    from pllzoo.progress import BenchProgress, live_on
     from pllzoo.data.base import DataOptions
     from pllzoo.registry import get_registry
-    from pllzoo.report import to_markdown, to_rich
+    from pllzoo.report import to_markdown
     from pllzoo.search_space import parse_space, read_space_file
     from pllzoo.trial_selection import score_trials, trials_report, winners
 
@@ -120,7 +121,7 @@ def sweep(methods, dataset, seeds, specs, space_file, trials, draw_seed, rule, h
                  if c.run_id in seconds}
     err = Console(stderr=True)
     try:
-        with BenchProgress(shown, estimates, jobs, live=err.is_terminal, console=err) as progress:
+        with BenchProgress(shown, estimates, jobs, live=live_on(err), console=err) as progress:
             failed = sw.run_sweep(
                 reg, planned, Path(out), jobs=jobs, threads=threads,
                 on_run=lambda t, p, status: progress.on_run(SimpleNamespace(run_id=f"{t.index}:{p.run_id}"), status),
@@ -143,7 +144,7 @@ def sweep(methods, dataset, seeds, specs, space_file, trials, draw_seed, rule, h
     best = winners(scores)
     runs = {(t.index, p.run_id): t.label_of(p) for t in planned for p in t.plans}  # the overrides that reached
     table = trials_report(scores, best, rule, runs)  # each trial's run (two trials may share a run id)
-    Console().print(to_rich(table))
+    show_report(table)
     for r in best.itertuples():
         click.echo(f"{'ORACLE ' if rule == 'oracle' else ''}winner {r.method} seed {r.seed}: trial {r.trial} "
                    f"({runs[(r.trial, r.run)]}), score {r.score:.2f}, test accuracy {r.acc_all:.2f} (epoch {r.epoch})")
