@@ -7,7 +7,8 @@ line per run, sorted by run id::
     {"run": "<run id>", "done": true, "config": {...config.json}, "env": {...env.json},
      "log": {"n": <epochs recorded>, "columns": {"<key>": [value per record], ...},
              "absent": {"<key>": [indices of the records without that key], ...}},
-     "error": "<error.txt>"}                      # only for a run that has one
+     "error": "<error.txt>"}                      # only for a run that has one; its frames' paths cut to their
+                                                  # last two parts, the home folder as ~ (:func:`placeless`)
 
 The records are stored by column (about 13 % smaller than by row once compressed) and come back
 **lossless**: every value is the one in ``log.jsonl`` (JSON floats round-trip exactly); within a
@@ -27,6 +28,7 @@ from __future__ import annotations
 import json
 import lzma
 import os
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -73,6 +75,18 @@ def line(run: ArchivedRun) -> str:
     if run.error is not None:
         obj["error"] = run.error
     return json.dumps(obj, separators=(",", ":"))
+
+
+_TRACED_FILE = re.compile(r'File "(/[^"]+)"')
+
+
+def placeless(traceback: str) -> str:
+    """A failed run's traceback as its archive keeps it: each absolute ``File "..."`` of a frame keeps its last two
+    parts (``.../pllzoo/trainer.py``) and the home folder reads ``~``, so a committed archive names no folder of
+    the machine that ran it (issue 16; an outside review found checkouts and site-packages there)."""
+    text = _TRACED_FILE.sub(lambda m: 'File ".../' + "/".join(m.group(1).split("/")[-2:]) + '"', traceback)
+    home = str(Path.home())
+    return text.replace(home, "~") if len(home) > 1 else text
 
 
 def _sorted(obj: Any) -> Any:
@@ -164,7 +178,7 @@ def from_folder(run_dir: Path) -> ArchivedRun | None:
         run_config(run_dir, records[0])  # an outside review: a config naming no method or dataset, or a NaN
     if (run_dir / "done").exists():  # accuracy in a finished run's log, was archived and its folder deleted
         check_log(records, run_dir)
-    error = (run_dir / "error.txt").read_text() if (run_dir / "error.txt").exists() else None
+    error = placeless((run_dir / "error.txt").read_text()) if (run_dir / "error.txt").exists() else None
     return ArchivedRun(run_dir.name, (run_dir / "done").exists(), config, env, records, error)
 
 

@@ -81,6 +81,25 @@ def test_archive_is_deterministic_and_idempotent(out, tmp_path):
     assert "unchanged" in _archive(out) and (out / archive.NAME).read_bytes() == blob
 
 
+def test_an_archived_traceback_names_no_folder_of_the_machine(out, tmp_path):
+    """An outside review (issue 16 item 8): a failed run's error.txt went into the committed archive verbatim, with
+    the checkout's, site-packages' and plugins' absolute paths; the archive keeps each frame's last two parts."""
+    failed = Path(shutil.copytree(sorted((out / "runs").iterdir())[0], tmp_path / "o" / "runs" / "x__y__s1-00000001"))
+    (failed / "done").unlink()
+    home = str(Path.home())
+    (failed / "error.txt").write_text(
+        "Traceback (most recent call last):\n"
+        '  File "/work/ci/pllzoo/trainer.py", line 3, in fit\n'
+        f'  File "{home}/.pyenv/versions/3.11/lib/python3.11/site-packages/torch/nn/module.py", line 9, in f\n'
+        f"ValueError: no file {home}/data/x.mat\n")
+    assert CliRunner().invoke(cli, ["archive", str(tmp_path / "o")]).exit_code == 0
+    (entry,) = archive.read(tmp_path / "o").values()
+    assert entry.error == ("Traceback (most recent call last):\n"
+                           '  File ".../pllzoo/trainer.py", line 3, in fit\n'
+                           '  File ".../nn/module.py", line 9, in f\n'
+                           "ValueError: no file ~/data/x.mat\n")
+
+
 def test_archive_keeps_unfinished_runs_and_a_finished_copy_wins(out, tmp_path):
     run = sorted(p for p in (out / "runs").iterdir())[0]
     _archive(out)
