@@ -12,7 +12,7 @@ when the plan looks unreasonable (the cost guard of ``pllzoo bench``; ``--dry-ru
   it will train (runs already finished under ``--out`` are reused and cost nothing) divided by the runs
   trained at once (``--jobs``; an upper bound on the speed-up).  Not counted: a method's epoch-end or
   stage-start passes over the training set, checkpoints, data loading.
-* The guard (:func:`cost_warning`): one line when a ResNet runs on the CPU for more than
+* The guard (:func:`cost_warning`): one line when a ResNet or WRN runs on the CPU for more than
   :data:`CPU_RESNET_EPOCHS` epochs or the whole bench is estimated above :data:`LONG_HOURS` hours,
   suggesting the CPU-tier recipe (:data:`CPU_RECIPE`) on a CPU, fewer epochs or more GPUs elsewhere;
   and one tip line (:func:`graphs_tip`) when a long GPU bench runs its network without CUDA graphs.
@@ -211,6 +211,10 @@ def estimate_line(costs: list[RunCost], run_s: dict[str, float], timed: list[str
             f"{', '.join(timed)}; epoch-end passes and checkpoints not included")
 
 
+DEEP_MODELS = ("resnet", "wrn")  # the shipped backbones too slow on a CPU at a paper's length (the name rule, which
+# holds with --jobs and torchrun, where no step is timed: an outside review found WRN-28-2 left out)
+
+
 def cost_warning(costs: list[RunCost], total_s: float | None) -> str | None:
     """One warning line when the plan looks unreasonable (see the module doc), else None."""
     todo = [c for c in costs if not c.reused]
@@ -218,7 +222,7 @@ def cost_warning(costs: list[RunCost], total_s: float | None) -> str | None:
         return None
     on_cpu = todo[0].device == "cpu"
     why = []
-    slow = [c for c in todo if on_cpu and c.model.startswith("resnet") and c.epochs > CPU_RESNET_EPOCHS]
+    slow = [c for c in todo if on_cpu and c.model.startswith(DEEP_MODELS) and c.epochs > CPU_RESNET_EPOCHS]
     if slow:
         why.append(f"{slow[0].model} for {slow[0].epochs} epochs on the CPU")
     if total_s is not None and total_s > LONG_HOURS * 3600:

@@ -70,6 +70,9 @@ def test_resnet_on_the_cpu_for_many_epochs_is_warned_with_the_cpu_recipe():
     assert line.startswith("Warning: ") and "\n" not in line
     assert "resnet18 for 1000 epochs on the CPU" in line and "benchmarks/cifar10lt-cpu/run.sh" in line
     assert "--hp train.model=cnn" in line
+    # the name rule holds where no step is timed (--jobs, torchrun): WRN-28-2 too (an outside review)
+    line = costs.cost_warning([_cost(model="wrn28-2", stages=(("train", 800),))], total_s=None)
+    assert line is not None and "wrn28-2 for 800 epochs on the CPU" in line
 
 
 def test_a_reasonable_plan_is_not_warned():

@@ -471,3 +471,19 @@ def test_tensorboard_on_the_command_line_replaces_the_environments_choice(reg, t
                                    str(tmp_path / "o2"), "--tensorboard", str(tmp_path / "b"),
                                    "--observe", f"pllzoo.tensorboard={tmp_path / 'c'}"])
     assert res.exit_code == 1 and "is selected twice" in res.output
+
+
+def test_a_config_files_observe_wins_over_the_environments(reg, tmp_path, monkeypatch):
+    """An outside review: PLLZOO_OBSERVE (a shell-wide default) silently replaced the observe = [...] of a study's
+    config file, as click ranks an environment variable above a config's defaults; the file now wins, and the
+    command line over both."""
+    pytest.importorskip("tensorboard")
+    monkeypatch.setenv("PLLZOO_OBSERVE", f"pllzoo.tensorboard={tmp_path / 'env'}")
+    config = tmp_path / "c.toml"
+    config.write_text(f'methods = "proden"\nepochs = 1\nobserve = ["pllzoo.tensorboard={tmp_path / "file"}"]\n')
+    res = CliRunner().invoke(cli, ["bench", "--config", str(config), *TINY, "--out", str(tmp_path / "o")])
+    assert res.exit_code == 0, res.output
+    assert (tmp_path / "file").is_dir() and not (tmp_path / "env").exists()
+    res = CliRunner().invoke(cli, ["bench", "--config", str(config), *TINY, "--out", str(tmp_path / "o2"),
+                                   "--observe", f"pllzoo.tensorboard={tmp_path / 'cli'}"])
+    assert res.exit_code == 0 and (tmp_path / "cli").is_dir() and not (tmp_path / "env").exists(), res.output

@@ -240,6 +240,11 @@ def _plans(ctx, dist, methods, dataset, seeds, epochs, batch_size, data_dir, spl
     from pllzoo.observers import TENSORBOARD, choose
 
     src = click.core.ParameterSource
+    if ctx.get_parameter_source("observe") == src.ENVIRONMENT and "observe" in (ctx.default_map or {}):
+        # a config file's observe over PLLZOO_OBSERVE, a shell-wide default (click ranks an environment variable
+        # above a default_map: an outside review saw a study's tracker dropped without a word)
+        file_observe = ctx.default_map["observe"]
+        observe = tuple([file_observe] if isinstance(file_observe, str) else file_observe)
     if tensorboard is not None and ctx.get_parameter_source("tensorboard") == src.COMMANDLINE and \
             ctx.get_parameter_source("observe") != src.COMMANDLINE:  # the command line wins over PLLZOO_OBSERVE's
         observe = [t for t in observe if t.strip().partition("=")[0].strip() != TENSORBOARD]  # or a file's choice
