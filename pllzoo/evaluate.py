@@ -131,7 +131,9 @@ def rescore(registry: Registry, run_dir: Path, overrides: dict[str, str], predic
     data = carve(registry.recorded_dataset(config["dataset"], dataset).load(opts), opts, config["seed"])
     other = _check_data(run_dir, data)
     comps = registry.build_components(method, {**recorded, **overrides}, (data.name, data.kind), training=False)
-    train = TrainConfig(**{k: json_typed(v) for k, v in config["train"].items()})
+    # eager: one pass over the test set does not pay for compiling it (CUDA graphs took ~20-40 s a process on an
+    # H100, more than the pass; the paper queue re-scores a finished SoLar run three times in its last seconds)
+    train = dataclasses.replace(TrainConfig(**{k: json_typed(v) for k, v in config["train"].items()}), compile="none")
     trainer = Trainer(data, comps, train, config["seed"], resolve_device(device))
     try:
         trainer.load_final(ckpt)

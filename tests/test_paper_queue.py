@@ -202,3 +202,15 @@ def test_a_finished_solar_run_is_rescored_with_logit_adjustment_before_its_model
     assert "SoLar-LA zeta 0.5 not scored, 10 s left (40 needed)" in capsys.readouterr().out
     with tarfile.open(finals) as tar:
         assert tar.getnames() == names
+
+
+def test_rescoring_may_use_the_packing_grace_and_no_run_starts_in_it(stopped, tmp_path, monkeypatch, capsys):
+    """A finished run is not packed, so re-scoring it may use the caller's packing reserve (--grace-s); the next
+    run still needs MIN_MINUTES before the deadline itself."""
+    fake = FakeRuns(stopped, {"a-solar": "finish", "b-proden": "finish"}, minutes=2.5)
+    monkeypatch.setattr(paper_queue.subprocess, "call", fake.call)
+    seen = []
+    monkeypatch.setattr(paper_queue, "add_la", lambda *a: seen.append(a[-1]()))
+    assert _queue(tmp_path, fake, "--minutes", "3", "--grace-s", "30", "--queue", "a-solar,b-proden") == 0
+    assert seen == [pytest.approx(60.0)]  # 0.5 min before the deadline, and 30 s of grace
+    assert "b-proden: not started, 0.50 min left" in capsys.readouterr().out

@@ -69,7 +69,7 @@ if [ "$what" = speed ]; then
 else
   # issue 17's runs in order (paper_queue.py): the carried one resumes, a finished one goes into finals.tgz and
   # the next starts, the one the time limit stops is packed for the next session (run.tgz, carry.json, 3 parts)
-  python3 benchmarks/gpu/paper_queue.py --dest "$out" --minutes "${MINUTES:-8}" ${QUEUE:+--queue "$QUEUE"} \
+  python3 benchmarks/gpu/paper_queue.py --dest "$out" --minutes "${MINUTES:-8}" --grace-s 30 ${QUEUE:+--queue "$QUEUE"} \
     -- --device cuda --data-dir "$data" --offline --hp train.compile="${COMPILE:-reduce-overhead}" \
     >> "$out/env.txt" 2>&1
   rc=$?
