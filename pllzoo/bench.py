@@ -541,7 +541,7 @@ def _write_rows(out: Path, plans: list[RunPlan], finals: list[dict[str, Any] | N
             extra = [c for c in rows.columns if c not in (*RESULT_COLUMNS, "class_acc", "setting")]
             rows = rows[[*RESULT_COLUMNS, *extra, "setting"]].reset_index(drop=True)
         else:
-            rows = pd.DataFrame(columns=[*RESULT_COLUMNS, "setting"])
+            rows = pd.DataFrame(columns=[*RESULT_COLUMNS, "run", "setting"])  # a failed row's run id stays
         rows = rows.assign(status="ok", error="")
         label = dict(zip(failed, labels))
         failed = {i: why for i, why in failed.items() if plans[i].run_id not in set(rows.get("run", ()))}

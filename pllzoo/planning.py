@@ -140,19 +140,20 @@ SCHEDULE_FIELDS = {"milestones": ("step",), "lr_decay": ("step",), "cosine_min_f
 
 
 def _check_schedule_reads(before: TrainConfig, cfg: TrainConfig) -> None:
-    """Refuse a schedule field changed by ``--hp`` (``before`` → ``cfg``: the dataset's defaults, then the
-    overrides; a replay gives the recorded values, which change nothing) that the run's schedule does not read,
-    and a step schedule given with no milestones: each would be recorded, change the run id and train exactly the
-    run without it (an outside review: ``train.milestones`` under synthetic-lt's cosine decay, silently)."""
+    """Warn of a schedule field set otherwise than the dataset's default (``before`` → ``cfg``) that the run's
+    schedule does not read, and of a step schedule set with no milestones: each is recorded and names another run,
+    which trains exactly as the run without it (an outside review: ``train.milestones`` under synthetic-lt's cosine
+    decay, silently).  A warning, not a refusal: a replay of a run recorded so, or a sweep drawing the schedule
+    beside fixed milestones, must still plan (a second review)."""
     for name, schedules in SCHEDULE_FIELDS.items():
         if getattr(cfg, name) != getattr(before, name) and cfg.schedule not in schedules:
-            raise PLLZooError(f"--hp train.{name} is read by the {' or '.join(schedules)} schedule only; this run's "
-                              f"is {cfg.schedule} (the dataset's default, or --hp train.schedule): set "
-                              f"train.schedule={schedules[0]}, or leave train.{name} out")
+            warnings.warn(f"train.{name} is read by the {' or '.join(schedules)} schedule only, and this run's is "
+                          f"{cfg.schedule}: it changes the run id and nothing else (train.schedule="
+                          f"{schedules[0]} uses it)", stacklevel=2)
     if cfg.schedule == "step" and not cfg.milestones and (cfg.schedule, cfg.milestones) != (before.schedule,
                                                                                          before.milestones):
-        raise PLLZooError("train.schedule=step with no train.milestones keeps the LR constant; give "
-                          "--hp train.milestones=E1,E2,... (or train.schedule=constant)")
+        warnings.warn("train.schedule=step with no train.milestones keeps the LR constant (give "
+                      "train.milestones=E1,E2,..., or train.schedule=constant)", stacklevel=2)
 
 
 def train_config(data: PLLData, epochs: int | None, batch_size: int | None, overrides: dict[str, str],

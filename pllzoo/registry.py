@@ -238,8 +238,9 @@ class Registry:
         prefix = str(name).partition(".")[0] + "."
         if any(n.startswith(prefix) for names in self.components.values() for n in names):
             return ""
-        return (f". No loaded plugin registers {prefix}* components: install the plugin that provides them "
-                "(`pllzoo plugins` lists those loaded)")
+        fix = ("let PLLZOO_LOAD_PLUGINS load the plugin that provides them, or install it"
+               if os.environ.get("PLLZOO_LOAD_PLUGINS") is not None else "install the plugin that provides them")
+        return f". No loaded plugin registers {prefix}* components: {fix} (`pllzoo plugins` lists those loaded)"
 
     def _failed_note(self) -> str:
         failed = self.failures()
@@ -317,8 +318,9 @@ class Registry:
         """Resolve a method string (``base+slot=component...``); the string becomes its name."""
         base, swaps = parse_method_string(text)
         if base not in self.methods:
-            none = "" if self.methods or self.failures() else (". No plugin provides methods: install one, e.g. pllzoo-solar and "
-                                            "pllzoo-baselines (README: the first command installs them from a checkout)")
+            none = "" if self.methods or self.failures() or os.environ.get("PLLZOO_LOAD_PLUGINS") is not None else (
+                ". No plugin provides methods: install one, e.g. pllzoo-solar and pllzoo-baselines (README: the "
+                "first command installs them from a checkout)")
             raise UnknownNameError(f"unknown method {base!r}{self._near(base, self.methods)}; valid: "
                                    f"{self._valid(self.methods)}{self._failed_note()}{none}")
         method = self.methods[base][0]

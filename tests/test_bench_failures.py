@@ -139,7 +139,9 @@ def test_every_run_failing_still_writes_the_rows(fail_registry, tmp_path):
         bench.execute(fail_registry, plans, tmp_path, threads=1)
     assert [(p.method.name, why.count("\n")) for p, why in err.value.failed] == [("failtest-nan", 0),
                                                                                   ("failtest-raises", 0)]
-    assert list(pd.read_csv(tmp_path / "results.csv")["status"]) == ["failed", "failed"]
+    rows = pd.read_csv(tmp_path / "results.csv")
+    assert list(rows["status"]) == ["failed", "failed"]
+    assert list(rows["run"]) == [p.run_id for p in plans]  # (a second review: the column was dropped)
     res = _bench("failtest-nan", tmp_path / "cli")
     assert res.exit_code == 1 and "failed" in res.output and len(res.output.strip().splitlines()[-1]) > 0
     assert res.output.strip().splitlines()[-1].startswith("Error: 1 of 1 runs failed: failtest-nan seed 1 (")

@@ -260,13 +260,22 @@ def test_rescored_leaves_out_only_runs_found_in_a_study_folder():
     from pllzoo.cli.evaluate import _rescored
     from pllzoo.errors import PLLZooError, UnknownNameError
 
-    def score(run):
+    def resolve(run):
         if run.name == "gone":
             raise UnknownNameError("unknown method 'x'")
+
+    def score(run):
+        assert run.name != "gone"
         return {"run": run.name}
 
     gone, kept = Path("study/runs/gone"), Path("study/runs/kept")
     with pytest.warns(UserWarning, match="left out study/runs/gone: unknown method 'x'"):
-        assert _rescored([gone, kept], {Path("study")}, score) == [{"run": "kept"}]
+        assert _rescored([gone, kept], {Path("study")}, score, resolve) == [{"run": "kept"}]
     with pytest.raises(PLLZooError, match="^study/runs/gone: unknown method 'x'$"):
-        _rescored([gone, kept], {gone, kept}, score)
+        _rescored([gone, kept], {gone, kept}, score, resolve)
+
+    def mistyped(run):  # an error of the user's own arguments (a second review: every run was left out)
+        raise UnknownNameError("unknown predict component 'solar.lx'")
+
+    with pytest.raises(UnknownNameError, match="^unknown predict component 'solar.lx'$"):
+        _rescored([kept], {Path("study")}, mistyped, resolve)

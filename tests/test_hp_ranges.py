@@ -252,3 +252,24 @@ def test_a_whole_number_past_64_bits_is_refused_before_the_run():
     res = CliRunner().invoke(cli, ["bench", "--methods", "solar", "--hp", f"label_update.max_iter={2 ** 63 - 1}",
                                    "--dry-run"])
     assert "must fit in 64 bits" not in res.output
+
+
+def test_a_schedule_field_the_schedule_does_not_read_is_warned_not_refused(tmp_path):
+    """An outside review: train.milestones under synthetic-lt's cosine decay was recorded, named another run and
+    changed nothing, silently; now a warning says so.  Not a refusal (a second review): a run recorded so must
+    still replay, and a sweep may draw the schedule beside fixed milestones."""
+    from click.testing import CliRunner
+
+    from pllzoo.cli import cli
+
+    args = ["bench", "--methods", "proden", "--subset", "200", "--batch-size", "64", "--epochs", "1", "--threads", "1"]
+    res = CliRunner().invoke(cli, [*args, "--hp", "train.milestones=1", "--out", str(tmp_path / "a")])
+    assert res.exit_code == 0, res.output
+    assert "Warning: train.milestones is read by the step schedule only, and this run's is cosine" in res.output
+    (run,) = (tmp_path / "a" / "runs").iterdir()
+    res = CliRunner().invoke(cli, ["bench", "--from-run", str(run), "--out", str(tmp_path / "b"), "--threads", "1"])
+    assert res.exit_code == 0 and (tmp_path / "b" / "runs" / run.name).is_dir(), res.output
+    res = CliRunner().invoke(cli, [*args, "--hp", "train.schedule=step", "--dry-run"])
+    assert res.exit_code == 0 and "train.schedule=step with no train.milestones keeps the LR constant" in res.output
+    res = CliRunner().invoke(cli, [*args, "--hp", "train.schedule=step", "--hp", "train.milestones=1", "--dry-run"])
+    assert res.exit_code == 0 and "schedule" not in res.output

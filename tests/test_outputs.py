@@ -190,3 +190,20 @@ def test_md_and_csv_to_dev_stdout_redirected_to_a_file(finished, tmp_path):
     text = target.read_text()
     table, md, csv = text.index("┃ Method"), text.index("| Method |"), text.index("setting,method,select,")
     assert table < md < text.index("markdown: /dev/stdout") < csv < text.index("csv: /dev/stdout")
+
+
+@pytest.mark.skipif(not Path("/dev/shm").is_dir(), reason="no /dev/shm here")
+def test_a_regular_file_under_dev_is_replaced_not_appended_to(tmp_path):
+    """A second review: the stream branch for /dev/stdout took every path under /dev, so a table written twice to
+    /dev/shm/t.csv held two headers."""
+    import os
+
+    from pllzoo.cli.outputs import write_text
+
+    target = Path("/dev/shm") / f"pllzoo-test-{os.getpid()}.csv"
+    try:
+        write_text(target, "a\n1\n")
+        write_text(target, "a\n2\n")
+        assert target.read_text() == "a\n2\n"
+    finally:
+        target.unlink(missing_ok=True)

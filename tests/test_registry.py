@@ -128,11 +128,12 @@ def test_hparam_overrides_are_checked(registry):
         registry.build_components(m, {"label_update.mask": "bogus"})
 
 
-def test_a_recipe_needing_a_plugin_not_loaded_says_so_in_listing_and_error():
+def test_a_recipe_needing_a_plugin_not_loaded_says_so_in_listing_and_error(monkeypatch):
     """An outside review: a solar-only install listed ``proden-s-cpe`` (PRODEN's label update, from
     pllzoo-baselines) as any other method, then refused it without a word of what to install."""
     from pllzoo.cli.plugins import _slot_cell
 
+    monkeypatch.delenv("PLLZOO_LOAD_PLUGINS", raising=False)  # a plain install (``only``: which ones are loaded)
     solar_only = Registry.build(*make_plugin_manager(only={"solar"}))
     assert _slot_cell(solar_only, "proden.confidence") == "proden.confidence (not loaded)"
     assert _slot_cell(solar_only, "solar.sinkhorn") == "solar.sinkhorn" and _slot_cell(solar_only, None) == "–"
@@ -146,3 +147,10 @@ def test_a_recipe_needing_a_plugin_not_loaded_says_so_in_listing_and_error():
     bare = Registry.build(*make_plugin_manager(only=set()))
     with pytest.raises(UnknownNameError, match=r"No plugin provides methods: install one, e\.g\. pllzoo-solar"):
         bare.method("solar")
+    # where PLLZOO_LOAD_PLUGINS holds them back, installing is not the remedy (a second review)
+    monkeypatch.setenv("PLLZOO_LOAD_PLUGINS", "solar")
+    with pytest.raises(UnknownNameError, match="let PLLZOO_LOAD_PLUGINS load the plugin that provides them"):
+        solar_only.method("proden-s-cpe")
+    with pytest.raises(UnknownNameError) as err:
+        bare.method("solar")
+    assert "No plugin provides methods" not in str(err.value)

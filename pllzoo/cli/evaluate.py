@@ -56,7 +56,8 @@ def evaluate(runs, predict, hps, data_dir, device, dataset, csv_path, md_path, t
             unique[key] = run
     rows = pd.DataFrame(_rescored(list(unique.values()), set(map(Path, runs)),
                                   lambda run: rescore(get_registry(), run, overrides, predict, data_dir, device,
-                                                      dataset)))
+                                                      dataset),
+                                  lambda run: get_registry().method(run_config(run)["method"])))
     rows["setting"] = rows["run"].map(settings_of({run.name: run_config(run) for run in unique.values()}))
     setting = ([f"predict={predict}"] if predict else []) + [f"{k}={v}" for k, v in overrides.items()]
     title = "Re-scored: " + (", ".join(setting) or "as trained")
@@ -79,22 +80,25 @@ def evaluate(runs, predict, hps, data_dir, device, dataset, csv_path, md_path, t
         click.echo(f"rows: {csv_path}")
 
 
-def _rescored(runs: list[Path], given: set[Path], score) -> list[dict]:
-    """``score(run)`` of each run.  A run found in a study folder whose method this install cannot resolve (its
-    plugin uninstalled) is left out with a warning naming it, and the others are re-scored (an outside review:
-    one such run refused the whole folder, without naming it); a run given by its own folder, or none left, is an
-    error naming the run."""
+def _rescored(runs: list[Path], given: set[Path], score, resolve) -> list[dict]:
+    """``score(run)`` of each run.  A run found in a study folder whose recorded method this install cannot
+    resolve (``resolve(run)`` raises: its plugin uninstalled) is left out with a warning naming it, and the others
+    are re-scored (an outside review: one such run refused the whole folder, without naming it); a run given by
+    its own folder, or none left, is an error naming the run.  Any other error (a mistyped ``--predict`` or
+    ``--hp``) stays the error it is (a second review: it left every run out)."""
     from pllzoo.errors import UnknownNameError
 
     rows, left_out = [], []
     for run in runs:
         try:
-            rows.append(score(run))
+            resolve(run)
         except UnknownNameError as exc:
             if run in given:
                 raise UnknownNameError(f"{run}: {exc}") from None
             warnings.warn(f"left out {run}: {exc}")
             left_out.append(f"{run}: {exc}")
+            continue
+        rows.append(score(run))
     if not rows:
         raise UnknownNameError(f"no run could be re-scored; {left_out[0]}")
     return rows

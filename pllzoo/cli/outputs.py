@@ -90,18 +90,19 @@ def write_text(path: Path, text: str) -> None:
     """Write ``text`` to ``path`` (:func:`writing`), whole or not at all: through a temporary file beside it, so a
     full disk leaves the file as it was (an outside review: a table truncated to 0 bytes).  A symbolic link is
     written through (its target gets the text), and a device or pipe (``/dev/stdout``) is written directly.
-    A path under ``/dev`` or ``/proc`` (``/dev/stdout`` where the shell redirected it to a file) is appended to,
-    after what this process printed: replaced, or opened to truncate, it wiped the printed table, and its
-    resolved name then named a deleted file (an outside review)."""
+    ``/dev/stdout`` or ``/dev/stderr`` (or ``/proc/self/fd/N`` of either) goes through that stream, after what this
+    process printed, even where the shell redirected it to a file: replaced, or opened to truncate, that file lost
+    the printed table, and its resolved name then named a deleted file (an outside review).  Any other regular
+    file, ``/dev/shm``'s included, is replaced (a second review: it was appended to)."""
     path = Path(path)
     with writing(path):
-        if Path(os.path.abspath(path)).parts[1:2] in (("dev",), ("proc",)) or (path.exists() and not path.is_file()):
-            stream = _own_stream(path)
-            if stream is not None:  # our stdout or stderr, whatever it goes to: through it, in order
-                stream.write(text)
-                stream.flush()
-                return
-            with open(path, "a", encoding="utf-8") as f:  # a pipe: its resolved name, "pipe:[…]", is no path
+        stream = _own_stream(path) if Path(os.path.abspath(path)).parts[1:2] in (("dev",), ("proc",)) else None
+        if stream is not None:  # our stdout or stderr (/dev/stdout), whatever it goes to: through it, in order
+            stream.write(text)
+            stream.flush()
+            return
+        if path.exists() and not path.is_file():  # a pipe, a device: its resolved name, "pipe:[…]", is no path
+            with open(path, "a", encoding="utf-8") as f:
                 f.write(text)
             return
         real = path.resolve() if path.is_symlink() else path  # a link is written through, not replaced
