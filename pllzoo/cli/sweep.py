@@ -15,7 +15,6 @@ from pathlib import Path
 import click
 
 from pllzoo.cli import cli, complete, warn_failed_plugins
-from pllzoo.cli.listing import show_report
 from pllzoo.cli.bench import _csv, _KeepsArgs, _seeds
 from pllzoo.cli.options import FINITE, INPUT_FILE, run_options
 from pllzoo.errors import PLLZooError
@@ -78,6 +77,7 @@ def sweep(methods, dataset, seeds, specs, space_file, trials, draw_seed, rule, h
     from pllzoo.progress import BenchProgress, live_on
     from pllzoo.data.base import DataOptions
     from pllzoo.registry import get_registry
+    from pllzoo.cli.listing import show_report
     from pllzoo.report import to_markdown
     from pllzoo.search_space import parse_space, read_space_file
     from pllzoo.trial_selection import score_trials, trials_report, winners
