@@ -77,16 +77,24 @@ def line(run: ArchivedRun) -> str:
     return json.dumps(obj, separators=(",", ":"))
 
 
-_TRACED_FILE = re.compile(r'File "(/[^"]+)"')
+_TRACED_FILE = re.compile(r'File "((?:/|[A-Za-z]:\\).*?)", line')  # a frame's file, quotes and blanks in it too
+_ABSOLUTE = re.compile(r"""(?<![\w.~:/])(?:/|[A-Za-z]:\\)(?:[^\s'"/\\]+[/\\]){2,}[^\s'"/\\]*""")  # 3+ parts
 
 
 def placeless(traceback: str) -> str:
-    """A failed run's traceback as its archive keeps it: each absolute ``File "..."`` of a frame keeps its last two
-    parts (``.../pllzoo/trainer.py``) and the home folder reads ``~``, so a committed archive names no folder of
-    the machine that ran it (issue 16; an outside review found checkouts and site-packages there)."""
-    text = _TRACED_FILE.sub(lambda m: 'File ".../' + "/".join(m.group(1).split("/")[-2:]) + '"', traceback)
+    """A failed run's traceback as its archive keeps it: the file of each frame (POSIX or Windows, quotes and
+    blanks in it too) and any other absolute path of three or more parts (a data file in the message) keep their
+    last two parts (``.../pllzoo/trainer.py``), so a committed archive names no folder of the machine that ran it
+    (issue 16; two outside reviews found checkouts, site-packages, user names and data folders there); a path in
+    the home folder reads ``~/...`` first."""
+    def last_two(path: str) -> str:
+        return ".../" + "/".join([p for p in re.split(r"[/\\]", path) if p][-2:])
+
+    text = _TRACED_FILE.sub(lambda m: f'File "{last_two(m.group(1))}", line', traceback)
     home = str(Path.home())
-    return text.replace(home, "~") if len(home) > 1 else text
+    if len(home) > 1:  # the home folder as ~ where it is a whole folder (/home/al, not /home/alice)
+        text = re.sub(re.escape(home) + r"(?=[/\\'\"\s]|$)", "~", text)
+    return _ABSOLUTE.sub(lambda m: last_two(m.group(0)), text)
 
 
 def _sorted(obj: Any) -> Any:

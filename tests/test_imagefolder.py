@@ -407,3 +407,17 @@ def test_a_test_folder_may_lack_a_tail_class(tmp_path):
     Image.new("RGB", (8, 8)).save(root / "test" / "cat" / "0.png")
     with pytest.raises(PLLZooError, match=r"the test classes \['cat'\] are no training class"):
         load_image_folder(root, DataOptions())
+
+
+@pytest.mark.skipif(os.name != "posix", reason="a file name that is no UTF-8: a POSIX file system")
+def test_class_and_image_names_that_are_no_utf8_load(tmp_path):
+    """A second review: a class folder or image named with a byte that is no UTF-8 crashed the folder's listing
+    hash (UnicodeEncodeError) with a traceback."""
+    root = Path(os.fsdecode(bytes(tmp_path) + b"/pets"))
+    for c, n in (("ant", 4), (os.fsdecode(b"b\xffe"), 4)):
+        (root / c).mkdir(parents=True)
+        for i in range(n):
+            Image.new("RGB", (8, 8), (30 * i, 0, 0)).save(root / c / os.fsdecode(b"%d\xe9.png" % i))
+    np.save(root / "candidates.npy", np.ones((8, 2), bool))
+    data = load_image_folder(root, DataOptions())
+    assert data.num_train + len(data.y_test) == 8 and len(data.info["files_sha256"]) == 64

@@ -91,13 +91,19 @@ def test_an_archived_traceback_names_no_folder_of_the_machine(out, tmp_path):
         "Traceback (most recent call last):\n"
         '  File "/work/ci/pllzoo/trainer.py", line 3, in fit\n'
         f'  File "{home}/.pyenv/versions/3.11/lib/python3.11/site-packages/torch/nn/module.py", line 9, in f\n'
-        f"ValueError: no file {home}/data/x.mat\n")
+        f"ValueError: no file {home}/data/x.mat\n"
+        '  File "/scratch/u1/my "v2" project/pllzoo/run.py", line 4, in g\n'
+        '  File "C:\\Users\\alice\\conda\\Lib\\torch\\module.py", line 5, in h\n'
+        "FileNotFoundError: '/scratch/u1/datasets/cifar/train.npz' (see https://x.org/a/b/c, 0.5/1.0)\n")
     assert CliRunner().invoke(cli, ["archive", str(tmp_path / "o")]).exit_code == 0
     (entry,) = archive.read(tmp_path / "o").values()
     assert entry.error == ("Traceback (most recent call last):\n"
                            '  File ".../pllzoo/trainer.py", line 3, in fit\n'
                            '  File ".../nn/module.py", line 9, in f\n'
-                           "ValueError: no file ~/data/x.mat\n")
+                           "ValueError: no file ~/data/x.mat\n"
+                           '  File ".../pllzoo/run.py", line 4, in g\n'
+                           '  File ".../torch/module.py", line 5, in h\n'
+                           "FileNotFoundError: '.../cifar/train.npz' (see https://x.org/a/b/c, 0.5/1.0)\n")
 
 
 def test_archive_keeps_unfinished_runs_and_a_finished_copy_wins(out, tmp_path):

@@ -187,6 +187,9 @@ def test_results_tables_keep_names_whole_off_a_terminal_and_on_a_narrow_one(monk
     show_report(report)  # pytest's capture: no terminal
     out = capsys.readouterr().out
     assert name in out and "│ cc " in out and "Model selection: last epoch." in out
+    long_title = "lost_faces_partial_labels_cleaned_2024_release_of_a_very_long_name_beyond_eighty_columns uniform"
+    show_report(Report(long_title, ["Method", "All"], [["cc", "50.00"]], ""))  # a title wider than the table
+    assert long_title.split()[0] in capsys.readouterr().out  # (a second review: it was folded)
     monkeypatch.setattr(Console, "is_terminal", property(lambda self: True))  # a terminal 30 columns wide
     monkeypatch.setenv("COLUMNS", "30")
     show_report(report)

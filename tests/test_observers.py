@@ -487,3 +487,15 @@ def test_a_config_files_observe_wins_over_the_environments(reg, tmp_path, monkey
     res = CliRunner().invoke(cli, ["bench", "--config", str(config), *TINY, "--out", str(tmp_path / "o2"),
                                    "--observe", f"pllzoo.tensorboard={tmp_path / 'cli'}"])
     assert res.exit_code == 0 and (tmp_path / "cli").is_dir() and not (tmp_path / "env").exists(), res.output
+
+
+def test_a_config_files_tensorboard_wins_over_the_environments(reg, tmp_path, monkeypatch):
+    """A second review: a file's `tensorboard = DIR` beside PLLZOO_OBSERVE naming TensorBoard was refused as
+    selected twice, though the file wins over that shell-wide default."""
+    pytest.importorskip("tensorboard")
+    monkeypatch.setenv("PLLZOO_OBSERVE", f"pllzoo.tensorboard={tmp_path / 'env'}")
+    config = tmp_path / "c.toml"
+    config.write_text(f'methods = "proden"\nepochs = 1\ntensorboard = "{tmp_path / "file"}"\n')
+    res = CliRunner().invoke(cli, ["bench", "--config", str(config), *TINY, "--out", str(tmp_path / "o")])
+    assert res.exit_code == 0, res.output
+    assert (tmp_path / "file").is_dir() and not (tmp_path / "env").exists()

@@ -249,12 +249,18 @@ def test_a_solar_la_cell_takes_the_solar_model_rescored(tmp_path):
     own = json.loads(json.dumps(paper.recipe_sections(RUNS[RUNS["run"] == "c10-phi0.5-g100-solar"].iloc[0], "cpu")))
     base = tmp_path / "c10-phi0.5-g100-solar"
     _finished(base, "a", {"device": "cpu", **own}, 70.0)
+    # only the SoLar cell's own run, at this file's ζ, with numbers (a second review: other rows were averaged in)
     (base / "la-z1.csv").write_text("run,acc_all,acc_many,acc_medium,acc_few,overrides\n"
-                                    "a,77.0,90.0,70.0,60.0,predict.zeta=1\nb,79.0,92.0,72.0,64.0,predict.zeta=1\n")
+                                    "a,77.0,90.0,70.0,60.0,predict.zeta=1\nzz,79.0,92.0,72.0,64.0,predict.zeta=1\n"
+                                    "a,99.0,99.0,99.0,99.0,predict.zeta=2\n")
     text = paper.markdown_tables(CELLS, tmp_path)
     line = next(x for x in text.splitlines() if x.startswith("| `t6-c10-phi0.5-g100-solar-la-z1-few`"))
-    assert "| 62.00 ± 2.83 (n=2) [2 epochs, not 1000] [the SoLar model re-scored (pllzoo evaluate --predict " \
+    assert "| 60.00 (n=1) [2 epochs, not 1000] [the SoLar model re-scored (pllzoo evaluate --predict " \
            "solar.la), Sinkhorn tol 0.001, warm starts, feasibility check] | – |" in line
+    (base / "la-z1.csv").write_text("run,acc_all,acc_many,acc_medium,acc_few,overrides\na,n/a,,,,predict.zeta=1\n")
+    line = next(x for x in paper.markdown_tables(CELLS, tmp_path).splitlines()
+                if x.startswith("| `t6-c10-phi0.5-g100-solar-la-z1-all`"))
+    assert "| not run | – |" in line  # no number: not a cell
     line = next(x for x in text.splitlines() if x.startswith("| `t6-c10-phi0.5-g100-solar-la-z2-all`"))
     assert "| not run | – |" in line  # no la-z2.csv
 

@@ -124,6 +124,7 @@ def summarise(results: Path, run: pd.Series) -> pd.Series | None:
         # review: the first setting was shown, with no mark, and the recipe's own runs left out)
         row["settings"] = "; ".join(str(s) or "(none)" for s in rows["setting"])
         return row
+    row["runs"] = sorted(set(records["run"]))  # the runs the cell's numbers come from (a re-scoring must be theirs)
     row["differs"] = differences(folder, set(records["run"]), run)
     return row
 
@@ -134,7 +135,9 @@ _LA_RUN = re.compile(r"^(?P<base>.+-solar)-la-z(?P<zeta>[\d.]+)$")
 def rescored(results: Path, run: pd.Series, summaries: dict[str, pd.Series | None]) -> pd.Series | None:
     """A ``solar-la`` run's row from its SoLar run re-scored at its ζ (``results/<solar run>/la-zZ.csv``, written by
     ``pllzoo evaluate --predict solar.la``, as the paper queue does on the device), marked so; None when neither
-    exists.  The SoLar run's own marks and epoch count carry over (the same model)."""
+    exists.  The SoLar run's own marks and epoch count carry over (the same model).  Only rows of the SoLar cell's
+    own runs, re-scored at that ζ (``overrides``), with numbers count; none: None (a second review: rows of other
+    runs were averaged in, and n counted rows, not values)."""
     found = _LA_RUN.match(run["run"])
     base = summaries.get(found["base"]) if found else None
     csv = results / found["base"] / f"la-z{found['zeta']}.csv" if found else None
@@ -144,13 +147,20 @@ def rescored(results: Path, run: pd.Series, summaries: dict[str, pd.Series | Non
         frame = pd.read_csv(csv)
     except (OSError, ValueError):
         return None
-    if frame.empty or not all(f"acc_{m}" in frame for m in ("all", "many", "medium", "few")):
+    metrics = [f"acc_{m}" for m in ("all", "many", "medium", "few")]
+    if frame.empty or not all(c in frame for c in [*metrics, "run"]):
+        return None
+    frame = frame[frame["run"].astype(str).isin(base.get("runs", []))].drop_duplicates("run")
+    if "overrides" in frame:  # `predict.zeta=Z` (evaluate's column): the file's ζ, not another's
+        frame = frame[frame["overrides"].astype(str).str.contains(rf"(?:^|;)predict\.zeta={found['zeta']}(?:;|$)")]
+    frame = frame.assign(**{c: pd.to_numeric(frame[c], errors="coerce") for c in metrics}).dropna(subset=["acc_all"])
+    if frame.empty:
         return None
     row = base.copy()
-    for m in ("all", "many", "medium", "few"):
-        values = frame[f"acc_{m}"].dropna()
-        row[f"acc_{m}_mean"] = values.mean()
-        row[f"acc_{m}_std"] = values.std() if len(values) > 1 else float("nan")
+    for c in metrics:
+        values = frame[c].dropna()
+        row[f"{c}_mean"] = values.mean() if len(values) else float("nan")
+        row[f"{c}_std"] = values.std() if len(values) > 1 else float("nan")
     row["n"] = len(frame)
     row["prior_tv"] = ""  # the SoLar row says it
     said = "the SoLar model re-scored (pllzoo evaluate --predict solar.la)"

@@ -245,8 +245,10 @@ def _plans(ctx, dist, methods, dataset, seeds, epochs, batch_size, data_dir, spl
         # above a default_map: an outside review saw a study's tracker dropped without a word)
         file_observe = ctx.default_map["observe"]
         observe = tuple([file_observe] if isinstance(file_observe, str) else file_observe)
-    if tensorboard is not None and ctx.get_parameter_source("tensorboard") == src.COMMANDLINE and \
-            ctx.get_parameter_source("observe") != src.COMMANDLINE:  # the command line wins over PLLZOO_OBSERVE's
+    tb_from, observe_from = ctx.get_parameter_source("tensorboard"), ctx.get_parameter_source("observe")
+    if tensorboard is not None and (tb_from == src.COMMANDLINE and observe_from != src.COMMANDLINE or
+                                    tb_from == src.DEFAULT_MAP and observe_from == src.ENVIRONMENT):
+        # the command line wins over PLLZOO_OBSERVE's, and a config file's tensorboard over it too (a second review)
         observe = [t for t in observe if t.strip().partition("=")[0].strip() != TENSORBOARD]  # or a file's choice
     observers = choose(reg, observe, tensorboard)  # names and arguments checked before anything is written
     if resume and overwrite:

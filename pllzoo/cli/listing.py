@@ -92,6 +92,9 @@ def show_report(report: Any) -> None:
 
     console, table = Console(), to_rich(report)
     if not console.is_terminal:
+        # the title and caption wrap at the table's width: at least their longest word (a second review: a dataset
+        # name longer than the table was folded)
+        table.min_width = max([len(w) for text in (report.title, report.caption or "") for w in text.split()] or [0])
         wide = Console(width=100_000).measure(table).maximum  # (a measure is capped at the console's width)
         Console(width=max(console.width, wide)).print(table)
         return

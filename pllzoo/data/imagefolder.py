@@ -235,7 +235,8 @@ def _candidate_file(root: Path, what: str) -> Path:
 
 
 def _sha256_of(text: str | bytes) -> str:
-    return hashlib.sha256(text.encode() if isinstance(text, str) else text).hexdigest()
+    # surrogateescape: a file name that is no UTF-8 hashes as its bytes (an outside review: it crashed here)
+    return hashlib.sha256(text.encode("utf-8", "surrogateescape") if isinstance(text, str) else text).hexdigest()
 
 
 def load_image_folder(root: Path | str, opts: DataOptions, name: str | None = None,
