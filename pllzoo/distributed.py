@@ -38,7 +38,12 @@ DEFAULT_TIMEOUT_S = 300.0
 
 class FailedAlone(PLLZooError):
     """A run failed on some processes and not on the others, which wait in a collective: the bench ends on
-    every process, without the barrier of :func:`shutdown` (it would pair with their pending collective)."""
+    every process, without the barrier of :func:`shutdown` (it would pair with their pending collective).
+    On rank 0, as :class:`pllzoo.jobs.RunsFailed`: ``rows`` (results.csv) and ``failed`` (plan, reason)."""
+
+    def __init__(self, message: str, rows: Any = None, failed: list | None = None) -> None:
+        super().__init__(message)
+        self.rows, self.failed = rows, failed or []
 
 
 @dataclass(frozen=True)

@@ -694,6 +694,12 @@ def test_torchrun_a_lone_failure_leaves_results_csv_with_its_cause(tmp_path, mod
     assert cause in rows["error"][0]
     assert f"Error: the bench ends: rankfail seed 1 failed on rank {1 if mode == 'raise' else 0}" in res.stderr
     assert not list(out.glob("**/*.lock"))
+    # summary.* rebuilt and the table printed, as after failures on every rank (an outside review: both skipped)
+    summary = pd.read_csv(out / "summary.csv")
+    assert list(summary["method"]) == ["rankfail"] and list(summary["failed"]) == [1], res.stdout[-2000:]
+    assert "results: " in res.stdout and "│ rankfail" in res.stdout
+    error = next(out.glob("runs/*/error.txt")).read_text()  # rank 0 writes it: the first cause is said there too
+    assert mode != "raise" or "The first cause: rankfail seed 1 failed on rank 1: " in error, error[-500:]
 
 
 def test_torchrun_a_component_not_ready_for_ddp_refuses_the_bench_before_any_run(tmp_path):

@@ -284,7 +284,7 @@ def _run_plans(ctx, dist, reg, plans, observers, part, out, resume, overwrite, j
     from rich.console import Console
 
     from pllzoo import bench as bench_lib
-    from pllzoo import checkpoint
+    from pllzoo import checkpoint, distributed
     from pllzoo import report as rep
     from pllzoo.cli.bench_plan import show_plan
     from pllzoo.jobs import RunsFailed
@@ -314,14 +314,14 @@ def _run_plans(ctx, dist, reg, plans, observers, part, out, resume, overwrite, j
     if dry_run:
         return
     stopped: BaseException | None = None
-    failure: RunsFailed | None = None
+    failure: RunsFailed | distributed.FailedAlone | None = None
     with BenchProgress(costs, estimates, jobs, live=live_on(err), console=err) as progress:
         try:
             rows = bench_lib.execute(reg, plans, out, resume=resume, on_epoch=progress.on_epoch,
                                      on_run=progress.on_run, jobs=jobs, threads=threads, time_limit=time_limit,
                                      started=started, overwrite=overwrite)
-        except RunsFailed as exc:  # the others finished: their table, then one line naming the failed runs
-            failure, rows = exc, exc.rows
+        except (RunsFailed, distributed.FailedAlone) as exc:  # the others finished (a lone failure under torchrun:
+            failure, rows = exc, exc.rows  # those before it): their table, then one line naming the failed runs
         except (checkpoint.Stopped, KeyboardInterrupt) as exc:
             stopped = exc
         except OSError as exc:  # a full or read-only file system, a folder removed under us
