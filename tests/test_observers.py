@@ -473,29 +473,21 @@ def test_tensorboard_on_the_command_line_replaces_the_environments_choice(reg, t
     assert res.exit_code == 1 and "is selected twice" in res.output
 
 
-def test_a_config_files_observe_wins_over_the_environments(reg, tmp_path, monkeypatch):
-    """An outside review: PLLZOO_OBSERVE (a shell-wide default) silently replaced the observe = [...] of a study's
-    config file, as click ranks an environment variable above a config's defaults; the file now wins, and the
-    command line over both."""
+@pytest.mark.parametrize("setting", ["observe", "tensorboard"])
+def test_a_config_files_choice_wins_over_the_environments(reg, tmp_path, monkeypatch, setting):
+    """Outside reviews: PLLZOO_OBSERVE (a shell-wide default) silently replaced the observe = [...] of a study's
+    config file, as click ranks an environment variable above a config's defaults, and a file's tensorboard = DIR
+    beside it was refused as selected twice; the file now wins, and the command line over both."""
     pytest.importorskip("tensorboard")
     monkeypatch.setenv("PLLZOO_OBSERVE", f"pllzoo.tensorboard={tmp_path / 'env'}")
+    line = (f'observe = ["pllzoo.tensorboard={tmp_path / "file"}"]' if setting == "observe"
+            else f'tensorboard = "{tmp_path / "file"}"')
     config = tmp_path / "c.toml"
-    config.write_text(f'methods = "proden"\nepochs = 1\nobserve = ["pllzoo.tensorboard={tmp_path / "file"}"]\n')
+    config.write_text(f'methods = "proden"\nepochs = 1\n{line}\n')
     res = CliRunner().invoke(cli, ["bench", "--config", str(config), *TINY, "--out", str(tmp_path / "o")])
     assert res.exit_code == 0, res.output
     assert (tmp_path / "file").is_dir() and not (tmp_path / "env").exists()
-    res = CliRunner().invoke(cli, ["bench", "--config", str(config), *TINY, "--out", str(tmp_path / "o2"),
-                                   "--observe", f"pllzoo.tensorboard={tmp_path / 'cli'}"])
-    assert res.exit_code == 0 and (tmp_path / "cli").is_dir() and not (tmp_path / "env").exists(), res.output
-
-
-def test_a_config_files_tensorboard_wins_over_the_environments(reg, tmp_path, monkeypatch):
-    """A second review: a file's `tensorboard = DIR` beside PLLZOO_OBSERVE naming TensorBoard was refused as
-    selected twice, though the file wins over that shell-wide default."""
-    pytest.importorskip("tensorboard")
-    monkeypatch.setenv("PLLZOO_OBSERVE", f"pllzoo.tensorboard={tmp_path / 'env'}")
-    config = tmp_path / "c.toml"
-    config.write_text(f'methods = "proden"\nepochs = 1\ntensorboard = "{tmp_path / "file"}"\n')
-    res = CliRunner().invoke(cli, ["bench", "--config", str(config), *TINY, "--out", str(tmp_path / "o")])
-    assert res.exit_code == 0, res.output
-    assert (tmp_path / "file").is_dir() and not (tmp_path / "env").exists()
+    if setting == "observe":
+        res = CliRunner().invoke(cli, ["bench", "--config", str(config), *TINY, "--out", str(tmp_path / "o2"),
+                                       "--observe", f"pllzoo.tensorboard={tmp_path / 'cli'}"])
+        assert res.exit_code == 0 and (tmp_path / "cli").is_dir() and not (tmp_path / "env").exists(), res.output
