@@ -168,7 +168,8 @@ def read_cifar(base: str, opts: DataOptions) -> tuple[RawSplit, RawSplit, str]:
     jpeg = " or cifar10_jpeg/{train,test}_jpeg.npz" if base == "cifar10" else ""
     raise PLLZooError(
         f"no {PRETTY[base]} copy found (looked for {TORCHVISION_DIRS[base]}/{jpeg} in {where}); "
-        f"pass --data-dir pointing at one, or allow downloading (no --offline)"
+        f"pass --data-dir pointing at one, or let pllzoo bench download it (without --offline; evaluate reads a "
+        f"copy only)"
     )
 
 
