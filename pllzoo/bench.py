@@ -46,7 +46,7 @@ from pllzoo import archive, checkpoint, distributed
 from pllzoo.data.base import fingerprint
 from pllzoo.errors import PLLZooError
 from pllzoo.isolation import plugin_code
-from pllzoo.jobs import RunsFailed, failure_line, record_failure
+from pllzoo.jobs import RunsFailed, describe, failure_line, record_failure
 from pllzoo.observers import RunInfo, observing
 from pllzoo.planning import (DEVICE_VIEWS, RunPlan, _route, carve, check_seeds, device_views, hashed_train,
                              parse_overrides, plan, train_config)
@@ -460,8 +460,9 @@ def follow(registry: Registry, plans: list[RunPlan], time_limit: float | None = 
             except checkpoint.Stopped as exc:  # decided collectively: rank 0 stops too and records it
                 stopped = stopped or exc
             except Exception as exc:  # rank 0 records it when it failed there too; else this rank's alone
-                why = (str(exc).strip().splitlines() or [""])[0][:200]
-                alone = _failed_alone(dist, f"{bench_no}/{i}", _name(p), f"{type(exc).__name__}: {why}")
+                # worded as rank 0 words its own (record_failure): one fault, one text in results.csv's error
+                # column whichever rank it struck (an outside review: "ComponentError: ..." on rank 1 only)
+                alone = _failed_alone(dist, f"{bench_no}/{i}", _name(p), describe(exc))
                 if alone is not None:  # printed by the CLI, on every process
                     raise distributed.FailedAlone(alone) from None
 

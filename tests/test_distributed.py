@@ -692,6 +692,8 @@ def test_torchrun_a_lone_failure_leaves_results_csv_with_its_cause(tmp_path, mod
     assert list(rows["method"]) == ["rankfail"] and list(rows["status"]) == ["failed"], res.stderr[-3000:]
     cause = "boom on rank 1" if mode == "raise" else "another process exited without saying why"
     assert cause in rows["error"][0]
+    if mode == "raise":  # worded as rank 0 words a failure of its own (describe): no "ComponentError:" prefix
+        assert rows["error"][0].startswith("rankfail seed 1 failed on rank 1: loss component 'rankfail.loss'")
     assert f"Error: the bench ends: rankfail seed 1 failed on rank {1 if mode == 'raise' else 0}" in res.stderr
     assert not list(out.glob("**/*.lock"))
     # summary.* rebuilt and the table printed, as after failures on every rank (an outside review: both skipped)
