@@ -11,6 +11,7 @@ Precedence, lowest first: the option's own default, the file, the command line (
 ``--hp`` on the command line adds to the file's ``hp``, a key given in both taking the command line's
 value.  A file value goes through the same parsing as the command line's, so ``epochs = 2`` and
 ``--epochs 2`` (or ``hp = {"train.lr" = 0.05}`` and ``--hp train.lr=0.05``) give the same run id.
+A YAML file's integers are YAML 1.2's (``010`` is ten; PyYAML alone reads YAML 1.1's octal eight).
 Relative paths in the file (``out``, ``data-dir``) are relative to the current folder, as on the
 command line.  An unknown key, a value of the wrong type, an unreadable file or a YAML file without
 PyYAML is one ``Error:`` line; an ``hp`` key or value refused later, in planning, ends with ``(config file FILE)``
@@ -88,11 +89,30 @@ def _read_yaml(path: Path, text: str) -> Any:
         raise PLLZooError(f"--config {path}: reading YAML needs PyYAML; pip install pyyaml "
                           f"(or write the file as TOML)") from None
     try:
-        return yaml.safe_load(text)
+        return yaml.load(text, Loader=_yaml_loader(yaml))
     except yaml.YAMLError as exc:
         where = getattr(exc, "problem_mark", None)
         line = f" at line {where.line + 1}" if where is not None else ""
         raise PLLZooError(f"--config {path}: not valid YAML{line}") from None
+
+
+def _yaml_loader(yaml: Any) -> type:
+    """PyYAML's safe loader with YAML 1.2's integers: ``010`` is ten, not YAML 1.1's octal eight (an outside
+    review: ``seeds: [010]`` ran seed 8); ``0o10`` stays eight, as in YAML 1.2."""
+
+    class Loader(yaml.SafeLoader):
+        def construct_yaml_int(self, node: Any) -> int:
+            text = str(self.construct_scalar(node)).replace("_", "")
+            if re.fullmatch(r"[-+]?0[0-9]+", text):
+                return int(text, 10)
+            if re.fullmatch(r"[-+]?0o[0-7]+", text):
+                return int(text.replace("0o", ""), 8)
+            return super().construct_yaml_int(node)
+
+    Loader.add_constructor("tag:yaml.org,2002:int", Loader.construct_yaml_int)
+    # YAML 1.2 spells octal 0o17: resolved as an integer too (PyYAML, a YAML 1.1 parser, reads it as text)
+    Loader.add_implicit_resolver("tag:yaml.org,2002:int", re.compile(r"^[-+]?0o[0-7]+$"), list("-+0"))
+    return Loader
 
 
 def file_options(command: click.Command) -> dict[str, click.Option]:

@@ -164,6 +164,15 @@ def test_yaml_without_pyyaml_says_how_to_install_it(tmp_path, monkeypatch):
     assert "pip install pyyaml" in line
 
 
+def test_yaml_integers_are_yaml_1_2s(tmp_path):
+    """A leading zero is decimal (YAML 1.1, PyYAML's, read ``seeds: [010]`` as seed 8); 0o10 is octal."""
+    pytest.importorskip("yaml")
+    from pllzoo.configfile import read
+
+    path = _write(tmp_path / "c.yaml", "seeds: [010, 0o10, 7, 0x1f, '010', -012]\nepochs: 0_20\nlr: 010.5\n")
+    assert read(path) == {"seeds": [10, 8, 7, 31, "010", -12], "epochs": 20, "lr": 10.5}
+
+
 def test_config_and_from_run_exclude_each_other(finished, tmp_path):
     run = next((finished / "runs").iterdir())
     path = _write(tmp_path / "c.toml", 'methods = "cc"\n')
