@@ -14,6 +14,10 @@ b_i = t_i, the label update's targets (the SoLar paper's baseline protocol, §4.
 that CE, the two are one).
 For soft-target CE the mixed term equals CE with mixed targets.
 ``cr`` and ``mixup`` are on by default and off on tabular data ("not applicable to tabular data").
+The loss and consistency terms are means over ``step.mask``; the mixup term mixes the whole batch, also beside a
+selection swapped in (``proden+selection=solar.classwise``): the methods' own recipes select every row
+(``pllzoo.all``), and a loss cannot tell that mask from another's without a host read in every step, nor mix over
+it without changing their recorded runs.  SoLar's own loss mixes its reliable rows only.
 
 Under torchrun (G > 1, ``docs/distributed.md``) the means over a selection mask are over the global
 batch's mask (``masked_mean`` with ``step.dist``, D5) and the mixup is the global batch's (one l, one
