@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import sys
-from typing import Iterator
+from typing import Any, Iterator
 
 
 def pop_modes(depth: int) -> None:
@@ -34,30 +34,70 @@ def pop_modes(depth: int) -> None:
             pop()
 
 
+SETTINGS: dict[str, tuple[str, Any]] = {  # name: (how it is set, torch's own value before anyone set it)
+    "default dtype": ("torch.set_default_dtype", "torch.float32"),
+    "grad mode": ("torch.set_grad_enabled", True),
+    "deterministic algorithms": ("torch.use_deterministic_algorithms", False),
+    "their warn-only mode": ("torch.use_deterministic_algorithms(..., warn_only=)", False),
+    "anomaly mode": ("torch.autograd.set_detect_anomaly", False),
+    "float32 matmul precision": ("torch.set_float32_matmul_precision", "highest"),
+    "cuDNN benchmark": ("torch.backends.cudnn.benchmark", False),
+    "cuDNN deterministic": ("torch.backends.cudnn.deterministic", False),
+}
+"""Torch's process-wide settings that change what every computation after them does (the default device apart,
+:func:`torch_globals_kept`), by name: how each is set, and its value in a fresh process."""
+
+
+def torch_settings() -> dict[str, Any]:
+    """:data:`SETTINGS`' values now (their fresh-process values when no one imported torch yet: the CLI does
+    not), by name."""
+    torch = sys.modules.get("torch")
+    if torch is None:
+        return {name: fresh for name, (_, fresh) in SETTINGS.items()}
+    return {"default dtype": str(torch.get_default_dtype()), "grad mode": torch.is_grad_enabled(),
+            "deterministic algorithms": torch.are_deterministic_algorithms_enabled(),
+            "their warn-only mode": torch.is_deterministic_algorithms_warn_only_enabled(),
+            "anomaly mode": torch.is_anomaly_enabled(),
+            "float32 matmul precision": torch.get_float32_matmul_precision(),
+            "cuDNN benchmark": torch.backends.cudnn.benchmark,
+            "cuDNN deterministic": torch.backends.cudnn.deterministic}
+
+
+def put_back(before: dict[str, Any]) -> list[str]:
+    """Set :data:`SETTINGS` back to ``before`` (:func:`torch_settings`' answer) → the names of those that had
+    changed, each with its new value and how it is set (``grad mode (False; torch.set_grad_enabled)``)."""
+    now = torch_settings()
+    changed = [f"{name} ({now[name]}; {SETTINGS[name][0]})" for name in SETTINGS if now[name] != before[name]]
+    if changed:
+        import torch
+
+        torch.set_default_dtype(getattr(torch, str(before["default dtype"]).removeprefix("torch.")))
+        torch.set_grad_enabled(before["grad mode"])
+        torch.use_deterministic_algorithms(before["deterministic algorithms"],
+                                           warn_only=before["their warn-only mode"])
+        torch.set_anomaly_enabled(before["anomaly mode"])
+        torch.set_float32_matmul_precision(before["float32 matmul precision"])
+        torch.backends.cudnn.benchmark = before["cuDNN benchmark"]
+        torch.backends.cudnn.deterministic = before["cuDNN deterministic"]
+    return changed
+
+
 @contextlib.contextmanager
 def torch_globals_kept() -> Iterator[None]:
-    """Torch's process-wide settings as they were before, afterwards: the default dtype and device, grad mode,
-    deterministic algorithms (and their warn-only mode), anomaly mode, float32 matmul precision and cuDNN's
-    benchmark and deterministic flags."""
+    """Torch's process-wide settings as they were before, afterwards: :data:`SETTINGS` (the default dtype, grad
+    mode, deterministic algorithms and their warn-only mode, anomaly mode, float32 matmul precision, cuDNN's
+    benchmark and deterministic flags) and the default device."""
     import torch
 
     get_device = getattr(torch, "get_default_device", None)  # torch >= 2.3
     device = get_device() if get_device is not None else None
     length = getattr(torch._C, "_len_torch_function_stack", None)
     modes = length() if length is not None else None
-    before = (torch.get_default_dtype(), torch.is_grad_enabled(), torch.are_deterministic_algorithms_enabled(),
-              torch.is_deterministic_algorithms_warn_only_enabled(), torch.is_anomaly_enabled(),
-              torch.get_float32_matmul_precision(), torch.backends.cudnn.benchmark, torch.backends.cudnn.deterministic)
+    before = torch_settings()
     try:
         yield
     finally:
-        dtype, grad, det, warn_only, anomaly, precision, benchmark, cudnn_det = before
-        torch.set_default_dtype(dtype)
-        torch.set_grad_enabled(grad)
-        torch.use_deterministic_algorithms(det, warn_only=warn_only)
-        torch.set_anomaly_enabled(anomaly)
-        torch.set_float32_matmul_precision(precision)
-        torch.backends.cudnn.benchmark, torch.backends.cudnn.deterministic = benchmark, cudnn_det
+        put_back(before)
         if modes is not None and length() > modes:  # a with-block of a device, or set_default_device, left open
             pop_modes(modes)
         if device is not None and get_device() != device:  # None: torch's own default (the CPU), no mode left

@@ -34,6 +34,7 @@ from typing import Any
 import pluggy
 
 from pllzoo import hookspecs
+from pllzoo.isolation import put_back, torch_settings
 
 GROUP = "pllzoo"
 BUILTIN_PLUGINS: tuple[str, ...] = ("pllzoo.builtin",)
@@ -223,29 +224,29 @@ def _unknown_hooks(plugin: Any) -> ValueError | None:
     return ValueError(f"{'; '.join(lines)}; a plugin module implements discovery hooks: {', '.join(specs)}")
 
 
-def _torch_defaults() -> tuple[str, str]:
-    """torch's default dtype and device now (torch's own defaults when no one imported torch yet: the CLI
-    does not)."""
+def _torch_defaults() -> tuple[dict[str, Any], str]:
+    """torch's process-wide settings (:func:`pllzoo.isolation.torch_settings`) and default device now (torch's
+    own when no one imported torch yet: the CLI does not)."""
     torch = sys.modules.get("torch")
-    if torch is None:
-        return "torch.float32", "cpu"
-    device = getattr(torch, "get_default_device", None)  # torch >= 2.3
-    return str(torch.get_default_dtype()), str(device()) if device is not None else "cpu"
+    device = getattr(torch, "get_default_device", None) if torch is not None else None  # torch >= 2.3
+    return torch_settings(), str(device()) if device is not None else "cpu"
 
 
-def _check_torch_defaults(before: tuple[str, str]) -> None:
-    """Refuse (:class:`RuntimeError`, one line) a plugin whose import changed torch's default dtype or device:
-    every run of every method would then compute in it, with nothing naming the plugin.  The defaults are put back."""
-    after = _torch_defaults()
-    if after == before:
-        return
-    torch = sys.modules["torch"]
-    torch.set_default_dtype(getattr(torch, before[0].removeprefix("torch.")))
-    torch.set_default_device(None if before[1] == "cpu" else before[1])  # "cpu" would leave a device mode on
-    what = [f"{name} to {new}" for name, old, new in zip(("default dtype", "default device"), before, after)
-            if old != new]
-    raise RuntimeError(f"its import changes torch's {' and '.join(what)}, which every run would compute with; "
-                       "set them inside your own code, not at import")
+def _check_torch_defaults(before: tuple[dict[str, Any], str]) -> None:
+    """Refuse (:class:`RuntimeError`, one line) a plugin whose import changed one of torch's process-wide settings
+    (default dtype or device, grad mode, deterministic algorithms, ...: an outside review, grad mode turned off
+    at import failed every method with a line naming a shipped loss): every run of every method would then
+    compute in it, with nothing naming the plugin.  The settings are put back."""
+    settings, device = before
+    what = put_back(settings)
+    now = _torch_defaults()[1]
+    if now != device:
+        torch = sys.modules["torch"]
+        torch.set_default_device(None if device == "cpu" else device)  # "cpu" would leave a device mode on
+        what.append(f"default device ({now}; torch.set_default_device)")
+    if what:
+        raise RuntimeError(f"its import changes torch's {', '.join(what)}, which every run would compute with; "
+                           "set them inside your own code, not at import")
 
 
 def _unmet_pllzoo_requirement(dist: md.Distribution | None) -> str | None:

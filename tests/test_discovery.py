@@ -626,19 +626,30 @@ def pllzoo_register_methods(register):
 
 
 @pytest.mark.parametrize("change, said", [
-    ("torch.set_default_dtype(torch.float64)", "default dtype to torch.float64"),
-    ("torch.set_default_device('meta')", "default device to meta"),
+    ("torch.set_default_dtype(torch.float64)", "default dtype (torch.float64; torch.set_default_dtype)"),
+    ("torch.set_default_device('meta')", "default device (meta; torch.set_default_device)"),
+    ("torch.set_grad_enabled(False)", "grad mode (False; torch.set_grad_enabled)"),  # an outside review: every
+    # method then failed with "proden.loss returned a loss without grad", naming no plugin
+    ("torch.use_deterministic_algorithms(True)",
+     "deterministic algorithms (True; torch.use_deterministic_algorithms)"),
+    ("torch.set_float32_matmul_precision('medium')",
+     "float32 matmul precision (medium; torch.set_float32_matmul_precision)"),
+    ("torch.set_grad_enabled(False); torch.backends.cudnn.benchmark = True",
+     "grad mode (False; torch.set_grad_enabled), cuDNN benchmark (True; torch.backends.cudnn.benchmark)"),
 ])
-def test_a_plugin_that_changes_torchs_defaults_at_import_is_refused(install, change, said):
+def test_a_plugin_that_changes_torchs_settings_at_import_is_refused(install, change, said):
     """Its import made every shipped method compute in float64 (PRODEN then failed in a matmul, naming no
-    plugin); now the plugin is refused, named, and torch's defaults are put back."""
+    plugin); now the plugin is refused, named, and torch's settings are put back."""
     import torch
 
+    from pllzoo.isolation import torch_settings
+
+    before = torch_settings()
     install("pllzoo-dtype", "1.0", "dtype", f"import torch\n{change}\n")
     reg = get_registry()
     assert _info(reg, "dtype").error == (f"RuntimeError: its import changes torch's {said}, which every run would "
                                          "compute with; set them inside your own code, not at import")
-    assert torch.get_default_dtype() == torch.float32 and torch.empty(1).device.type == "cpu"
+    assert torch_settings() == before and torch.empty(1).device.type == "cpu"
     assert torch._C._len_torch_function_stack() == 0  # torch's own default, not a "cpu" device mode on every call
     assert _info(reg, "baselines").error is None
 
