@@ -43,7 +43,7 @@ import torch
 from pllzoo.components import Component, Method, label
 from pllzoo.data.base import PLLData, TrainDefaults
 from pllzoo.errors import PLLZooError
-from pllzoo.plugins import one_line
+from pllzoo.plugins import debug_traceback, one_line
 from pllzoo.run import TrainConfig
 
 #: the checks, in the order they run and print
@@ -311,6 +311,7 @@ def _failure(exc: BaseException) -> str:
 
     if isinstance(exc, Stopped):
         raise exc
+    debug_traceback(exc)  # PLLZOO_DEBUG=1: where it was raised, before the verdict's one line
     if isinstance(exc, PLLZooError):
         return str(exc)
     said = one_line(exc)  # "Type: message" already (an outside review: the type came twice)

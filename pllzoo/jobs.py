@@ -75,7 +75,7 @@ from typing import Any, Callable, Iterator
 from pllzoo import checkpoint
 from pllzoo.checkpoint import TIME_LIMIT_EXIT, Stopped
 from pllzoo.errors import PLLZooError
-from pllzoo.plugins import one_line
+from pllzoo.plugins import debug_traceback, one_line
 from pllzoo.threads import default_threads, set_threads
 
 POLL_S = 0.2  # the parent's longest wait between looks at its workers
@@ -130,6 +130,7 @@ def record_failure(run_dir: Path, exc: BaseException) -> str:
     of ``pllzoo bench`` record a failed run through this."""
     run_dir.mkdir(parents=True, exist_ok=True)
     (run_dir / "error.txt").write_text("".join(traceback.format_exception(type(exc), exc, exc.__traceback__)))
+    debug_traceback(exc)  # PLLZOO_DEBUG=1: on the terminal too (an outside review: only the bench's own was shown)
     return describe(exc)
 
 

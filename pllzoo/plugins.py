@@ -75,6 +75,14 @@ def debug_enabled() -> bool:
     return os.environ.get(DEBUG_ENV, "").strip().lower() not in {"", "0", "false", "no", "off"}
 
 
+def debug_traceback(exc: BaseException) -> None:
+    """With ``PLLZOO_DEBUG=1``: ``exc``'s full traceback (with its chained cause, e.g. a plugin's own error) to
+    stderr, where a command turns it into one line or a verdict (the CLI's errors, a failed run of a bench, a
+    failed check)."""
+    if debug_enabled():
+        print("".join(traceback.format_exception(exc)).rstrip(), file=sys.stderr, flush=True)
+
+
 def one_line(exc: BaseException) -> str:
     """``Type: message`` on one line (pluggy's validation errors span several lines: joined with '; ')."""
     text = str(exc).strip()

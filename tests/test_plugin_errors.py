@@ -63,3 +63,46 @@ def test_debug_shows_the_traceback_and_its_cause(picky_registry, tmp_path, monke
     res = CliRunner().invoke(cli, [*ARGS, "--out", str(tmp_path)])
     assert res.exit_code == 1 and "Traceback" in res.output and "raise ValueError" in res.output
     assert res.output.rstrip().splitlines()[-1].startswith("Error:")
+
+
+class Boom(Component):
+    """A loss whose hook raises while the run trains."""
+
+    @hookimpl
+    def pllzoo_loss(self, step, state):
+        raise RuntimeError("boom inside the hook")
+
+
+@pytest.fixture
+def boom_registry(monkeypatch):
+    plugin = types.ModuleType("boom_plugin")
+    plugin.pllzoo_register_losses = hookimpl(lambda register: register("boom.loss", Boom))
+    plugin.pllzoo_register_methods = hookimpl(lambda register: register(Method("boom", loss="boom.loss")))
+    monkeypatch.setitem(sys.modules, "boom_plugin", plugin)
+    pm, infos = make_plugin_manager()
+    pm.register(plugin, name="boom")
+    reg = Registry.build(pm, infos)
+    monkeypatch.setattr("pllzoo.cli.bench.get_registry", lambda: reg)
+    monkeypatch.setattr("pllzoo.registry.get_registry", lambda: reg)
+    return reg
+
+
+@pytest.mark.parametrize("debug", [False, True])
+@pytest.mark.parametrize("command", [
+    ["bench", "--methods", "boom", "--dataset", "synthetic-lt", "--subset", "256", "--batch-size", "32", "--epochs", "1",
+     "--threads", "1"],
+    ["check", "boom"],
+])
+def test_debug_shows_where_a_hook_raised_in_a_run(boom_registry, tmp_path, monkeypatch, command, debug):
+    """An outside review: with PLLZOO_DEBUG=1, a bench printed only its own RunsFailed traceback and check none;
+    the hook's frame was in runs/<id>/error.txt only.  Without it, still no traceback."""
+    if debug:
+        monkeypatch.setenv("PLLZOO_DEBUG", "1")
+    else:
+        monkeypatch.delenv("PLLZOO_DEBUG", raising=False)
+    args = [*command, "--out", str(tmp_path)] if command[0] == "bench" else command
+    res = CliRunner().invoke(cli, args)
+    assert res.exit_code != 0, res.output
+    assert "boom inside the hook" in res.output
+    hook_frame = 'raise RuntimeError("boom inside the hook")' in res.output
+    assert hook_frame == debug and ("Traceback" in res.output) == debug, res.output

@@ -10,7 +10,6 @@ from __future__ import annotations
 import errno
 import os
 import sys
-import traceback
 import warnings
 
 import click
@@ -50,10 +49,9 @@ class _Group(click.Group):
 
 def _debug_traceback(exc: BaseException) -> None:
     """With ``PLLZOO_DEBUG=1``: the full traceback (with the chained cause, e.g. a plugin's own error) to stderr."""
-    from pllzoo.plugins import debug_enabled
+    from pllzoo.plugins import debug_traceback
 
-    if debug_enabled():
-        click.echo("".join(traceback.format_exception(exc)).rstrip(), err=True)
+    debug_traceback(exc)
 
 
 def failure_lines(reg, debug: bool = False) -> list[str]:
