@@ -138,7 +138,8 @@ a component with a method named as a run hook but without `@pllzoo.hookimpl` (pl
 (`step.targets`, `step.mask`, `step.logit_offset`) and `pllzoo_predict`'s logits. A hook that changes one of them
 in place fails its run with one line naming the component and what it changed, e.g. `selection component
 'my.sel' (plugin 'my_plugin'): pllzoo_select changed step.probs in place (or a tensor sharing its memory), ...;
-work on a copy (.clone())` (the check compares version counters: no device value is read). State keys are
+work on a copy (.clone())` (the check compares version counters: no device value is read, so a write through
+`.data`, e.g. `x.data[0] = 0`, which torch does not count, is not caught: never write through `.data`). State keys are
 guarded the same way (`state` below). Answers of the hooks called under `no_grad` (targets, selections,
 offsets, predict logits) must not require grad: one built under `torch.enable_grad()` is refused. Nor may a hook
 leave torch's process-wide settings changed: grad mode (`torch.set_grad_enabled`), the default dtype, or the

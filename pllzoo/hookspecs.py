@@ -331,7 +331,7 @@ class RunSpec:
     batch, logits, features, probabilities and the answers already given (``step.targets``,
     ``step.mask``), and ``pllzoo_predict``'s logits.  A hook that changes one of them in place fails its
     run with one line naming the component and what it changed (work on a ``.clone()``); the check reads
-    version counters, no device value.  A component changes only its own state keys (and those it lists in
+    version counters, no device value (a write through ``.data``, which torch does not count, escapes it).  A component changes only its own state keys (and those it lists in
     ``needs``).  The answers of the hooks called under ``no_grad`` must not require grad.
     """
 
