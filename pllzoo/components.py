@@ -245,8 +245,9 @@ def check_compatible(method_name: str, components: Mapping[str, Component], trai
                      complete: Collection[str] | None = None) -> None:
     """Raise ``PLLZooError`` unless every ``need`` is provided, no key has two writers, at most one
     component answers each of :data:`SINGLE_HOOKS` (:func:`single_answerers`), and (``training``) no component
-    would change nothing: a logit offset that nothing reads from a component whose outputs nothing uses, a
-    selection in front of a loss that ``ignores`` the mask, or a label update in front of a loss that ``ignores``
+    would change nothing: a logit offset that nothing reads from a component whose outputs nothing uses, an
+    estimator (of shipped components only) whose outputs nothing reads, a selection in front of a loss that
+    ``ignores`` the mask, or a label update in front of a loss that ``ignores``
     the targets when nothing else reads them or what the label update provides.  ``training=False`` (``pllzoo
     evaluate``, which only re-scores a trained model) leaves that last check out: there the recipe's other
     components have already acted, and e.g. ``cc-records`` with ``--predict none`` is its model unadjusted.
@@ -289,6 +290,17 @@ def _check_effective(method_name: str, components: Mapping[str, Component], offs
                 f"incompatible recipe {method_name!r}: {comp.slot} {comp.name!r} offsets the logits that label "
                 f"updates read, but none of the others reads them or uses what it provides ({listed}); it would "
                 f"change nothing (a component that reads the offset declares reads = {{'logit_offset'}})")
+    estimator = components.get("estimator")
+    if estimator is not None and offset_slot != "estimator" and estimator.provides and \
+            components.keys() <= set(complete):  # an outside component may read a key it does not declare
+        others = [c for c in components.values() if c is not estimator]
+        if not estimator.provides & set().union(*(c.needs | c.reads for c in others)):
+            listed = ", ".join(f"{c.slot} {c.name!r}" for c in others)
+            raise PLLZooError(  # an outside review: proden+estimator=solar.prior trained 20 pre-estimation epochs
+                # for a prior nothing read, and reported numbers that differed only by the random stream
+                f"incompatible recipe {method_name!r}: estimator {estimator.name!r} provides "
+                f"{', '.join(map(repr, sorted(estimator.provides)))}, which none of the others reads ({listed}); "
+                f"it would change nothing but its own stages (e.g. +predict=pllzoo.logit_adjust reads the prior)")
     loss, selection = components.get("loss"), components.get("selection")
     if loss is not None and selection is not None and "mask" in loss.ignores and selection.name != SELECT_ALL:
         raise PLLZooError(

@@ -167,7 +167,7 @@ def test_valen_with_solar_prior_is_refused_naming_both(registry):
     assert "\n" not in msg and "valen.loss" in msg and "solar.prior" in msg and "stages" in msg
 
 
-@pytest.mark.parametrize("method", ["valen", "solar", "proden+estimator=solar.prior"])
+@pytest.mark.parametrize("method", ["valen", "solar", "proden+selection=solar.classwise+estimator=solar.prior"])
 def test_recipes_with_one_planner_are_accepted(registry, method):
     comps = registry.build_components(registry.method(method), {}, dataset=("tiny", "tabular"))
     check_compatible(method, comps)

@@ -340,7 +340,7 @@ def test_float_weights_are_honoured_or_refused(outside, loss):
     """An outside review: solar.loss and mse/exp's `full_set=mask` read the mask with .bool(), so a selection's
     float weights trained as plain membership, silently."""
     reg = outside
-    method = reg.method(f"{loss}+selection=t.weights" + ("+estimator=solar.prior" if loss == "mse" else ""))
+    method = reg.method(f"{loss}+selection=t.weights")
     overrides = {"loss.full_set": "mask"} if loss == "mse" else {}
     checker = Checker(reg, method, overrides)
     if loss == "solar":
@@ -348,7 +348,7 @@ def test_float_weights_are_honoured_or_refused(outside, loss):
             checker.run()
     else:
         weighted = checker.run()
-        plain = Checker(reg, reg.method("mse+estimator=solar.prior"), overrides).run()
+        plain = Checker(reg, reg.method("mse"), overrides).run()
         assert first_difference(weighted, plain) is not None  # the weights count
 
 

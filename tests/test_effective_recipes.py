@@ -76,6 +76,21 @@ def test_an_offset_that_changes_nothing_is_refused():
         check_compatible("c", _recipe(label_update=Plain(), loss=Plain(), estimator=Offset()))
 
 
+class Estimates(Component):
+    provides = frozenset({"prior"})
+
+
+def test_an_estimator_whose_outputs_nothing_reads_is_refused_among_shipped_components_only():
+    with pytest.raises(PLLZooError, match=r"incompatible recipe 'k': estimator 'test.estimator' provides 'prior', "
+                                          r"which none of the others reads \(label_update 'test.label_update', loss "
+                                          r"'test.loss'\); it would change nothing but its own stages"):
+        check_compatible("k", _recipe(label_update=Plain(), loss=Plain(), estimator=Estimates()))
+    check_compatible("l", _recipe(label_update=Plain(), loss=Plain(), estimator=Estimates(), predict=NeedsPrior()))
+    # an outside component may read a state key it does not declare: kept
+    check_compatible("m", _recipe(label_update=Plain(), loss=Plain(), estimator=Estimates()),
+                     complete=("estimator", "loss"))
+
+
 def test_a_selection_in_front_of_a_loss_with_its_own_is_refused_but_select_all_is_fine():
     parts = dict(label_update=Plain(), loss=OwnSelection())
     check_compatible("d", {**_recipe(**parts), "selection": _named(Plain(), "selection", "pllzoo.all")})
@@ -109,6 +124,11 @@ def test_a_label_update_in_front_of_a_loss_without_targets_is_refused_unless_som
     # PiCO's l.6 is a mean over the whole batch (found by `pllzoo check pico`)
     ("pico+selection=solar.classwise+estimator=solar.prior", "loss 'pico.loss' does not read the selection's mask"),
     ("corr-records+predict=htc.ensemble", "predict 'htc.ensemble' needs 'htc_tail_logits'"),
+    # an outside review: SoLar's pre-estimation trained 20 epochs for a prior none of these reads
+    ("proden+estimator=solar.prior", "estimator 'solar.prior' provides 'prior', 'prior_votes', which none of the "
+                                     "others reads"),
+    ("corr+estimator=solar.prior", "it would change nothing but its own stages"),
+    ("htc+estimator=solar.prior", "which none of the others reads"),
 ])
 def test_shipped_recipes_that_would_change_nothing_fail_before_training(method, why, tmp_path):
     res = CliRunner().invoke(cli, ["bench", "--methods", method, "--dataset", "synthetic-lt", "--subset", "300",
@@ -123,7 +143,8 @@ def test_shipped_recipes_that_would_change_nothing_fail_before_training(method, 
                                     "lws+estimator=records.prior+predict=pllzoo.logit_adjust", "cc-records",
                                     "solar+estimator=records.prior", "htc", "valen+estimator=records.prior",
                                     "cc+label_update=proden.confidence+selection=solar.classwise+estimator=solar.prior",
-                                    "lws", "mse", "exp+selection=solar.classwise+estimator=solar.prior"])
+                                    "lws", "mse", "exp+selection=solar.classwise+estimator=solar.prior",
+                                    "proden+estimator=solar.prior+predict=pllzoo.logit_adjust"])
 def test_recipes_where_each_component_acts_are_accepted(registry, method):
     registry.build_components(registry.method(method), {}, dataset=("synthetic-lt", "tabular"))
 

@@ -127,7 +127,7 @@ class PiCOLoss(Component):
         state.pico_queue_labels = torch.full((n,), -1, dtype=torch.long, device=run.device)
         state.pico_queue_ptr = torch.zeros((), dtype=torch.long, device=run.device)
         # E of l.7: the stage's epochs (m itself is derived from the epoch, pllzoo_on_epoch_start).  The run's final
-        # stage length would send m below 0 in a longer stage before it (pico+estimator=solar.prior's
+        # stage length would send m below 0 in a longer stage before it (pico+estimator=solar.prior+predict=solar.la's
         # pre-estimation: negative targets at its epoch 16; an outside review); one stage: the same E.
         self.epochs = run.stage.epochs or run.config.epochs
 
