@@ -64,7 +64,8 @@ Deviations:
     The fusion term L_F, which trains A, keeps the code's formula.  A class whose estimated prior is small but not 0
     (a label that is no training sample's but some rows' candidate: Lost's uniform split has two) keeps the code's
     formula too and gets several nats (−log(π + 1e-5) ≈ 6.8 at π ≈ 1e-3): an outside review found HTC on Lost
-    predicting them for most test rows after 3 epochs (all of them at 2–3 epochs, seed 1) and a quarter after 30.  Only a prior of exactly 0 is left out.
+    predicting them for most test rows after 3 epochs (all of them at 2–3 epochs, seed 1) and a quarter after 30.
+    Only a prior of exactly 0 is left out.
     Test: tests/unit/test_htc.py::test_ensemble_with_a_class_of_prior_zero_by_hand
   * A branch with one selected row skips L_mix.  The code mixes that row with itself, i.e. adds
     η·CE(f(x_i), u_i) from a forward of one row, whose BatchNorm statistics are that one sample's (and
