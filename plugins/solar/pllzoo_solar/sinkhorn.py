@@ -19,7 +19,9 @@ Reference loop (``reference_sinkhorn``): c ← 1/Ñ; 50 × { β ← r ./ (Mᵀc)
     that. Why tol = 1e-3: on the benchmark problems the reference's 50 iterations reach only 2e-3 to
     6e-3. At 1e-3, 0.04 % of the rows change their argmax against the fully converged Q (0.13 % to 0.5 %
     for the reference). With a cold start it needs 60 to 80 iterations, so the cap binds. With a warm
-    start it is reached well inside the cap on CIFAR-10-LT (10 to 44 iterations a step); on the real-world
+    start it is reached inside the cap on CIFAR-10-LT while the network is unsure (10 to 16 iterations a step on
+    the CPU tier; 10 to 45 in the paper run's first 250 epochs), and the cap binds as it sharpens (49 to 50
+    after train epoch 500: benchmarks/README.md, "Sinkhorn"); on the real-world
     sets, whose problems are mostly relaxed, the cap binds (50 a step in their logs), and the relaxed problem
     always starts cold (below), so there the warm start changes nothing (an outside review measured warm and
     cold equal on BirdSong's and MSRCv2's relaxed solves).
