@@ -21,6 +21,7 @@ from __future__ import annotations
 import contextlib
 import gc
 import datetime
+import math
 import os
 import re
 import time
@@ -216,8 +217,22 @@ def current() -> DistContext:
 
 
 def timeout_s() -> float:
-    """The process-group timeout in seconds (:data:`DEFAULT_TIMEOUT_S` or ``PLLZOO_DIST_TIMEOUT_S``)."""
-    return float(os.environ.get("PLLZOO_DIST_TIMEOUT_S", DEFAULT_TIMEOUT_S))
+    """The process-group timeout in seconds (:data:`DEFAULT_TIMEOUT_S` or ``PLLZOO_DIST_TIMEOUT_S``).
+
+    :raises PLLZooError: one line, for a value that is not a finite number of seconds > 0 (an outside review:
+        ``abc``, ``inf`` and ``nan`` were tracebacks on every rank, ``0`` a C++ stack dump from the first collective).
+    """
+    text = os.environ.get("PLLZOO_DIST_TIMEOUT_S")
+    if text is None:
+        return float(DEFAULT_TIMEOUT_S)
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not (math.isfinite(value) and value > 0):
+        raise PLLZooError(f"PLLZOO_DIST_TIMEOUT_S={text!r}: give the process-group timeout as a number of seconds "
+                          f"> 0 (default {DEFAULT_TIMEOUT_S:g})")
+    return value
 
 
 def failure_wait_s() -> float:

@@ -717,3 +717,20 @@ def test_torchrun_a_component_not_ready_for_ddp_refuses_the_bench_before_any_run
     assert _rankfail_torchrun(tmp_path, "rankfail-unready", processes=1).returncode == 0
     res = _rankfail_torchrun(tmp_path, "proden,rankfail-unready", "raise", "--resume")
     assert res.returncode == 0 and "not ready" not in res.stderr, res.stderr[-3000:]
+
+
+@pytest.mark.parametrize("text", ["abc", "inf", "nan", "0", "-5", ""])
+def test_a_bad_process_group_timeout_is_one_line(text, monkeypatch):
+    """An outside review: PLLZOO_DIST_TIMEOUT_S=abc/inf/nan were tracebacks on every rank, 0 or -5 a C++ stack dump
+    from the first collective."""
+    from pllzoo.distributed import DEFAULT_TIMEOUT_S, failure_wait_s, timeout_s
+    from pllzoo.errors import PLLZooError
+
+    monkeypatch.setenv("PLLZOO_DIST_TIMEOUT_S", text)
+    with pytest.raises(PLLZooError, match=rf"^PLLZOO_DIST_TIMEOUT_S='{text}': give the process-group timeout as a "
+                                          r"number of seconds > 0 \(default 300\)$"):
+        timeout_s()
+    monkeypatch.setenv("PLLZOO_DIST_TIMEOUT_S", "12.5")
+    assert timeout_s() == 12.5 and failure_wait_s() == 5.0
+    monkeypatch.delenv("PLLZOO_DIST_TIMEOUT_S")
+    assert timeout_s() == DEFAULT_TIMEOUT_S == 300.0 and failure_wait_s() == 60.0

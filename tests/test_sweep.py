@@ -284,11 +284,15 @@ def test_a_winner_names_only_the_overrides_that_reached_its_run(tmp_path: Path):
         "estimator.momentum=")
 
 
+@pytest.mark.parametrize("started", ["script", "python -m"])
 @pytest.mark.parametrize("stop, code", [("signal", 130), ("ctrl-c", 130)])
-def test_a_stopped_sweep_exits_with_the_stop_status_and_says_how_to_continue(stop, code, tmp_path, monkeypatch):
+def test_a_stopped_sweep_exits_with_the_stop_status_and_says_how_to_continue(stop, code, started, tmp_path,
+                                                                            monkeypatch):
     """A stop is no error: the stop's exit status and the command that continues (the same: finished runs are
-    reused, unfinished ones resume), not "Error:" and exit 1."""
+    reused, unfinished ones resume), not "Error:" and exit 1; started as `python -m pllzoo`, it says so (an outside
+    review: it said `pllzoo sweep`, a script that may not be on PATH, as bench's once did)."""
     import shlex
+    import sys
 
     from pllzoo import checkpoint
     from pllzoo import sweep as sw
@@ -297,13 +301,16 @@ def test_a_stopped_sweep_exits_with_the_stop_status_and_says_how_to_continue(sto
         raise checkpoint.signal_stop("after epoch 3/9 of stage 'train'", 2) if stop == "signal" else KeyboardInterrupt
 
     monkeypatch.setattr(sw, "run_sweep", stopped)
+    if started == "python -m":
+        monkeypatch.setattr(sys, "argv", [str(Path("site") / "pllzoo" / "__main__.py"), "sweep"])
+    head = [Path(sys.executable).name, "-m", "pllzoo"] if started == "python -m" else ["pllzoo"]
     args = ["sweep", "--methods", "proden", "--trials", "2", "--space", "train.lr=uniform(0.01,0.1)", "--subset", "200",
             "--batch-size", "50", "--epochs", "1", "--out", str(tmp_path / "sw")]
     res = CliRunner().invoke(cli, args)
     assert res.exit_code == code, res.output
     last = res.output.strip().splitlines()[-1]
     assert "Error" not in res.output and "the sweep continues where it stopped with the same command: " in last
-    assert shlex.split(last.split("same command: ")[1]) == ["pllzoo", *args]
+    assert shlex.split(last.split("same command: ")[1]) == [*head, *args]
 
 
 def test_the_sweep_shows_the_plan_the_estimate_and_each_trials_progress_as_bench_does(swept):

@@ -61,6 +61,14 @@ class _KeepsArgs(click.Command):
         return super().parse_args(ctx, args)
 
 
+def started_as() -> list[str]:
+    """How pllzoo was started, for a command line that continues it: ``python -m pllzoo`` where there may be no
+    ``pllzoo`` script on PATH (an outside review), else ``pllzoo``."""
+    started = Path(sys.argv[0]) if sys.argv else Path()
+    return [Path(sys.executable).name, "-m", "pllzoo"] if started.parts[-2:] == ("pllzoo", "__main__.py") \
+        else ["pllzoo"]
+
+
 def _continue_command(ctx: click.Context, resume: bool = True) -> str:
     """The command that continues this bench: its own arguments plus ``--resume``; under torchrun the same
     number of processes (``torchrun [--nnodes N] --nproc-per-node G``; another launcher takes the same arguments)."""
@@ -68,10 +76,7 @@ def _continue_command(ctx: click.Context, resume: bool = True) -> str:
 
     args = ctx.meta.get("pllzoo.bench.args", [])
     dist = distributed.current()
-    # as it was started: `python -m pllzoo` where there may be no pllzoo script on PATH (an outside review)
-    started = Path(sys.argv[0]) if sys.argv else Path()
-    head = [Path(sys.executable).name, "-m", "pllzoo"] if started.parts[-2:] == ("pllzoo", "__main__.py") \
-        else ["pllzoo"]
+    head = started_as()
     if dist.active:
         local = int(os.environ.get("LOCAL_WORLD_SIZE", dist.world))
         nodes = ["--nnodes", str(dist.world // local)] if local < dist.world else []

@@ -15,7 +15,7 @@ from pathlib import Path
 import click
 
 from pllzoo.cli import cli, complete, warn_failed_plugins
-from pllzoo.cli.bench import _csv, _KeepsArgs, _seeds
+from pllzoo.cli.bench import _csv, _KeepsArgs, _seeds, started_as
 from pllzoo.cli.options import FINITE, INPUT_FILE, run_options
 from pllzoo.errors import PLLZooError
 from pllzoo.model_selection import RULES
@@ -130,7 +130,7 @@ def sweep(methods, dataset, seeds, specs, space_file, trials, draw_seed, rule, h
         code = getattr(exc, "exit_code", 130)  # Stopped, Abandoned (a second signal): 128 + its number
         what = (str(exc) if isinstance(exc, checkpoint.Stopped) else
                 f"abandoned by a second {exc}" if isinstance(exc, checkpoint.Abandoned) else "interrupted")
-        args = shlex.join(["pllzoo", "sweep", *click.get_current_context().meta.get("pllzoo.bench.args", [])])
+        args = shlex.join([*started_as(), "sweep", *click.get_current_context().meta.get("pllzoo.bench.args", [])])
         click.echo(f"{what}; the sweep continues where it stopped with the same command: {args}", err=True)
         raise SystemExit(code) from None
     except OSError as exc:  # a trial folder that cannot be written (a file where its runs/ should be, a full disk)
