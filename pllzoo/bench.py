@@ -55,8 +55,8 @@ from pllzoo.registry import Registry
 from pllzoo.results import (RESULT_COLUMNS, env_info, final_rows, load, order_methods, plugins_env, write_json,
                             write_jsonl)
 from pllzoo.run import BOOKKEEPING_FIELDS
-from pllzoo.runfolders import (data_change, finished_records, recorded_env, recover, results_lock, retrain_note,
-                               reusable, settle, settle_all, supplier_change, take_lock)
+from pllzoo.runfolders import (data_change, finished_records, recorded_env, recover, recover_abandoned,
+                               results_lock, retrain_note, reusable, settle, settle_all, supplier_change, take_lock)
 from pllzoo.threads import default_threads, set_threads
 from pllzoo.trainer import Trainer
 
@@ -539,6 +539,8 @@ def _write_rows(out: Path, plans: list[RunPlan], finals: list[dict[str, Any] | N
     other hyper-parameters, differ there alone, and grouping by method would pool them; an outside review),
     ``status`` ("ok" | "failed") and ``error``.  ``finals`` is not read: the folders are the record."""
     with results_lock(out):
+        for line in recover_abandoned(out / "runs"):  # another run's swap that a killed bench left half-done
+            warnings.warn(line)
         failed = dict(failed or {})
         labels: list[str] = []  # the failed runs' settings, told apart as the finished runs' are
         records = load(out, damaged=[], beside=[plans[i].config for i in failed], beside_labels=labels)

@@ -478,7 +478,7 @@ def _sources(out_dir: Path) -> list[_Source]:
         if kind.split("-")[0] in ("old", "tmp") and name not in local and name not in archived and \
                 not (out_dir / "runs" / name).exists():  # review: report left the run out without a word)
             warnings.warn(f"{out_dir / 'runs' / name}: missing; a bench killed while it swapped the run in left it "
-                          f"as {aside.name} (left out here): the next pllzoo bench --resume on {out_dir} puts it back")
+                          f"as {aside.name} (left out here): the next pllzoo bench on {out_dir} puts it back")
             local[name] = None  # one line a run
     local = {k: v for k, v in local.items() if v is not None}
     picked = []

@@ -134,6 +134,29 @@ def recover(runs_dir: Path, run_id: str) -> str | None:
     return said
 
 
+def recover_abandoned(runs_dir: Path) -> list[str]:
+    """:func:`recover` every run of ``runs_dir`` whose folder is missing while a swap's leftover of it lies there
+    and no live bench holds its lock (each taken for the while): a bench killed between a swap's two renames left
+    it, and a later bench of other runs rebuilt ``results.csv`` without it (an outside review).  → the warnings."""
+    said = []
+    names = set()
+    for aside in runs_dir.glob(".*.*-*"):
+        name, _, kind = aside.name[1:].rpartition(".")
+        if kind.split("-")[0] in ("old", "tmp") and name and not (runs_dir / name).exists():
+            names.add(name)
+    for name in sorted(names):
+        lock = runs_dir / f"{name}.lock"
+        if take_lock(lock) is not None:  # a live bench's: its own swap is in progress
+            continue
+        try:
+            line = recover(runs_dir, name)
+        finally:
+            lock.unlink(missing_ok=True)
+        if line is not None:
+            said.append(line)
+    return said
+
+
 def finished_records(run_dir: Path) -> list[dict[str, Any]] | None:
     """The records of the finished, undamaged run in ``run_dir`` (as ``report`` reads it), else None; changes nothing."""
     return _finished(run_dir)[0]

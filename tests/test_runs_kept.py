@@ -365,8 +365,38 @@ def test_report_names_a_run_left_aside_by_a_killed_swap(out):
     assert "Traceback" not in res.output, res.output
     line = " ".join(res.output.split())
     assert f"{run}: missing; a bench killed while it swapped the run in left it as {aside.name} (left out here): " \
-           f"the next pllzoo bench --resume on {out} puts it back" in line
+           f"the next pllzoo bench on {out} puts it back" in line
     assert line.count("missing; a bench killed") == 1
     res = _bench(out, "--methods", "proden", "--resume")
     assert res.exit_code == 0 and run.is_dir() and not aside.exists(), res.output
     assert "missing; a bench killed" not in CliRunner().invoke(cli, ["report", str(out)]).output
+
+
+@pytest.mark.parametrize("left", ["old", "tmp"])
+def test_a_bench_of_other_runs_puts_a_run_left_aside_back_before_its_tables(out, left):
+    """An outside review: killed between a swap's two renames, the run lay aside, and a later bench of *other*
+    runs into the same --out rebuilt results.csv and summary.* without it ("cover every finished run under OUT")."""
+    run = _run(out)
+    aside = run.parent / f".{run.name}.{left}-4242"
+    os.replace(run, aside)
+    res = _bench(out, "--methods", "cc")
+    assert res.exit_code == 0, res.output
+    assert run.is_dir() and not aside.exists() and f"put back from {aside.name}" in res.output
+    assert "missing; a bench killed" not in res.output
+    rows = pd.read_csv(out / "results.csv")
+    assert sorted(rows["method"]) == ["cc", "proden"] and run.name in set(rows["run"])
+
+
+def test_a_live_benchs_swap_is_left_alone(out):
+    """A run whose folder is missing while its lock is held (a live bench between its renames) is not touched."""
+    run = _run(out)
+    aside = run.parent / f".{run.name}.old-{os.getpid()}"
+    os.replace(run, aside)
+    lock = run.parent / f"{run.name}.lock"
+    lock.write_text(f"{os.getpid()}\n")  # held by this live process
+    try:
+        from pllzoo.runfolders import recover_abandoned
+
+        assert recover_abandoned(run.parent) == [] and aside.exists() and not run.exists()
+    finally:
+        lock.unlink()
