@@ -207,3 +207,21 @@ def test_a_regular_file_under_dev_is_replaced_not_appended_to(tmp_path):
         assert target.read_text() == "a\n2\n"
     finally:
         target.unlink(missing_ok=True)
+
+
+@pytest.mark.parametrize("encoding", ["ascii", "latin-1"])
+def test_a_terminal_that_cannot_encode_the_tables_gets_question_marks_not_a_traceback(encoding):
+    """An outside review: PYTHONIOENCODING=ascii made report (and a bench, after writing its results) end in a
+    UnicodeEncodeError traceback on the captions' φ, γ and ±."""
+    import os
+    import subprocess
+    import sys
+
+    root = Path(__file__).resolve().parents[1]
+    env = {**os.environ, "PYTHONIOENCODING": encoding, "COLUMNS": "200"}
+    done = subprocess.run([sys.executable, "-m", "pllzoo", "report", str(root / "benchmarks/composition/results-h100")],
+                          capture_output=True, env=env, timeout=300, cwd=root)
+    assert done.returncode == 0 and b"Traceback" not in done.stderr, done.stderr[-2000:]
+    out = done.stdout.decode(encoding)
+    assert "cifar10lt ? = 0.5 ? = 100" in out or "cifar10lt ?=0.5 ?=100" in out, out[:500]
+    assert "| corr-records+selection=solar.classwise" in out

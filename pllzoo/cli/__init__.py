@@ -88,6 +88,20 @@ def _one_line_warning(message, category, filename, lineno, file=None, line=None)
 def cli() -> None:
     """pllzoo: partial-label learning methods, head to head, on long-tailed data."""
     warnings.showwarning = _one_line_warning
+    _encodable_output()
+
+
+def _encodable_output() -> None:
+    """Standard output and error that cannot encode what pllzoo prints (φ, γ, ± in tables; an ASCII or Latin-1
+    ``PYTHONIOENCODING``) write ``?`` for it instead of raising (an outside review: a traceback after the bench had
+    written its results).  The files pllzoo writes are UTF-8 whatever the terminal."""
+    for stream in (sys.stdout, sys.stderr):
+        encoding = (getattr(stream, "encoding", None) or "").lower().replace("-", "").replace("_", "")
+        if encoding and not encoding.startswith("utf") and hasattr(stream, "reconfigure"):
+            try:
+                stream.reconfigure(errors="replace")
+            except (ValueError, OSError):  # a stream that cannot be reconfigured (closed, detached)
+                pass
 
 
 from pllzoo.cli import archive as _archive  # noqa: E402,F401  (registers commands)
