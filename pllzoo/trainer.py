@@ -383,7 +383,8 @@ class Trainer:
             for name, sd in ckpt.get("modules", {}).items():
                 self.modules[name].load_state_dict(sd)
         except (RuntimeError, KeyError, ValueError, TypeError, AttributeError) as exc:
-            why = " ".join(line.strip() for line in str(exc).strip("'\"").splitlines() if line.strip())
+            text = str(exc.args[0]) if isinstance(exc, KeyError) and exc.args else str(exc)  # KeyError's repr quotes
+            why = " ".join(line.strip() for line in text.splitlines() if line.strip())
             where = f"{self.run_dir / 'checkpoint.pt'}: " if self.run_dir is not None else ""
             raise PLLZooError(f"{where}checkpoint does not match this run ({why[:200] or type(exc).__name__}); "
                               "retrain the run") from None

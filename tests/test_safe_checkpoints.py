@@ -160,6 +160,9 @@ CASES = {
     "records repeated": (lambda c: c.update(records=c["records"] + c["records"][-1:]),
                          "damaged checkpoint (bad records)"),
     "another run": (_other_model, "checkpoint does not match this run"),
+    # an AttributeError's own quotes were stripped with a KeyError's: "(str' object has no attribute 'to)"
+    "state of another kind": (lambda c: c["state"].update(confidence="abc"),
+                              "checkpoint does not match this run ('str' object has no attribute 'to')"),
     "another recipe's stage": (lambda c: [c.update(stage=5), *(r.update(stage_index=5) for r in c["records"])],
                                "this recipe has 1 stage(s)"),
     # a checkpoint copied from another run whose tensors fit (cc's, or another seed's): its records say whose it is
