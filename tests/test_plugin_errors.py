@@ -34,17 +34,24 @@ class Picky(Component):
         raise AssertionError("never reached")
 
 
-@pytest.fixture
-def picky_registry(monkeypatch):
-    plugin = types.ModuleType("picky_plugin")
-    plugin.pllzoo_register_losses = hookimpl(lambda register: register("picky.loss", Picky))
-    plugin.pllzoo_register_methods = hookimpl(lambda register: register(Method("picky", loss="picky.loss")))
-    monkeypatch.setitem(sys.modules, "picky_plugin", plugin)
+def _registry_with(monkeypatch, name: str, loss: type[Component]) -> Registry:
+    """The shipped plugins and plugin ``name``, which registers ``loss`` as ``NAME.loss`` and a method ``NAME`` of it;
+    the registry bench and check use."""
+    plugin = types.ModuleType(f"{name}_plugin")
+    plugin.pllzoo_register_losses = hookimpl(lambda register: register(f"{name}.loss", loss))
+    plugin.pllzoo_register_methods = hookimpl(lambda register: register(Method(name, loss=f"{name}.loss")))
+    monkeypatch.setitem(sys.modules, f"{name}_plugin", plugin)
     pm, infos = make_plugin_manager()
-    pm.register(plugin, name="picky")
+    pm.register(plugin, name=name)
     reg = Registry.build(pm, infos)
     monkeypatch.setattr("pllzoo.cli.bench.get_registry", lambda: reg)
+    monkeypatch.setattr("pllzoo.registry.get_registry", lambda: reg)
     return reg
+
+
+@pytest.fixture
+def picky_registry(monkeypatch):
+    return _registry_with(monkeypatch, "picky", Picky)
 
 
 ARGS = ["bench", "--methods", "picky", "--hp", "loss.level=2", "--epochs", "1"]
@@ -75,16 +82,7 @@ class Boom(Component):
 
 @pytest.fixture
 def boom_registry(monkeypatch):
-    plugin = types.ModuleType("boom_plugin")
-    plugin.pllzoo_register_losses = hookimpl(lambda register: register("boom.loss", Boom))
-    plugin.pllzoo_register_methods = hookimpl(lambda register: register(Method("boom", loss="boom.loss")))
-    monkeypatch.setitem(sys.modules, "boom_plugin", plugin)
-    pm, infos = make_plugin_manager()
-    pm.register(plugin, name="boom")
-    reg = Registry.build(pm, infos)
-    monkeypatch.setattr("pllzoo.cli.bench.get_registry", lambda: reg)
-    monkeypatch.setattr("pllzoo.registry.get_registry", lambda: reg)
-    return reg
+    return _registry_with(monkeypatch, "boom", Boom)
 
 
 @pytest.mark.parametrize("debug", [False, True])
