@@ -148,7 +148,11 @@ def check_claim(out: Path, ident: dict[str, Any]) -> dict[int, dict[str, Any]]:
         listed = before.get("trials", []) if isinstance(before, dict) else None
         if not isinstance(listed, list) or not all(isinstance(t, dict) and isinstance(t.get("trial"), int)
                                                     for t in listed):
-            raise PLLZooError(f"{path} is not a sweep manifest; pick another --out") from None
+            # a damaged manifest of this same sweep need not cost its trials (an outside review): say how to go on
+            again = (f"; if --out holds this same sweep, move {MANIFEST} away and rerun: the sweep writes it again "
+                     "and reuses the finished runs of its trials" if (Path(out) / "trials").is_dir() else "")
+            raise PLLZooError(f"{path} is not a sweep manifest (damaged, or another program's); pick another "
+                              f"--out{again}") from None
         old = {k: before.get(k) for k in ident}
 
         def same(k: str) -> bool:  # the space in any order: each dimension draws by its own key (an outside review)

@@ -199,7 +199,16 @@ def test_a_damaged_manifest_is_one_line(swept, tmp_path, damage):
     out = _damaged_copy(swept, tmp_path, damage)
     res = CliRunner().invoke(cli, [*ARGS, "--out", str(out)])
     assert res.exit_code == 1 and "Traceback" not in res.output
-    assert res.output.strip().splitlines()[-1] == f"Error: {out / 'sweep.json'} is not a sweep manifest; pick another --out"
+    assert res.output.strip().splitlines()[-1] == (
+        f"Error: {out / 'sweep.json'} is not a sweep manifest (damaged, or another program's); pick another --out; if "
+        "--out holds this same sweep, move sweep.json away and rerun: the sweep writes it again and reuses the finished "
+        "runs of its trials")
+    (out / "sweep.json").unlink()  # as the line says: the same sweep again, nothing retrained
+    before = {p: p.stat().st_mtime_ns for p in out.glob("trials/*/runs/*/log.jsonl")}
+    res = CliRunner().invoke(cli, [*ARGS, "--out", str(out)])
+    assert res.exit_code == 0, res.output
+    assert before and {p: p.stat().st_mtime_ns for p in out.glob("trials/*/runs/*/log.jsonl")} == before
+    assert json.loads((out / "sweep.json").read_text())["trials"]
 
 
 def test_a_trial_folder_that_cannot_be_written_is_one_line(swept, tmp_path):
