@@ -34,58 +34,109 @@ def pop_modes(depth: int) -> None:
             pop()
 
 
-SETTINGS: dict[str, tuple[str, Any]] = {  # name: (how it is set, torch's own value before anyone set it)
-    "default dtype": ("torch.set_default_dtype", "torch.float32"),
-    "grad mode": ("torch.set_grad_enabled", True),
-    "deterministic algorithms": ("torch.use_deterministic_algorithms", False),
-    "their warn-only mode": ("torch.use_deterministic_algorithms(..., warn_only=)", False),
-    "anomaly mode": ("torch.autograd.set_detect_anomaly", False),
-    "float32 matmul precision": ("torch.set_float32_matmul_precision", "highest"),
-    "cuDNN benchmark": ("torch.backends.cudnn.benchmark", False),
-    "cuDNN deterministic": ("torch.backends.cudnn.deterministic", False),
+SETTINGS: dict[str, str] = {  # name: how it is set
+    "default dtype": "torch.set_default_dtype",
+    "grad mode": "torch.set_grad_enabled",
+    "deterministic algorithms": "torch.use_deterministic_algorithms",
+    "their warn-only mode": "torch.use_deterministic_algorithms(..., warn_only=)",
+    "anomaly mode": "torch.autograd.set_detect_anomaly",
+    "float32 precision (TF32)": "torch.set_float32_matmul_precision, allow_tf32 or torch.backends.*.fp32_precision",
+    "cuDNN benchmark": "torch.backends.cudnn.benchmark",
+    "cuDNN deterministic": "torch.backends.cudnn.deterministic",
 }
 """Torch's process-wide settings that change what every computation after them does (the default device apart,
-:func:`torch_globals_kept`), by name: how each is set, and its value in a fresh process."""
+:func:`torch_globals_kept`), by name: how each is set."""
+
+_FP32_PRECISION = ("fp32_precision", "cuda.matmul.fp32_precision", "cudnn.fp32_precision", "cudnn.conv.fp32_precision",
+                   "cudnn.rnn.fp32_precision", "mkldnn.fp32_precision", "mkldnn.matmul.fp32_precision",
+                   "mkldnn.conv.fp32_precision", "mkldnn.rnn.fp32_precision")
+"""torch.backends' TF32 switches of the API torch >= 2.9 recommends, which the legacy ones
+(``torch.set_float32_matmul_precision``, ``allow_tf32``) also set: together they say what both APIs set.  Once a
+new switch is set, the legacy getters raise (an outside review: a plugin that did so failed every command)."""
+
+
+def _backend(path: str) -> tuple[Any, str] | None:
+    """(the object, the attribute) of ``torch.backends.<path>``, or None where this torch lacks it."""
+    import torch
+
+    obj, parts = torch.backends, path.split(".")
+    for part in parts[:-1]:
+        obj = getattr(obj, part, None)
+    return (obj, parts[-1]) if obj is not None and hasattr(obj, parts[-1]) else None
+
+
+def _legacy_precision() -> tuple[Any, ...] | None:
+    """The legacy API's view: (float32 matmul precision, cuBLAS allow_tf32, cuDNN allow_tf32); None where torch
+    refuses to say (the two APIs mixed)."""
+    import torch
+
+    try:
+        return (torch.get_float32_matmul_precision(), torch.backends.cuda.matmul.allow_tf32,
+                torch.backends.cudnn.allow_tf32)
+    except RuntimeError:
+        return None
+
+
+def _precision() -> tuple[tuple[str, Any], ...]:
+    """The TF32 switches now: the new API's where this torch has it, else the legacy view."""
+    found = [(path, getattr(*where)) for path in _FP32_PRECISION if (where := _backend(path)) is not None]
+    return tuple(found) if found else (("legacy", _legacy_precision()),)
 
 
 def torch_settings() -> dict[str, Any]:
-    """:data:`SETTINGS`' values now (their fresh-process values when no one imported torch yet: the CLI does
-    not), by name."""
-    torch = sys.modules.get("torch")
-    if torch is None:
-        return {name: fresh for name, (_, fresh) in SETTINGS.items()}
+    """:data:`SETTINGS`' values now, by name (and the legacy TF32 view, to put back first: :func:`put_back`)."""
+    import torch
+
     return {"default dtype": str(torch.get_default_dtype()), "grad mode": torch.is_grad_enabled(),
             "deterministic algorithms": torch.are_deterministic_algorithms_enabled(),
             "their warn-only mode": torch.is_deterministic_algorithms_warn_only_enabled(),
             "anomaly mode": torch.is_anomaly_enabled(),
-            "float32 matmul precision": torch.get_float32_matmul_precision(),
+            "float32 precision (TF32)": _precision(),
             "cuDNN benchmark": torch.backends.cudnn.benchmark,
-            "cuDNN deterministic": torch.backends.cudnn.deterministic}
+            "cuDNN deterministic": torch.backends.cudnn.deterministic,
+            "legacy precision": _legacy_precision()}
+
+
+def _shown(name: str, now: Any, before: Any) -> str:
+    """A changed setting's new value, as a line shows it (of the TF32 switches, those that changed)."""
+    if name == "float32 precision (TF32)":
+        old = dict(before)
+        return ", ".join(f"{path}={value}" for path, value in now if old.get(path) != value)
+    return str(now)
 
 
 def put_back(before: dict[str, Any]) -> list[str]:
     """Set :data:`SETTINGS` back to ``before`` (:func:`torch_settings`' answer) → the names of those that had
     changed, each with its new value and how it is set (``grad mode (False; torch.set_grad_enabled)``)."""
-    now = torch_settings()
-    changed = [f"{name} ({now[name]}; {SETTINGS[name][0]})" for name in SETTINGS if now[name] != before[name]]
-    if changed:
-        import torch
+    import torch
 
-        torch.set_default_dtype(getattr(torch, str(before["default dtype"]).removeprefix("torch.")))
-        torch.set_grad_enabled(before["grad mode"])
-        torch.use_deterministic_algorithms(before["deterministic algorithms"],
-                                           warn_only=before["their warn-only mode"])
-        torch.set_anomaly_enabled(before["anomaly mode"])
-        torch.set_float32_matmul_precision(before["float32 matmul precision"])
-        torch.backends.cudnn.benchmark = before["cuDNN benchmark"]
-        torch.backends.cudnn.deterministic = before["cuDNN deterministic"]
+    now = torch_settings()
+    changed = [f"{name} ({_shown(name, now[name], before[name])}; {SETTINGS[name]})" for name in SETTINGS
+               if now[name] != before[name]]
+    if not changed:
+        return changed
+    torch.set_default_dtype(getattr(torch, str(before["default dtype"]).removeprefix("torch.")))
+    torch.set_grad_enabled(before["grad mode"])
+    torch.use_deterministic_algorithms(before["deterministic algorithms"], warn_only=before["their warn-only mode"])
+    torch.set_anomaly_enabled(before["anomaly mode"])
+    torch.backends.cudnn.benchmark = before["cuDNN benchmark"]
+    torch.backends.cudnn.deterministic = before["cuDNN deterministic"]
+    if now["float32 precision (TF32)"] != before["float32 precision (TF32)"]:
+        legacy = before["legacy precision"]
+        if legacy is not None:  # the legacy setters first: they set the new switches too, which then go back
+            torch.set_float32_matmul_precision(legacy[0])
+            torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = legacy[1], legacy[2]
+        for path, value in before["float32 precision (TF32)"]:
+            where = _backend(path) if path != "legacy" else None
+            if where is not None:
+                setattr(*where, value)
     return changed
 
 
 @contextlib.contextmanager
 def torch_globals_kept() -> Iterator[None]:
     """Torch's process-wide settings as they were before, afterwards: :data:`SETTINGS` (the default dtype, grad
-    mode, deterministic algorithms and their warn-only mode, anomaly mode, float32 matmul precision, cuDNN's
+    mode, deterministic algorithms and their warn-only mode, anomaly mode, the TF32 switches of either API, cuDNN's
     benchmark and deterministic flags) and the default device."""
     import torch
 

@@ -21,6 +21,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import importlib.metadata as md
 import os
@@ -209,6 +210,8 @@ def _load_entrypoints(pm: pluggy.PluginManager, only: set[str] | None = None) ->
         except (Exception, SystemExit) as exc:  # a broken plugin (sys.exit at import too) must not stop the others
             info = PluginInfo(ep.name, version, ep.value, builtin=False, dist=dist, error=one_line(exc),
                               traceback=traceback.format_exc(), import_s=_clock() - started)
+            with contextlib.suppress(RuntimeError):  # what a failed import changed goes back too (an outside
+                _check_torch_defaults(defaults)  # review: grad mode turned off, then ImportError, failed every run)
         taken[ep.name] = info
         infos.append(info)
     return infos

@@ -633,7 +633,12 @@ def pllzoo_register_methods(register):
     ("torch.use_deterministic_algorithms(True)",
      "deterministic algorithms (True; torch.use_deterministic_algorithms)"),
     ("torch.set_float32_matmul_precision('medium')",
-     "float32 matmul precision (medium; torch.set_float32_matmul_precision)"),
+     "float32 precision (TF32) (cuda.matmul.fp32_precision=tf32, mkldnn.matmul.fp32_precision=bf16; "
+     "torch.set_float32_matmul_precision, allow_tf32 or torch.backends.*.fp32_precision)"),
+    # the API torch recommends: the legacy getter then raises (an outside review: every command failed)
+    ("torch.backends.cuda.matmul.fp32_precision = 'tf32'",
+     "float32 precision (TF32) (cuda.matmul.fp32_precision=tf32; torch.set_float32_matmul_precision, allow_tf32 or "
+     "torch.backends.*.fp32_precision)"),
     ("torch.set_grad_enabled(False); torch.backends.cudnn.benchmark = True",
      "grad mode (False; torch.set_grad_enabled), cuDNN benchmark (True; torch.backends.cudnn.benchmark)"),
 ])
@@ -652,6 +657,19 @@ def test_a_plugin_that_changes_torchs_settings_at_import_is_refused(install, cha
     assert torch_settings() == before and torch.empty(1).device.type == "cpu"
     assert torch._C._len_torch_function_stack() == 0  # torch's own default, not a "cpu" device mode on every call
     assert _info(reg, "baselines").error is None
+
+
+def test_what_a_failed_import_changed_goes_back_too(install):
+    """An outside review: a plugin that turned grad mode off and then failed its import (an optional dependency
+    missing) was refused, but grad mode stayed off and every method failed naming a shipped loss."""
+    from pllzoo.isolation import torch_settings
+
+    before = torch_settings()
+    install("pllzoo-halfway", "1.0", "halfway", "import torch\ntorch.set_grad_enabled(False)\n"
+            "torch.backends.cuda.matmul.fp32_precision = 'tf32'\nraise ImportError('optional dep missing')\n")
+    reg = get_registry()
+    assert _info(reg, "halfway").error == "ImportError: optional dep missing"
+    assert torch_settings() == before and _info(reg, "baselines").error is None
 
 
 def test_a_misspelled_discovery_hook_says_the_near_name(install):
