@@ -246,8 +246,8 @@ def check_compatible(method_name: str, components: Mapping[str, Component], trai
     """Raise ``PLLZooError`` unless every ``need`` is provided, no key has two writers, at most one
     component answers each of :data:`SINGLE_HOOKS` (:func:`single_answerers`), and (``training``) no component
     would change nothing: a logit offset that nothing reads from a component whose outputs nothing uses, an
-    estimator (of shipped components only) whose outputs nothing reads, a selection in front of a loss that
-    ``ignores`` the mask, or a label update in front of a loss that ``ignores``
+    estimator (of shipped components only) whose outputs nothing reads and that plans stages of its own, a
+    selection in front of a loss that ``ignores`` the mask, or a label update in front of a loss that ``ignores``
     the targets when nothing else reads them or what the label update provides.  ``training=False`` (``pllzoo
     evaluate``, which only re-scores a trained model) leaves that last check out: there the recipe's other
     components have already acted, and e.g. ``cc-records`` with ``--predict none`` is its model unadjusted.
@@ -292,15 +292,16 @@ def _check_effective(method_name: str, components: Mapping[str, Component], offs
                 f"change nothing (a component that reads the offset declares reads = {{'logit_offset'}})")
     estimator = components.get("estimator")
     if estimator is not None and offset_slot != "estimator" and estimator.provides and \
-            components.keys() <= set(complete):  # an outside component may read a key it does not declare
-        others = [c for c in components.values() if c is not estimator]
+            components.keys() <= set(complete) and _plans_extra_stages(estimator):  # an outside component may
+        others = [c for c in components.values() if c is not estimator]  # read a key it does not declare
         if not estimator.provides & set().union(*(c.needs | c.reads for c in others)):
             listed = ", ".join(f"{c.slot} {c.name!r}" for c in others)
             raise PLLZooError(  # an outside review: proden+estimator=solar.prior trained 20 pre-estimation epochs
                 # for a prior nothing read, and reported numbers that differed only by the random stream
                 f"incompatible recipe {method_name!r}: estimator {estimator.name!r} provides "
                 f"{', '.join(map(repr, sorted(estimator.provides)))}, which none of the others reads ({listed}); "
-                f"it would change nothing but its own stages (e.g. +predict=pllzoo.logit_adjust reads the prior)")
+                f"it would change nothing but its own stages (e.g. +predict=pllzoo.logit_adjust reads the prior; "
+                f"set up to plan no stage of its own, it is kept: it then only logs its estimate)")
     loss, selection = components.get("loss"), components.get("selection")
     if loss is not None and selection is not None and "mask" in loss.ignores and selection.name != SELECT_ALL:
         raise PLLZooError(
@@ -317,6 +318,20 @@ def _check_effective(method_name: str, components: Mapping[str, Component], offs
                 f"update's targets, and no other component reads them or what it provides, so label update "
                 f"{update.name!r} would change nothing (a component that reads step.targets declares "
                 "reads = {'targets'})")
+
+
+def _plans_extra_stages(comp: Component) -> bool:
+    """Whether ``comp`` (a shipped component) plans stages before the final one: its ``pllzoo_stages`` answer for
+    its hyper-parameters alone (an answer that needs the run counts as yes).  An estimator whose estimate nothing
+    reads and that plans none only logs it (``prior_tv``), a measurement (an outside review), and is kept."""
+    planner = getattr(comp, "pllzoo_stages", None)
+    if planner is None:
+        return False
+    try:
+        planned = planner(None)
+    except Exception:  # noqa: BLE001 - it reads the run: assume it plans stages
+        return True
+    return not isinstance(planned, list) or len(planned) > 1
 
 
 def declared_strong_view(method: str, components: Mapping[str, Component]) -> str | None:

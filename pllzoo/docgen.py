@@ -98,8 +98,9 @@ A recipe in which a component would change nothing is refused too: a logit offse
 that no component `reads` (`"logit_offset"`: PRODEN's, CORR's and HTC's label updates read
 `step.label_probs`) from a component whose `provides` nothing needs or reads (e.g. `pico+estimator=records.prior`;
 `lws+estimator=records.prior+predict=pllzoo.logit_adjust` is fine: the prediction uses its `prior`), an estimator
-of shipped components whose `provides` none of the others needs or reads (`proden+estimator=solar.prior`: SoLar's
-pre-estimation stage would train for a prior nothing reads), a
+of shipped components whose `provides` none of the others needs or reads and that plans stages of its own
+(`proden+estimator=solar.prior`: SoLar's pre-estimation stage would train for a prior nothing reads; with
+`--hp estimator.est_epochs=0` it plans none, only logs `prior`/`prior_tv`, and is kept), a
 selection other than `pllzoo.all` in front of a loss that `ignores` the `"mask"` (HTC's loss selects its own rows;
 PiCO's averages over the whole batch),
 and a label update other than `pllzoo.uniform` in front of a loss that `ignores` the `"targets"` (CC's, MSE's and EXP's

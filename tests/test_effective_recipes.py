@@ -10,7 +10,7 @@ import pytest
 import torch
 from click.testing import CliRunner
 
-from pllzoo import Component, PLLZooError, hookimpl
+from pllzoo import Component, PLLZooError, Stage, hookimpl
 from pllzoo.cli import cli
 from pllzoo.components import check_compatible
 
@@ -79,6 +79,16 @@ def test_an_offset_that_changes_nothing_is_refused():
 class Estimates(Component):
     provides = frozenset({"prior"})
 
+    @hookimpl
+    def pllzoo_stages(self, run):
+        return [Stage("pre-estimation", epochs=3), Stage("train")]
+
+
+class LogsOnly(Component):
+    """An estimator without stages of its own: its estimate is logged (prior_tv), a measurement."""
+
+    provides = frozenset({"prior"})
+
 
 def test_an_estimator_whose_outputs_nothing_reads_is_refused_among_shipped_components_only():
     with pytest.raises(PLLZooError, match=r"incompatible recipe 'k': estimator 'test.estimator' provides 'prior', "
@@ -89,6 +99,8 @@ def test_an_estimator_whose_outputs_nothing_reads_is_refused_among_shipped_compo
     # an outside component may read a state key it does not declare: kept
     check_compatible("m", _recipe(label_update=Plain(), loss=Plain(), estimator=Estimates()),
                      complete=("estimator", "loss"))
+    # one that plans no stage of its own costs nothing and logs its estimate (an outside review): kept
+    check_compatible("n", _recipe(label_update=Plain(), loss=Plain(), estimator=LogsOnly()))
 
 
 def test_a_selection_in_front_of_a_loss_with_its_own_is_refused_but_select_all_is_fine():
@@ -147,6 +159,14 @@ def test_shipped_recipes_that_would_change_nothing_fail_before_training(method, 
                                     "proden+estimator=solar.prior+predict=pllzoo.logit_adjust"])
 def test_recipes_where_each_component_acts_are_accepted(registry, method):
     registry.build_components(registry.method(method), {}, dataset=("synthetic-lt", "tabular"))
+
+
+def test_an_unread_estimator_without_stages_of_its_own_is_kept_for_its_logs(registry):
+    """SoLar's prior estimator with no pre-estimation stage logs prior and prior_tv every epoch (a measurement
+    pllzoo plot draws); only its 20 wasted pre-estimation epochs made it a refusal."""
+    comps = registry.build_components(registry.method("proden+estimator=solar.prior"), {"estimator.est_epochs": "0"},
+                                      dataset=("synthetic-lt", "tabular"))
+    assert comps["estimator"].hp.est_epochs == 0
 
 
 def test_htc_ensemble_on_the_head_alone_needs_no_htc_loss(registry):
