@@ -34,7 +34,8 @@ from pllzoo.errors import PLLZooError
 
 DEFAULT_TIMEOUT_S = 300.0
 """Process-group timeout: a rank that waits this long in a collective fails instead of hanging
-(``PLLZOO_DIST_TIMEOUT_S`` overrides it)."""
+(``PLLZOO_DIST_TIMEOUT_S`` overrides it, from :data:`MIN_TIMEOUT_S` to :data:`MAX_TIMEOUT_S`)."""
+MIN_TIMEOUT_S, MAX_TIMEOUT_S = 1.0, 7 * 24 * 3600.0  # a second to a week
 
 
 class FailedAlone(PLLZooError):
@@ -219,7 +220,7 @@ def current() -> DistContext:
 def timeout_s() -> float:
     """The process-group timeout in seconds (:data:`DEFAULT_TIMEOUT_S` or ``PLLZOO_DIST_TIMEOUT_S``).
 
-    :raises PLLZooError: one line, for a value that is not a finite number of seconds > 0 (an outside review:
+    :raises PLLZooError: one line, for a value that is not a number of seconds in range (an outside review:
         ``abc``, ``inf`` and ``nan`` were tracebacks on every rank, ``0`` a C++ stack dump from the first collective).
     """
     text = os.environ.get("PLLZOO_DIST_TIMEOUT_S")
@@ -229,9 +230,10 @@ def timeout_s() -> float:
         value = float(text)
     except ValueError:
         value = math.nan
-    if not (math.isfinite(value) and value > 0):
+    if not (math.isfinite(value) and MIN_TIMEOUT_S <= value <= MAX_TIMEOUT_S):  # below 1 ms torch's is 0, and
+        # far above a week it overflows (an outside review: 1e-9 and 1e15 still ended in C++ and Python tracebacks)
         raise PLLZooError(f"PLLZOO_DIST_TIMEOUT_S={text!r}: give the process-group timeout as a number of seconds "
-                          f"> 0 (default {DEFAULT_TIMEOUT_S:g})")
+                          f"from {MIN_TIMEOUT_S:g} to {MAX_TIMEOUT_S:g} (default {DEFAULT_TIMEOUT_S:g})")
     return value
 
 

@@ -719,7 +719,7 @@ def test_torchrun_a_component_not_ready_for_ddp_refuses_the_bench_before_any_run
     assert res.returncode == 0 and "not ready" not in res.stderr, res.stderr[-3000:]
 
 
-@pytest.mark.parametrize("text", ["abc", "inf", "nan", "0", "-5", ""])
+@pytest.mark.parametrize("text", ["abc", "inf", "nan", "0", "-5", "", "1e-9", "0.5", "1e15", "604801"])
 def test_a_bad_process_group_timeout_is_one_line(text, monkeypatch):
     """An outside review: PLLZOO_DIST_TIMEOUT_S=abc/inf/nan were tracebacks on every rank, 0 or -5 a C++ stack dump
     from the first collective."""
@@ -728,9 +728,11 @@ def test_a_bad_process_group_timeout_is_one_line(text, monkeypatch):
 
     monkeypatch.setenv("PLLZOO_DIST_TIMEOUT_S", text)
     with pytest.raises(PLLZooError, match=rf"^PLLZOO_DIST_TIMEOUT_S='{text}': give the process-group timeout as a "
-                                          r"number of seconds > 0 \(default 300\)$"):
+                                          r"number of seconds from 1 to 604800 \(default 300\)$"):
         timeout_s()
     monkeypatch.setenv("PLLZOO_DIST_TIMEOUT_S", "12.5")
     assert timeout_s() == 12.5 and failure_wait_s() == 5.0
+    monkeypatch.setenv("PLLZOO_DIST_TIMEOUT_S", "604800")
+    assert timeout_s() == 604800.0 and failure_wait_s() == 60.0
     monkeypatch.delenv("PLLZOO_DIST_TIMEOUT_S")
     assert timeout_s() == DEFAULT_TIMEOUT_S == 300.0 and failure_wait_s() == 60.0
