@@ -464,6 +464,7 @@ def _sources(out_dir: Path) -> list[_Source]:
     """The runs of one results folder, sorted by id: each from ``runs/<id>/`` when that copy is finished,
     else from the archive (:mod:`pllzoo.archive`) when the archived copy is, else whichever exists."""
     from pllzoo import archive
+    from pllzoo.runfolders import set_aside
 
     local = {}
     for name in ("log.jsonl", "done"):
@@ -473,12 +474,11 @@ def _sources(out_dir: Path) -> list[_Source]:
                 local[d.name] = _Source(d.name, d, (d / "done").exists(), (d / "log.jsonl").exists())
     archived = {name: _Source(name, out_dir / archive.NAME / name, run.done, True, run)
                 for name, run in archive.read(out_dir).items()}
-    for aside in sorted(out_dir.glob("runs/.*.*-*")):  # .<id>.old-<pid> / .<id>.tmp-<pid> without runs/<id>: a
-        name, _, kind = aside.name[1:].rpartition(".")  # bench killed between a swap's two renames (an outside
-        if kind.split("-")[0] in ("old", "tmp") and name not in local and name not in archived and \
-                not (out_dir / "runs" / name).exists():  # review: report left the run out without a word)
+    for name, aside in set_aside(out_dir / "runs").items():  # a bench killed between a swap's two renames (an
+        if name not in local and name not in archived:  # outside review: report left the run out without a word)
             warnings.warn(f"{out_dir / 'runs' / name}: missing; a bench killed while it swapped the run in left it "
-                          f"as {aside.name} (left out here): the next pllzoo bench on {out_dir} puts it back")
+                          f"as {aside.name} (left out here): the next pllzoo bench on {out_dir} puts it back (unless "
+                          f"another bench holds runs/{name}.lock)")
             local[name] = None  # one line a run
     local = {k: v for k, v in local.items() if v is not None}
     picked = []

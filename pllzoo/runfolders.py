@@ -134,17 +134,23 @@ def recover(runs_dir: Path, run_id: str) -> str | None:
     return said
 
 
+def set_aside(runs_dir: Path) -> dict[str, Path]:
+    """The runs of ``runs_dir`` whose folder is missing while a swap's leftover of it (``.<id>.old-<pid>``,
+    ``.<id>.tmp-<pid>``) lies there: run id → one such leftover (the last by name)."""
+    found = {}
+    for aside in sorted(runs_dir.glob(".*.*-*")):
+        name, _, kind = aside.name[1:].rpartition(".")
+        if kind.split("-")[0] in ("old", "tmp") and name and not (runs_dir / name).exists():
+            found[name] = aside
+    return found
+
+
 def recover_abandoned(runs_dir: Path) -> list[str]:
     """:func:`recover` every run of ``runs_dir`` whose folder is missing while a swap's leftover of it lies there
     and no live bench holds its lock (each taken for the while): a bench killed between a swap's two renames left
     it, and a later bench of other runs rebuilt ``results.csv`` without it (an outside review).  → the warnings."""
     said = []
-    names = set()
-    for aside in runs_dir.glob(".*.*-*"):
-        name, _, kind = aside.name[1:].rpartition(".")
-        if kind.split("-")[0] in ("old", "tmp") and name and not (runs_dir / name).exists():
-            names.add(name)
-    for name in sorted(names):
+    for name in sorted(set_aside(runs_dir)):
         lock = runs_dir / f"{name}.lock"
         if take_lock(lock) is not None:  # a live bench's: its own swap is in progress
             continue

@@ -365,7 +365,7 @@ def test_report_names_a_run_left_aside_by_a_killed_swap(out):
     assert "Traceback" not in res.output, res.output
     line = " ".join(res.output.split())
     assert f"{run}: missing; a bench killed while it swapped the run in left it as {aside.name} (left out here): " \
-           f"the next pllzoo bench on {out} puts it back" in line
+           f"the next pllzoo bench on {out} puts it back (unless another bench holds runs/{run.name}.lock)" in line
     assert line.count("missing; a bench killed") == 1
     res = _bench(out, "--methods", "proden", "--resume")
     assert res.exit_code == 0 and run.is_dir() and not aside.exists(), res.output
