@@ -318,8 +318,11 @@ def restore_rng(ckpt: dict[str, Any]) -> None:
     received the checkpoint from rank 0)."""
     try:
         torch.set_rng_state(ckpt["rng"]["torch"])
-        if "cuda" in ckpt["rng"] and torch.cuda.is_available():
-            torch.cuda.set_rng_state_all(ckpt["rng"]["cuda"])
+        if "cuda" in ckpt["rng"] and torch.cuda.is_available():  # one state per GPU it saw; a run resumed on a
+            # machine with fewer GPUs (issue 11: another machine) keeps the first ones (an outside review:
+            # set_rng_state_all raised IndexError); the trainer's own streams derive from (seed, stage, epoch)
+            for device, state in zip(range(torch.cuda.device_count()), ckpt["rng"]["cuda"]):
+                torch.cuda.set_rng_state(state, device)
     except (RuntimeError, TypeError, ValueError) as exc:  # a state torch cannot take (another build, another GPU count)
         raise CheckpointError(f"damaged checkpoint (its RNG state cannot be restored: {exc})") from None
 

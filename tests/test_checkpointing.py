@@ -242,3 +242,20 @@ def test_resuming_with_other_threads_warns(registry, tmp_path, restore_threads):
     (run_dir / "done").unlink()  # as if it had stopped after its last checkpoint
     with pytest.warns(UserWarning, match="ran with 1 torch threads and resumes with 2"):
         bench.execute(registry, [p], tmp_path, resume=True, threads=2)
+
+
+def test_a_checkpoint_from_a_machine_with_more_gpus_restores_the_states_there_are(monkeypatch):
+    """An outside review: set_rng_state_all raised IndexError (a traceback) resuming on fewer GPUs than the
+    checkpoint saw, e.g. a run begun on 8 GPUs and continued on a lent single one (issue 11)."""
+    import torch
+
+    from pllzoo.checkpoint import restore_rng
+
+    calls = []
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)
+    monkeypatch.setattr(torch.cuda, "set_rng_state", lambda state, device: calls.append((int(state[0]), device)))
+    cpu = torch.get_rng_state()
+    restore_rng({"rng": {"torch": cpu, "cuda": [torch.full((8,), 7, dtype=torch.uint8),
+                                                torch.full((8,), 9, dtype=torch.uint8)]}})
+    assert calls == [(7, 0)] and torch.equal(torch.get_rng_state(), cpu)
