@@ -161,14 +161,14 @@ _RANDAUG: dict[str, list[v2.RandAugment]] = {
     "torchvision": [v2.RandAugment(num_ops=1, magnitude=b, num_magnitude_bins=NUM_BINS) for b in range(NUM_BINS)],
 }
 
-_SIMCLR = v2.Compose(
-    [
-        v2.RandomResizedCrop(32, scale=(0.2, 1.0), antialias=True),
+def _simclr(size: tuple[int, int]) -> v2.Compose:
+    """PiCO's SimCLR transform with its crop resized to ``size`` (PiCO: 32, CIFAR's)."""
+    return v2.Compose([
+        v2.RandomResizedCrop(size, scale=(0.2, 1.0), antialias=True),
         v2.RandomHorizontalFlip(),
         v2.RandomApply([v2.ColorJitter(0.4, 0.4, 0.4, 0.1)], p=0.8),
         v2.RandomGrayscale(p=0.2),
-    ]
-)
+    ])
 
 
 def _per_sample_pil(
@@ -232,10 +232,14 @@ def pico_strong(x: torch.Tensor, gen: torch.Generator) -> torch.Tensor:
 def simaugment(x: torch.Tensor, gen: torch.Generator) -> torch.Tensor:
     """PiCO's query view: RandomResizedCrop(32, (0.2, 1)) → flip → ColorJitter(0.4, 0.4, 0.4, 0.1) p=0.8 → Grayscale p=0.2.
 
+    The crop is resized to the input's own size (32 on CIFAR; an outside review found other image sets trained on
+    32×32 crops and evaluated at their own size).
+
     :param x: uint8 [B, 3, H, W].
-    :returns: uint8 [B, 3, 32, 32].
+    :returns: uint8 [B, 3, H, W].
     """
-    return _per_sample_pil(x, gen, lambda i, img: _SIMCLR(img))
+    transform = _simclr(tuple(x.shape[2:]))
+    return _per_sample_pil(x, gen, lambda i, img: transform(img))
 
 
 #: the built-in views, registered by :mod:`pllzoo.builtin` when the registry is built; plugins add

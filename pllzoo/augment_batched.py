@@ -26,8 +26,11 @@ Deviations:
     38470 G + 7471 B + 2¹⁵) >> 16, the rounded SMOOTH filter with its border kept, autocontrast
     and equalize lookup tables); on CIFAR-10 test images they equal PIL pixel for pixel on CPU
     (``tests/unit/test_augment_batched.py``).  On CUDA, float contraction (FMA) may move a blend
-    by one level at an exact integer boundary.
-  * SimCLR: the crop + resize equals PIL's (two fixed-point passes, each rounded half up).  The
+    by one level at an exact integer boundary.  A pure translation whose shift v·H lies within about 2⁻¹⁷
+    below a half-integer can land one row or column off PIL's, which takes a float path there (an outside
+    review, at 5×7); the uniform magnitude draws hit that band with probability ~1e-5 per op.
+  * SimCLR: the crop + resize equals PIL's (two fixed-point passes, each rounded half up) at CIFAR's 32×32
+    (see :func:`resized_crop` for other sizes).  The
     colour ops follow ``torchvision.transforms.v2.functional`` on uint8 tensors, not PIL, which
     ``simaugment`` runs: gray is 0.2989 R + 0.587 G + 0.114 B truncated (PIL: fixed point,
     rounded), and the hue turns in float HSV (PIL: in 8-bit HSV); ours equals torchvision's
@@ -161,8 +164,9 @@ def resized_crop(x: torch.Tensor, boxes: torch.Tensor, size: int | tuple[int, in
 
     PIL's order and rounding: a horizontal pass, rounded half up to integers, then a vertical
     pass, rounded the same way; ``v2.functional.resized_crop(..., antialias=True)`` does the same
-    on uint8 tensors.  Exact for boxes no larger than ``size`` (upscaling needs no antialiasing);
-    larger boxes are sampled without antialiasing.
+    on uint8 tensors.  Exact for boxes no larger than ``size`` at the sizes tested, 32 (CIFAR) and 64; at other
+    output sizes (20, 24×40, 48: an outside review) PIL's fixed-point filter coefficients make up to 2 levels of
+    difference (mean ≈ 0.015).  Larger boxes are sampled without antialiasing.
 
     :param x: uint8 [B, C, H, W]; :param boxes: int64 [B, 4] (top, left, h, w) on ``x.device``.
     :returns: float32 [B, C, height, width] holding integers 0..255.
@@ -278,13 +282,17 @@ def _hue_step(x: torch.Tensor, k: torch.Tensor, f: torch.Tensor) -> torch.Tensor
     return torch.where(hue.view(-1, 1, 1, 1), adjust_hue(x, torch.where(hue, f, torch.zeros_like(f))), x)
 
 
-def simaugment_batched(x: torch.Tensor, gen: torch.Generator, size: int = 32) -> torch.Tensor:
+def simaugment_batched(x: torch.Tensor, gen: torch.Generator, size: int | tuple[int, int] | None = None
+                       ) -> torch.Tensor:
     """PiCO's SimCLR view, batched: RandomResizedCrop → flip → ColorJitter p=0.8 → RandomGrayscale p=0.2.
 
     :param x: uint8 [B, 3, H, W].
-    :returns: uint8 [B, 3, size, size].
+    :param size: the crop's output size; None: the input's own (PiCO: 32, CIFAR's; an outside review found other
+        image sets trained on 32×32 crops and evaluated at their own size).
+    :returns: uint8 [B, 3, H, W] (or ``size``).
     """
     _check(x)
+    size = tuple(x.shape[2:]) if size is None else size
     B, dev = x.shape[0], gen.device
     boxes = sample_resized_crop(B, x.shape[2], x.shape[3], gen)  # [B,4]
     u = torch.rand((B, 3), generator=gen, device=dev, dtype=torch.float64)  # flip, jitter, gray

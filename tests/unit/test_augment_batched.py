@@ -186,10 +186,12 @@ def test_pico_strong_batched_is_resized_crop_flip_then_randaugment_then_cutout(c
     assert len({tuple(o.flatten().tolist()) for o in one}) == 48  # per-sample crops, ops and boxes
 
 
-def test_pico_strong_keeps_the_input_size() -> None:
-    """The key view is resized to the query's size (32 on CIFAR; a 48 x 40 image folder stays 48 x 40)."""
+def test_picos_views_keep_the_input_size() -> None:
+    """The key view and the query view are resized to the input's size (32 on CIFAR; a 48 x 40 image folder stays
+    48 x 40; an outside review: the query view, simaugment, made every image 32 x 32)."""
     x = torch.randint(0, 256, (4, 3, 48, 40), dtype=torch.uint8, generator=_gen(0))
     assert A.pico_strong(x, _gen(1)).shape == AB.pico_strong_batched(x, _gen(1)).shape == x.shape
+    assert A.simaugment(x, _gen(1)).shape == AB.simaugment_batched(x, _gen(1)).shape == x.shape
     boxes = torch.tensor([[0, 0, 48, 40]] * 4)  # the whole image, to its own size: unchanged
     assert torch.equal(AB.resized_crop(x, boxes, (48, 40)), x.float())
 
