@@ -181,7 +181,8 @@ def env_info(device: str) -> dict[str, Any]:
         "python": platform.python_version(), "platform": platform.platform(), "versions": versions,
         "torch_cuda": torch.version.cuda, "cudnn": torch.backends.cudnn.version(),
         "numpy": numpy.__version__, "device": device,
-        "gpu": torch.cuda.get_device_name(0) if device.startswith("cuda") else None,
+        "gpu": torch.cuda.get_device_name(torch.device(device)) if device.startswith("cuda") else None,  # the run's
+        # own (an outside review: cuda:1's run recorded cuda:0's name)
         "torch_threads": torch.get_num_threads(), "git_commit": _git_commit(),
         "cpu": _cpu_model(), "cpu_capability": torch.backends.cpu.get_cpu_capability(),
     }

@@ -225,3 +225,16 @@ def test_a_terminal_that_cannot_encode_the_tables_gets_question_marks_not_a_trac
     out = done.stdout.decode(encoding)
     assert "cifar10lt ? = 0.5 ? = 100" in out or "cifar10lt ?=0.5 ?=100" in out, out[:500]
     assert "| corr-records+selection=solar.classwise" in out
+
+
+def test_env_json_names_the_runs_own_gpu(monkeypatch):
+    """An outside review: a run on cuda:1 recorded cuda:0's name (get_device_name(0)); on CPU, faked."""
+    import torch
+
+    from pllzoo.results import env_info
+
+    names = {0: "GPU zero", 1: "GPU one"}
+    monkeypatch.setattr(torch.cuda, "get_device_name",
+                        lambda d=None: names[d.index if isinstance(d, torch.device) and d.index is not None else 0])
+    assert env_info("cuda:1")["gpu"] == "GPU one" and env_info("cuda")["gpu"] == "GPU zero"
+    assert env_info("cpu")["gpu"] is None
