@@ -364,7 +364,8 @@ def plan(
         data = carve(load(registry, dataset, spec, dataclasses.replace(options, seed=seed)), options, seed)
         cfgs = {r.name: device_views(own_view(train_config(data, epochs, batch_size, train_hp[r.name], registry),
                                               declared[r.name] if data.kind == "image" else None, train_hp[r.name]),
-                                     resolved_device, train_hp[r.name]) for r in picked}
+                                     resolved_device if data.kind == "image" else "cpu",  # no views to swap on
+                                     train_hp[r.name]) for r in picked}  # tabular rows (a config naming none)
         for cfg in cfgs.values():
             for f in ("weak_view", "strong_view"):  # on tabular data too, where the trainer never builds them
                 make_view(getattr(cfg, f), f"train.{f}", registry)

@@ -61,3 +61,15 @@ def test_pico_trains_with_its_view_and_records_it(shared_data, tmp_path):
     assert res.exit_code == 0, res.output
     (run,) = (p for p in (pooled / "runs").iterdir() if p.is_dir())
     assert json.loads((run / "config.json").read_text())["view_stream"] == "pooled"
+
+
+def test_tabular_runs_on_a_gpu_keep_the_view_names(monkeypatch):
+    """An outside review: on CUDA a tabular run recorded train.strong_view 'strong-batched', a view it never builds
+    (the swap for the GPU's batched twins is for images only)."""
+    import torch
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)
+    plans = plan(get_registry(), ["solar", "pico"], "synthetic-lt", [1], DataOptions(subset=200), epochs=1,
+                 batch_size=32, device="cuda")
+    assert [(p.train.weak_view, p.train.strong_view) for p in plans] == [("weak", "strong")] * 2
