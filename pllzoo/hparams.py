@@ -165,7 +165,7 @@ def type_error(f: dataclasses.Field, value: Any) -> str | None:
     return None if ok else kind.__name__
 
 
-def _element_type(annotation: Any, default: Any) -> type:
+def element_type(annotation: Any, default: Any) -> type:
     """The element type of a ``tuple[X, ...]`` field: X when it is a basic type, else the default's first
     element's, else float."""
     if isinstance(annotation, str):
@@ -210,7 +210,7 @@ def parse_value(text: str, annotation: Any, default: Any) -> Any:
             raise ValueError(f"expected a number, got {text!r}") from None
     if kind is tuple or origin is tuple:
         items = [t for t in text.replace(";", ",").split(",") if t.strip()]
-        elem = _element_type(annotation, default)
+        elem = element_type(annotation, default)
         return tuple(parse_value(t, elem, None) for t in items)
     return text
 

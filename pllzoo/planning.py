@@ -163,10 +163,9 @@ def train_config(data: PLLData, epochs: int | None, batch_size: int | None, over
     :raises UnknownNameError: ``train.model`` is no registered backbone (``registry``; None: the process-wide one).
     """
     d = data.defaults
-    cfg = TrainConfig(
-        model=d.model, epochs=d.epochs, lr=d.lr, weight_decay=d.weight_decay, momentum=d.momentum,
-        batch_size=d.batch_size, schedule=d.schedule, milestones=tuple(d.milestones),
-    )
+    cfg = TrainConfig(**_typed_defaults(data.name, {
+        "model": d.model, "epochs": d.epochs, "lr": d.lr, "weight_decay": d.weight_decay, "momentum": d.momentum,
+        "batch_size": d.batch_size, "schedule": d.schedule, "milestones": d.milestones}))
     flags = {k: v for k, v in {"epochs": epochs, "batch_size": batch_size}.items() if v is not None}
     before = cfg
     cfg = check(override(cfg, {**flags, **overrides}, where="train"), "train")  # the dataset's defaults too
@@ -177,6 +176,37 @@ def train_config(data: PLLData, epochs: int | None, batch_size: int | None, over
         registry = get_registry()
     registry.model(cfg.model, "train.model")  # before any run starts, not as a failed run
     return cfg
+
+
+def _typed_defaults(dataset: str, values: dict[str, Any]) -> dict[str, Any]:
+    """A dataset's training defaults with :class:`TrainConfig`'s types, as ``--hp`` gives them: an int for a float
+    is that float (an outside review: ``lr=1`` named another run than ``--hp train.lr=1``), a tuple field a tuple
+    of its element type; another type is one line (``epochs=2.0`` failed every run, late)."""
+    from pllzoo.hparams import basic_type, element_type, type_error
+
+    kinds = {f.name: f for f in dataclasses.fields(TrainConfig)}
+    out = {}
+    for name, value in values.items():
+        f = kinds[name]
+        if isinstance(f.default, tuple):
+            kind = element_type(f.type, f.default)
+            items = tuple(value) if isinstance(value, (tuple, list)) else None
+            bad = items is None or any(isinstance(v, bool) or not isinstance(v, (int, float) if kind is float else kind)
+                                       for v in items)
+            if not bad:
+                value = tuple(float(v) if kind is float else v for v in items)
+            expected = f"a tuple of {kind.__name__}"
+        else:
+            kind = basic_type(f.type)
+            bad = type_error(f, value) is not None
+            if not bad and kind is float:
+                value = float(value)
+            expected = getattr(kind, "__name__", str(f.type))
+        if bad:
+            raise PLLZooError(f"dataset {dataset!r}: its training default {name} = {value!r} is "
+                              f"{type(value).__name__}; train.{name} takes {expected}")
+        out[name] = value
+    return out
 
 
 # On a GPU the PIL views (one sample at a time, on the host) are replaced by their batched tensor twins

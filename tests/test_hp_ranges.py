@@ -4,6 +4,7 @@ applied, one line naming the key, the value and the range; a value at a closed b
 from __future__ import annotations
 
 import dataclasses
+import re
 import math
 from dataclasses import dataclass
 
@@ -141,6 +142,33 @@ def test_a_datasets_train_defaults_are_checked_too():
     bad = dataclasses.replace(data, defaults=dataclasses.replace(data.defaults, momentum=1.2))
     with pytest.raises(PLLZooError, match=r"^bad value for train\.momentum: 1\.2; must be in \[0, 1\)$"):
         bench.train_config(bad, None, None, {})
+
+
+@pytest.mark.parametrize("field, value, why", [
+    ("epochs", 2.0, "epochs = 2.0 is float; train.epochs takes int"),  # every run failed, late (TypeError)
+    ("milestones", (1.5,), "milestones = (1.5,) is tuple; train.milestones takes a tuple of int"),
+    ("milestones", 5, "milestones = 5 is int; train.milestones takes a tuple of int"),
+    ("batch_size", True, "batch_size = True is bool; train.batch_size takes int"),
+    ("lr", "0.1", "lr = '0.1' is str; train.lr takes float"),
+])
+def test_a_datasets_train_defaults_of_another_type_are_one_line(field, value, why):
+    """An outside review: a dataset's defaults were checked for range, never type."""
+    data = make_tiny_data()
+    bad = dataclasses.replace(data, defaults=dataclasses.replace(data.defaults, **{field: value}))
+    with pytest.raises(PLLZooError, match=rf"^dataset '{data.name}': its training default {re.escape(why)}$"):
+        bench.train_config(bad, None, None, {})
+
+
+def test_a_datasets_int_default_for_a_float_names_the_run_as_hp_does():
+    """An outside review: lr=1 in a dataset's defaults was recorded as 1 and named another run than --hp
+    train.lr=1 (1.0)."""
+    data = make_tiny_data()
+    ints = dataclasses.replace(data, defaults=dataclasses.replace(data.defaults, lr=1, weight_decay=0,
+                                                                  milestones=[3, 1]))
+    cfg = bench.train_config(ints, None, None, {})
+    assert (cfg.lr, cfg.weight_decay, cfg.milestones) == (1.0, 0.0, (3, 1))
+    assert type(cfg.lr) is float and type(cfg.weight_decay) is float
+    assert cfg == bench.train_config(data, None, None, {"lr": "1", "weight_decay": "0", "milestones": "3,1"})
 
 
 @pytest.mark.parametrize("method, key, value, shown", [
