@@ -11,7 +11,8 @@ Precedence, lowest first: the option's own default, the file, the command line (
 ``--hp`` on the command line adds to the file's ``hp``, a key given in both taking the command line's
 value.  A file value goes through the same parsing as the command line's, so ``epochs = 2`` and
 ``--epochs 2`` (or ``hp = {"train.lr" = 0.05}`` and ``--hp train.lr=0.05``) give the same run id.
-A YAML file's integers are YAML 1.2's (``010`` is ten; PyYAML alone reads YAML 1.1's octal eight).
+A YAML file's numbers are YAML 1.2's (``010`` is ten, ``1e-1`` a number, ``1:30`` text; PyYAML alone reads
+YAML 1.1's: octal eight, text, ninety).
 Relative paths in the file (``out``, ``data-dir``) are relative to the current folder, as on the
 command line.  An unknown key, a value of the wrong type, an unreadable file or a YAML file without
 PyYAML is one ``Error:`` line; an ``hp`` key or value refused later, in planning, ends with ``(config file FILE)``
@@ -96,22 +97,28 @@ def _read_yaml(path: Path, text: str) -> Any:
         raise PLLZooError(f"--config {path}: not valid YAML{line}") from None
 
 
+_YAML12_INT = re.compile(r"^(?:[-+]?[0-9]+|0o[0-7]+|0x[0-9a-fA-F]+)$")
+_YAML12_FLOAT = re.compile(r"^(?:[-+]?(?:\.[0-9]+|[0-9]+(?:\.[0-9]*)?)(?:[eE][-+]?[0-9]+)?"
+                           r"|[-+]?\.(?:inf|Inf|INF)|\.(?:nan|NaN|NAN))$")
+
+
 def _yaml_loader(yaml: Any) -> type:
-    """PyYAML's safe loader with YAML 1.2's integers: ``010`` is ten, not YAML 1.1's octal eight (an outside
-    review: ``seeds: [010]`` ran seed 8); ``0o10`` stays eight, as in YAML 1.2."""
+    """PyYAML's safe loader with YAML 1.2's numbers (the core schema) instead of YAML 1.1's: ``010`` is ten, not
+    octal eight (an outside review: ``seeds: [010]`` ran seed 8), ``0o10`` is eight, ``1e-1`` is a number (1.1:
+    text), ``1:30`` is text (1.1: 90, base 60) and ``1_000`` is text; booleans stay PyYAML's."""
 
     class Loader(yaml.SafeLoader):
         def construct_yaml_int(self, node: Any) -> int:
-            text = str(self.construct_scalar(node)).replace("_", "")
-            if re.fullmatch(r"[-+]?0[0-9]+", text):
-                return int(text, 10)
-            if re.fullmatch(r"[-+]?0o[0-7]+", text):
-                return int(text.replace("0o", ""), 8)
-            return super().construct_yaml_int(node)
+            text = str(self.construct_scalar(node))
+            base = 8 if text.startswith("0o") else 16 if text.startswith("0x") else 10
+            return int(text[2:] if base != 10 else text, base)
 
+    Loader.yaml_implicit_resolvers = {  # the 1.1 number rules out (a copy: SafeLoader's own stay as they are)
+        first: [(tag, rule) for tag, rule in rules if tag not in ("tag:yaml.org,2002:int", "tag:yaml.org,2002:float")]
+        for first, rules in yaml.SafeLoader.yaml_implicit_resolvers.items()}
+    Loader.add_implicit_resolver("tag:yaml.org,2002:int", _YAML12_INT, list("-+0123456789"))
+    Loader.add_implicit_resolver("tag:yaml.org,2002:float", _YAML12_FLOAT, list("-+0123456789."))
     Loader.add_constructor("tag:yaml.org,2002:int", Loader.construct_yaml_int)
-    # YAML 1.2 spells octal 0o17: resolved as an integer too (PyYAML, a YAML 1.1 parser, reads it as text)
-    Loader.add_implicit_resolver("tag:yaml.org,2002:int", re.compile(r"^[-+]?0o[0-7]+$"), list("-+0"))
     return Loader
 
 

@@ -186,13 +186,19 @@ def test_an_hp_error_from_planning_names_the_config_file(tmp_path, hp, words):
     assert words in cmd and "config file" not in cmd, cmd
 
 
-def test_yaml_integers_are_yaml_1_2s(tmp_path):
-    """A leading zero is decimal (YAML 1.1, PyYAML's, read ``seeds: [010]`` as seed 8); 0o10 is octal."""
+def test_yaml_numbers_are_yaml_1_2s(tmp_path):
+    """A leading zero is decimal (YAML 1.1, PyYAML's, read ``seeds: [010]`` as seed 8); 0o10 is octal; 1e-1 is a
+    number (1.1: text, refused for holdout); 1:3 is text (1.1: 63, base 60, silently 63 epochs)."""
     pytest.importorskip("yaml")
     from pllzoo.configfile import read
 
-    path = _write(tmp_path / "c.yaml", "seeds: [010, 0o10, 7, 0x1f, '010', -012]\nepochs: 0_20\nlr: 010.5\n")
-    assert read(path) == {"seeds": [10, 8, 7, 31, "010", -12], "epochs": 20, "lr": 10.5}
+    path = _write(tmp_path / "c.yaml", "seeds: [010, 0o10, 7, 0x1f, '010', -012]\nepochs: 1:3\nlr: 010.5\n"
+                                       "holdout: 1e-1\nimb: 1_000\nhp: {train.lr: .5, loss.cr: yes}\n")
+    assert read(path) == {"seeds": [10, 8, 7, 31, "010", -12], "epochs": "1:3", "lr": 10.5, "holdout": 0.1,
+                          "imb": "1_000", "hp": {"train.lr": 0.5, "loss.cr": True}}
+    epochs = _write(tmp_path / "e.yaml", "methods: proden\nepochs: 1:3\n")
+    line = _error_line(_run(["--config", str(epochs), "--out", str(tmp_path / "out")]))
+    assert "epochs = '1:3' is a string; epochs takes an integer" in line, line  # never 63 epochs
 
 
 def test_config_and_from_run_exclude_each_other(finished, tmp_path):
