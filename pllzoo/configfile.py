@@ -220,7 +220,7 @@ def _article(name: str) -> str:
 def hp_strings(value: Any, where: str) -> list[str]:
     """``--hp`` pairs of a file's ``hp``: a table (nested tables joined with dots) and/or ``"k=v"`` strings.
 
-    Numbers, booleans and lists of them become the text ``--hp`` would take (``0.05``, ``true``, ``100,150``).
+    Numbers, booleans and lists of them become the text ``--hp`` would take (``0.05``, ``true``, ``[100,150]``).
     """
     if isinstance(value, str):
         return [value]
@@ -256,7 +256,9 @@ def _hp_text(key: str, value: Any, where: str) -> str:
     if isinstance(value, str):
         return value
     if isinstance(value, list) and all(isinstance(v, (int, float, str)) and not isinstance(v, bool) for v in value):
-        return ",".join(v if isinstance(v, str) else repr(v) for v in value)
+        # in brackets, as written: a tuple field reads [700,800] as 700,800, and a single-value one refuses it
+        # (an outside review: [3] passed as 3, and ["step","cosine"] was named 'step,cosine')
+        return "[" + ",".join(v if isinstance(v, str) else repr(v) for v in value) + "]"
     raise PLLZooError(f"{where}: hp {key} = {value!r} is {_article(type(value).__name__)}; "
                       f"write a number, true/false, a string or a list of numbers")
 

@@ -182,7 +182,7 @@ def element_type(annotation: Any, default: Any) -> type:
 def parse_value(text: str, annotation: Any, default: Any) -> Any:
     """Parse a command-line string to the type of a field: its annotation's when that is ``int``, ``float``,
     ``bool`` or ``str`` (:func:`basic_type`), else its default's.  ``none`` gives None for an ``X | None`` field;
-    a tuple's items are parsed as its annotation's element type."""
+    a tuple's items (``700,800``, also in brackets) are parsed as its annotation's element type."""
     if _takes_none(annotation) and text.strip().lower() in {"none", "null"}:
         return None
     kind = basic_type(annotation) or (type(default) if default is not None else annotation)
@@ -209,7 +209,9 @@ def parse_value(text: str, annotation: Any, default: Any) -> Any:
         except ValueError:
             raise ValueError(f"expected a number, got {text!r}") from None
     if kind is tuple or origin is tuple:
-        items = [t for t in text.replace(";", ",").split(",") if t.strip()]
+        body = text.strip()
+        body = body[1:-1] if body.startswith("[") and body.endswith("]") else body  # [700,800], as a config file's
+        items = [t for t in body.replace(";", ",").split(",") if t.strip()]
         elem = element_type(annotation, default)
         return tuple(parse_value(t, elem, None) for t in items)
     return text

@@ -186,6 +186,31 @@ def test_an_hp_error_from_planning_names_the_config_file(tmp_path, hp, words):
     assert words in cmd and "config file" not in cmd, cmd
 
 
+@pytest.mark.parametrize("hp, words", [
+    ('{"train.epochs" = [3]}', "bad value for train.epochs: expected a whole number, got '[3]'"),
+    ('{"loss.cr" = [1]}', "bad value for loss.cr: expected a boolean, got '[1]'"),
+    ('{"train.schedule" = ["step", "cosine"]}', "bad value for train.schedule: '[step,cosine]'"),
+])
+def test_a_list_for_a_single_value_is_refused(tmp_path, hp, words):
+    """An outside review: a file's list was joined into text, so [3] passed as 3 where `epochs = [3]` is refused."""
+    path = _write(tmp_path / "c.toml", f'methods = "proden"\nsubset = 200\nepochs = 1\nhp = {hp}\n')
+    line = _error_line(_run(["--config", str(path), "--dry-run", "--out", str(tmp_path / "out")]))
+    assert words in line and line.endswith(f"(config file {path})"), line
+
+
+def test_a_list_for_a_tuple_names_the_run_the_command_line_names():
+    from pllzoo.configfile import hp_strings
+    from pllzoo.planning import parse_overrides
+    from pllzoo.hparams import override
+    from pllzoo.run import TrainConfig
+
+    text = parse_overrides(hp_strings({"train": {"milestones": [700, 800]}}, "c.toml"))
+    assert text == {"train.milestones": "[700,800]"}
+    by_file = override(TrainConfig(), {"milestones": text["train.milestones"]}, "train")
+    assert by_file == override(TrainConfig(), {"milestones": "700,800"}, "train")
+    assert by_file.milestones == (700, 800) and override(TrainConfig(), {"milestones": "[]"}, "train").milestones == ()
+
+
 def test_yaml_numbers_are_yaml_1_2s(tmp_path):
     """A leading zero is decimal (YAML 1.1, PyYAML's, read ``seeds: [010]`` as seed 8); 0o10 is octal; 1e-1 is a
     number (1.1: text, refused for holdout); 1:3 is text (1.1: 63, base 60, silently 63 epochs)."""
