@@ -301,3 +301,20 @@ def test_a_schedule_field_the_schedule_does_not_read_is_warned_not_refused(tmp_p
     assert res.exit_code == 0 and "train.schedule=step with no train.milestones keeps the LR constant" in res.output
     res = CliRunner().invoke(cli, [*args, "--hp", "train.schedule=step", "--hp", "train.milestones=1", "--dry-run"])
     assert res.exit_code == 0 and "schedule only" not in res.output and "keeps the LR constant" not in res.output
+
+
+@pytest.mark.parametrize("changes, words", [
+    ({"milestones": [1.5]}, "bad value for train.milestones: [1.5] (list); expected a list of int"),
+    ({"milestones": 1}, "bad value for train.milestones: 1 (int); expected a list of int"),
+    ({"drop_last": 1}, "bad value for train.drop_last: 1 (int); expected bool"),
+])
+def test_a_typed_value_of_another_type_is_one_line(changes, words):
+    """A replayed record's typed values (an outside review: a hand-edited config.json's milestones [1.5] passed, 1
+    failed in the run); an int for a float is that float, as the command line's text gives it."""
+    from pllzoo.hparams import override
+    from pllzoo.run import TrainConfig
+
+    with pytest.raises(PLLZooError, match=re.escape(words)):
+        override(TrainConfig(), changes, "train")
+    typed = override(TrainConfig(), {"lr": 1, "milestones": [3, 1]}, "train")
+    assert typed == override(TrainConfig(), {"lr": "1", "milestones": "3,1"}, "train") and type(typed.lr) is float
