@@ -152,6 +152,7 @@ def values(ctx: click.Context, data: dict[str, Any], where: str) -> tuple[dict[s
         param = options[key]
         if param.name == "hps":
             hp_pairs = hp_strings(value, where)
+            _refuse_twice(hp_pairs, where)
             continue
         value = _typed(param, key, value, where)
         try:
@@ -232,6 +233,22 @@ def hp_strings(value: Any, where: str) -> list[str]:
     if isinstance(value, dict):
         return [f"{key}={_hp_text(key, v, where)}" for key, v in _flatten(value, "")]
     return _bad_hp(value, where)
+
+
+def _refuse_twice(pairs: list[str], where: str) -> None:
+    """One line for an ``hp`` key the file gives twice (an outside review: ``hp = {"train.epochs" = 4, train =
+    {epochs = 5}}`` ran 5 epochs without a word), as for ``batch_size`` and ``batch-size``."""
+    from pllzoo.planning import parse_overrides
+
+    seen: dict[str, str] = {}
+    for pair in pairs:
+        try:
+            (key,) = parse_overrides([pair])
+        except (PLLZooError, ValueError):  # a malformed pair: planning says so, naming the file
+            continue
+        if key in seen:
+            raise UsageError(f"{where}: hp {key!r} is given twice ({seen[key]!r} and {pair!r}); keep one")
+        seen[key] = pair
 
 
 def _bad_hp(value: Any, where: str) -> list[str]:

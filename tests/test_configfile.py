@@ -211,6 +211,14 @@ def test_a_list_for_a_tuple_names_the_run_the_command_line_names():
     assert by_file.milestones == (700, 800) and override(TrainConfig(), {"milestones": "[]"}, "train").milestones == ()
 
 
+@pytest.mark.parametrize("hp", ['{"train.epochs" = 4, train = {epochs = 5}}', '["train.epochs=4", "train.epochs=5"]'])
+def test_an_hp_key_given_twice_in_the_file_is_one_line(tmp_path, hp):
+    """An outside review: the last one won without a word (a scoped key beside an unscoped one is no repeat)."""
+    path = _write(tmp_path / "c.toml", f'methods = "proden"\nsubset = 200\nhp = {hp}\n')
+    line = _error_line(_run(["--config", str(path), "--dry-run", "--out", str(tmp_path / "out")]))
+    assert line == f"Error: {path}: hp 'train.epochs' is given twice ('train.epochs=4' and 'train.epochs=5'); keep one"
+
+
 def test_yaml_numbers_are_yaml_1_2s(tmp_path):
     """A leading zero is decimal (YAML 1.1, PyYAML's, read ``seeds: [010]`` as seed 8); 0o10 is octal; 1e-1 is a
     number (1.1: text, refused for holdout); 1:3 is text (1.1: 63, base 60, silently 63 epochs)."""
