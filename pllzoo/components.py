@@ -73,7 +73,8 @@ class Component:
       or uses what the label update provides.  Only the shipped components' ``reads`` are taken as
       complete: beside an outside one (which may read ``step.targets`` undeclared) nothing is refused.
     * ``views`` — input views beyond the weak one that the trainer must forward
-      (``{"strong"}`` gives ``step.logits_strong``, ``{"features"}`` the encoder outputs;
+      (``{"strong"}`` gives ``step.logits_strong``, ``{"strong_input"}`` the strong view's input alone, for a
+      network of the component's own (PiCO's key encoder), ``{"features"}`` the encoder outputs;
       ``"joint"`` with ``"strong"`` forwards the weak and strong views as one batch).
     * ``strong_view`` — the registered view its paper makes ``step.batch.x_strong`` with (PiCO:
       ``"pico-strong"``), or None (the default) for the trainer's ``train.strong_view``.  The run uses it
@@ -387,7 +388,9 @@ def check_name(what: str, name: Any) -> None:
 
 
 #: the values a component may declare in ``views`` and ``ignores`` (what the trainer and the checks act on)
-KNOWN_VIEWS: frozenset[str] = frozenset({"strong", "features", "joint"})
+KNOWN_VIEWS: frozenset[str] = frozenset({"strong", "strong_input", "features", "joint"})
+STRONG_INPUT: frozenset[str] = frozenset({"strong", "strong_input"})
+"""The views that give ``step.batch.x_strong``; only ``"strong"`` also forwards it through the trained network."""
 KNOWN_IGNORES: frozenset[str] = frozenset({"mask", "targets"})
 SYNC_MODES: frozenset[str] = frozenset({"rows", "replicated"})
 

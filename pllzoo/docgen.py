@@ -161,7 +161,9 @@ forward pass, so it is computed only when a component of the run asks for it wit
   and `step.logits_strong` (its logits, with grad);
 * `views = frozenset({"features"})` — `step.features`, the encoder output `[B, F]` of the weak view, from
   the same forward pass as `step.logits` (`run.model.forward_with_features`);
-* `views = frozenset({"strong", "features"})` — both (PiCO), and `step.features_strong`, the strong
+* `views = frozenset({"strong_input"})` — `step.batch.x_strong` alone, not passed through the trained network
+  (no `step.logits_strong`, no BatchNorm update): for a network of the component's own (PiCO's key encoder);
+* `views = frozenset({"strong", "features"})` — both, and `step.features_strong`, the strong
   view's features;
 * `"joint"` with `"strong"` — the weak and strong views go through **one** forward pass of `2B` rows
   (BatchNorm statistics over both, as the RECORDS release concatenates them) instead of one each;

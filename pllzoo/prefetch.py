@@ -27,6 +27,7 @@ import numpy as np
 import torch
 
 from pllzoo import augment
+from pllzoo.components import STRONG_INPUT
 from pllzoo.seeding import derive_seed
 
 CHUNK = 64  # rows per task: part of the stream's definition, do not change lightly
@@ -36,7 +37,7 @@ MAX_AUTO_WORKERS = 8
 
 def uses_pool(kind: str, views: frozenset[str], strong_view: str) -> bool:
     """Whether a run computes a PIL strong view at all (image data, a component asks, a PIL view)."""
-    return kind == "image" and "strong" in views and strong_view in POOLED_VIEWS
+    return kind == "image" and bool(views & STRONG_INPUT) and strong_view in POOLED_VIEWS
 
 
 def resolve_workers(requested: int | None, device: str) -> int:

@@ -48,7 +48,7 @@ from pllzoo.checks import (check_grads, check_logits, check_loss, check_offset, 
 from pllzoo.checkpoint import NAME as CHECKPOINT
 from pllzoo.checkpoint import (Bookkeeper, CheckpointError, check_owner, lacks_momentum, load_checkpoint, restore_rng,
                                save_checkpoint, save_guess_s, signal_stop, stop_requested, stop_signals, time_stop)
-from pllzoo.components import Component, single_answerers, views_of
+from pllzoo.components import STRONG_INPUT, Component, single_answerers, views_of
 from pllzoo.data.base import PLLData
 from pllzoo.devices import compile_features, compile_model, graph_sizes
 from pllzoo.errors import PLLZooError
@@ -120,6 +120,7 @@ class Trainer:
         self.run_dir, self.record_base, self.on_epoch = run_dir, dict(record_base or {}), on_epoch
         self.run_id = run_id  # written into each checkpoint: a checkpoint of another run is refused on resume
         self.views = views_of(components)
+        self.strong_input = bool(self.views & STRONG_INPUT)  # batch.x_strong; forwarded only for "strong"
         self.image = data.kind == "image"
         self.x_train = data.x_train.to(device)
         self.x_test = data.x_test.to(device)
@@ -540,7 +541,7 @@ class Trainer:
             [ddp.rank_slice(perm[b * bs : (b + 1) * bs], self.dist) for b in range(n_batches)])
         lbs = bs // self.dist.world  # the local batch size b = B / G
         pooled = None
-        if self.view_pool is not None and "strong" in self.views:
+        if self.view_pool is not None and self.strong_input:
             seed = derive_seed(self.seed, "strong-view", stage.index, epoch)
             pooled = self.view_pool.batches(self.data.x_train, mine.cpu(), lbs, n_batches, seed)  # one read per epoch
         loss_sum = torch.zeros((), device=self.device)
@@ -583,7 +584,7 @@ class Trainer:
         if not self.image:
             return 1
         asked = self.config.view_batches or (16 if self.device.type == "cuda" else 1)
-        per_batch = local_batch * self.x_train[0].numel() * 4 * (2 if "strong" in self.views else 1)  # float32
+        per_batch = local_batch * self.x_train[0].numel() * 4 * (2 if self.strong_input else 1)  # float32
         return max(1, min(asked, self.VIEW_GROUP_BYTES // max(per_batch, 1)))
 
     def _group_views(self, rows: torch.Tensor, vgen: torch.Generator, with_strong: bool
@@ -592,7 +593,7 @@ class Trainer:
         when a component asks and no view pool computes them: each one call, per-sample random from ``vgen``."""
         x_raw = self.x_train[rows]
         weak = self._prepare(x_raw, self.weak, vgen)
-        strong = self._prepare(x_raw, self.strong, vgen) if with_strong and "strong" in self.views else None
+        strong = self._prepare(x_raw, self.strong, vgen) if with_strong and self.strong_input else None
         return weak, strong
 
     def step(self, stage: Stage, epoch: int, idx: torch.Tensor, gen: torch.Generator, vgen: torch.Generator,
@@ -616,16 +617,16 @@ class Trainer:
             batch.x_strong = self._normalize(x_strong.to(self.device, non_blocking=True))
         elif views is not None:
             batch.x_strong = views[1]
-        elif "strong" in self.views:
+        elif self.strong_input:
             batch.x_strong = self._prepare(x_raw, self.strong, vgen)
-        if batch.x_strong is not None and "joint" in self.views:  # one pass: BN statistics over both views
+        if batch.x_strong is not None and {"joint", "strong"} <= self.views:  # one pass: BN statistics over both views
             both, feats_both = self._views_forward(torch.cat([batch.x, batch.x_strong]))
             logits, logits_strong = both.split(batch.size)
             feats, feats_strong = feats_both.split(batch.size) if feats_both is not None else (None, None)
         else:
             logits, feats = self._views_forward(batch.x)
-            logits_strong, feats_strong = (self._views_forward(batch.x_strong) if batch.x_strong is not None
-                                           else (None, None))
+            logits_strong, feats_strong = (self._views_forward(batch.x_strong)  # "strong_input": not forwarded
+                                           if batch.x_strong is not None and "strong" in self.views else (None, None))
         step = Step(
             batch=batch, logits=logits, features=feats, probs=torch.softmax(logits.detach(), dim=1),
             forward=self.forward, generator=gen, device_generator=vgen, epoch=epoch, stage=stage,
