@@ -76,12 +76,12 @@ def test_cli_shows_needs_provides_and_views(monkeypatch):
     assert info["solar.sinkhorn"]["slot"] == "label_update" and info["solar.sinkhorn"]["needs"] == ["prior"]
     assert "confidence" in info["solar.sinkhorn"]["provides"] and info["solar.prior"]["provides"][0] == "prior"
     pico = rows["baselines"]["component_info"]["pico.loss"]
-    assert pico["needs"] == ["confidence"] and pico["views"] == ["features", "strong"]
+    assert pico["needs"] == ["confidence"] and pico["views"] == ["features", "strong_input"]
     assert "pllzoo_modules" in pico["hooks"]
     monkeypatch.setenv("COLUMNS", "400")  # rich wraps to the terminal's width
     out = runner.invoke(cli, ["methods", "--hparams"]).output
     line = next(line for line in out.splitlines() if "loss pico.loss" in line and "pico_queue_ptr" in line)
-    assert "confidence" in line and "features, strong" in line
+    assert "confidence" in line and "features, strong_input" in line
     line = next(line for line in out.splitlines() if "label_update valen.targets" in line and "valen_d" in line)
     assert "valen_dirichlet" in line
 
