@@ -243,3 +243,12 @@ def test_image_run_with_protocol():
     assert [r["stage"] for r in records] == ["warm-up", "train"] and all(math.isfinite(r["loss"]) for r in records)
     assert comps["loss"].dec[2].out_features == 3 * 32 * 32
     _check_state(trainer, data)
+
+
+def test_soccer_players_default_is_its_readme_commands():
+    """An outside review: the README's Soccer Player command adds --correct 0.2; the other sets keep 1."""
+    from pllzoo_baselines.valen import Targets, VALENLoss
+
+    assert Targets.dataset_defaults("soccer", "tabular") == {"correct": 0.2}
+    assert Targets.dataset_defaults("lost", "tabular") == {} and Targets.dataset_defaults("cifar10", "image") == {}
+    assert VALENLoss.dataset_defaults("soccer", "tabular")["gamma"] == 20.0
