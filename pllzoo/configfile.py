@@ -94,7 +94,8 @@ def _read_yaml(path: Path, text: str) -> Any:
     except yaml.YAMLError as exc:
         where = getattr(exc, "problem_mark", None)
         line = f" at line {where.line + 1}" if where is not None else ""
-        raise PLLZooError(f"--config {path}: not valid YAML{line}") from None
+        problem = getattr(exc, "problem", None)
+        raise PLLZooError(f"--config {path}: not valid YAML{line}{f' ({problem})' if problem else ''}") from None
 
 
 _YAML12_INT = re.compile(r"^(?:[-+]?[0-9]+|0o[0-7]+|0x[0-9a-fA-F]+)$")
@@ -110,8 +111,26 @@ def _yaml_loader(yaml: Any) -> type:
     class Loader(yaml.SafeLoader):
         def construct_yaml_int(self, node: Any) -> int:
             text = str(self.construct_scalar(node))
-            base = 8 if text.startswith("0o") else 16 if text.startswith("0x") else 10
-            return int(text[2:] if base != 10 else text, base)
+            if _YAML12_INT.fullmatch(text):
+                base = 8 if text.startswith("0o") else 16 if text.startswith("0x") else 10
+                return int(text[2:] if base != 10 else text, base)
+            try:  # an explicit !!int in a YAML 1.1 form (0b11, 1:30): PyYAML's reading (an outside review)
+                return super().construct_yaml_int(node)
+            except ValueError:
+                raise yaml.constructor.ConstructorError(None, None, f"{text!r} is no integer", node.start_mark) \
+                    from None
+
+        def construct_mapping(self, node: Any, deep: bool = False) -> dict:
+            seen = set()  # a key given twice is refused, as TOML does (an outside review: the last one won)
+            for key_node, _ in node.value if isinstance(node, yaml.MappingNode) else ():
+                if key_node.tag == "tag:yaml.org,2002:merge":  # <<: keys merged in may be overridden
+                    continue
+                key = self.construct_object(key_node, deep=True)
+                if isinstance(key, (str, int, float, bool)) and key in seen:
+                    raise yaml.constructor.ConstructorError(None, None, f"the key {key!r} is given twice",
+                                                            key_node.start_mark)
+                seen.add(key) if isinstance(key, (str, int, float, bool)) else None
+            return super().construct_mapping(node, deep=deep)
 
     Loader.yaml_implicit_resolvers = {  # the 1.1 number rules out (a copy: SafeLoader's own stay as they are)
         first: [(tag, rule) for tag, rule in rules if tag not in ("tag:yaml.org,2002:int", "tag:yaml.org,2002:float")]

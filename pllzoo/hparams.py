@@ -205,7 +205,7 @@ def parse_value(text: str, annotation: Any, default: Any) -> Any:
             raise ValueError(f"expected a whole number, got {text!r}") from None
     if kind is float:
         try:
-            return float(text) + 0.0  # -0 is 0 (an outside review: weight_decay=-0 named another run than 0)
+            return float(text)
         except ValueError:
             raise ValueError(f"expected a number, got {text!r}") from None
     if kind is tuple or origin is tuple:
@@ -233,7 +233,7 @@ def _typed(f: dataclasses.Field, value: Any, default: Any, name: str) -> Any:
     wrong = type_error(f, value)
     if wrong is not None:
         raise PLLZooError(f"bad value for {name}: {value!r} ({type(value).__name__}); expected {wrong}")
-    return float(value) + 0.0 if basic_type(f.type) is float and value is not None else value
+    return float(value) if basic_type(f.type) is float and value is not None else value
 
 
 def override(obj: Any, changes: dict[str, str], where: str) -> Any:

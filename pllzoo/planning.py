@@ -169,8 +169,6 @@ def train_config(data: PLLData, epochs: int | None, batch_size: int | None, over
     flags = {k: v for k, v in {"epochs": epochs, "batch_size": batch_size}.items() if v is not None}
     before = cfg
     cfg = check(override(cfg, {**flags, **overrides}, where="train"), "train")  # the dataset's defaults too
-    # the step schedule counts the milestones an epoch is past: their order names no other run (an outside review)
-    cfg = dataclasses.replace(cfg, milestones=tuple(sorted(cfg.milestones)))
     _check_schedule_reads(before, cfg)
     if registry is None:
         from pllzoo.registry import get_registry

@@ -219,6 +219,29 @@ def test_an_hp_key_given_twice_in_the_file_is_one_line(tmp_path, hp):
     assert line == f"Error: {path}: hp 'train.epochs' is given twice ('train.epochs=4' and 'train.epochs=5'); keep one"
 
 
+@pytest.mark.parametrize("text, words", [
+    ("methods: proden\nepochs: 2\nepochs: 3\n", "not valid YAML at line 3 (the key 'epochs' is given twice)"),
+    ("methods: proden\nhp:\n  train.lr: 0.05\n  train.lr: 0.1\n",
+     "not valid YAML at line 4 (the key 'train.lr' is given twice)"),
+    ("methods: proden\nepochs: !!int abc\n", "not valid YAML at line 2 ('abc' is no integer)"),
+])
+def test_a_yaml_key_given_twice_or_a_bad_int_tag_is_one_line(tmp_path, text, words):
+    """An outside review: PyYAML let the last of two equal keys win (TOML refuses them), and !!int 0b11, which
+    the YAML 1.2 reading no longer parsed, was a traceback."""
+    pytest.importorskip("yaml")
+    line = _error_line(_run(["--config", str(_write(tmp_path / "c.yaml", text)), "--out", str(tmp_path / "o")]))
+    assert words in line, line
+
+
+def test_yaml_merge_keys_and_explicit_int_tags_still_read(tmp_path):
+    pytest.importorskip("yaml")
+    from pllzoo.configfile import read
+
+    path = _write(tmp_path / "c.yaml", "epochs: !!int 0b11\nhp:\n  <<: {train.lr: 0.05, train.epochs: 4}\n"
+                                       "  train.lr: 0.1\n")
+    assert read(path) == {"epochs": 3, "hp": {"train.lr": 0.1, "train.epochs": 4}}
+
+
 def test_yaml_numbers_are_yaml_1_2s(tmp_path):
     """A leading zero is decimal (YAML 1.1, PyYAML's, read ``seeds: [010]`` as seed 8); 0o10 is octal; 1e-1 is a
     number (1.1: text, refused for holdout); 1:3 is text (1.1: 63, base 60, silently 63 epochs)."""
