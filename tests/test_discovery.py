@@ -329,7 +329,7 @@ def _registering(bad_slot: str, bad_name: str, bad) -> object:
     ("selection", "t.bad", NeedsAString, "NeedsAString.needs must be a set of names, e.g. frozenset({'prior'}); got "
                                          "the str 'prior'"),
     ("selection", "t.bad", MisspelledView, "MisspelledView.views: unknown view 'strnog' (did you mean 'strong'? "
-                                           "known: features, joint, strong)"),
+                                           "known: features, joint, strong, strong_input)"),
     ("selection", "t.bad", UnknownIgnore, "UnknownIgnore.ignores: unknown ignore 'masks' (did you mean 'mask'?"),
     ("selection", "t.bad", BadSync, "BadSync.sync must map state keys to one of replicated, rows, got {'t': 'row'}"),
     ("selection", "t.bad", EmptyStrongView, "EmptyStrongView.strong_view must be a view's name or None, got ''"),
