@@ -257,14 +257,8 @@ def hp_strings(value: Any, where: str) -> list[str]:
 def _refuse_twice(pairs: list[str], where: str) -> None:
     """One line for an ``hp`` key the file gives twice (an outside review: ``hp = {"train.epochs" = 4, train =
     {epochs = 5}}`` ran 5 epochs without a word), as for ``batch_size`` and ``batch-size``."""
-    from pllzoo.planning import parse_overrides
-
     seen: dict[str, str] = {}
-    for pair in pairs:
-        try:
-            (key,) = parse_overrides([pair])
-        except (PLLZooError, ValueError):  # a malformed pair: planning says so, naming the file
-            continue
+    for key, pair in _keyed(pairs):  # a malformed pair is left out: planning says so, naming the file
         if key in seen:
             raise UsageError(f"{where}: hp {key!r} is given twice ({seen[key]!r} and {pair!r}); keep one")
         seen[key] = pair
@@ -365,12 +359,39 @@ def locate(ctx: click.Context, message: str) -> str:
         second = (f"hp train.{key}={text} (config file {where})" if f"train.{key}" in keys
                   else f"--hp train.{key}={text}")
         return f"{first} and {second} disagree; give one"
-    if path is None:
-        return message
     found = next((m for m in (r.match(message) for r in _NAMED_KEY) if m is not None), None)
+    if path is None:
+        return _replayed(ctx, message, found)
     pair = _BAD_PAIR.match(message)
     if not (found is not None and found.group(1).rpartition(":")[2] in keys or
             pair is not None and pair.group(1) in ctx.meta.get(META_HP, ()) and pair.group(1) not in
             ctx.params.get("hps", ())):
         return message
     return f"{message} (config file {'standard input' if str(path) == '-' else path})"
+
+
+def _replayed(ctx: click.Context, message: str, found: re.Match | None) -> str:
+    """``message`` with where a replayed run recorded the value, when ``--from-run``'s record gave the key it names
+    (an outside review: a hand-edited config.json's bad value read as if typed)."""
+    run = ctx.meta.get("pllzoo.replay.run")  # pllzoo.replay.META_RUN: (run folder, recorded config)
+    recorded = ctx.meta.get(META_REPLAY_HP)
+    if run is None or recorded is None or found is None:
+        return message
+    typed = {k.rpartition(":")[2] for k, _ in _keyed(ctx.params.get("hps", ()))}
+    key = found.group(1).rpartition(":")[2]
+    if key not in {k.rpartition(":")[2] for k in recorded} or key in typed:
+        return message
+    return f"{message} (recorded in {Path(run[0]) / 'config.json'})"
+
+
+def _keyed(pairs: Any) -> list[tuple[str, str]]:
+    """``(key, pair)`` of each ``key=value`` pair (:func:`pllzoo.planning.parse_overrides`); malformed ones left out."""
+    from pllzoo.planning import parse_overrides
+
+    out = []
+    for pair in pairs or ():
+        try:
+            out += [(key, pair) for key in parse_overrides([pair])]
+        except PLLZooError:
+            continue
+    return out

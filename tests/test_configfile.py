@@ -503,3 +503,19 @@ def test_a_clash_of_epochs_says_where_each_value_was_written(tmp_path, file, arg
     path = _write(tmp_path / "c.toml", 'methods = "proden"\n' + file)
     res = CliRunner().invoke(cli, ["bench", "--config", str(path), *args, "--dry-run", "--out", str(tmp_path / "o")])
     assert res.exit_code == 1 and _error_line(res) == f"Error: {said.format(path)}; give one", res.output
+
+
+@pytest.mark.parametrize("change, words", [
+    (lambda c: c["train"].update(drop_last=1), "bad value for train.drop_last: 1 (int); expected bool"),
+    (lambda c: c["train"].update(milestones=[1.5]),
+     "bad value for train.milestones: (1.5,) (tuple); expected a list of int"),
+])
+def test_a_bad_value_of_a_replayed_record_says_where_it_was_recorded(out, tmp_path, change, words):
+    """An outside review: a hand-edited config.json's bad value read as if typed on the command line; a tuple
+    field was never checked (milestones [1.5] passed, 1 failed in the run)."""
+    run = next(p for p in (out / "runs").iterdir() if p.name.startswith("proden__"))
+    config = json.loads((run / "config.json").read_text())
+    change(config)
+    (run / "config.json").write_text(json.dumps(config))
+    line = _error_line(_run(["--from-run", str(run), "--out", str(tmp_path / "again")]))
+    assert words in line and line.endswith(f"(recorded in {run / 'config.json'})"), line
