@@ -217,22 +217,29 @@ def parse_value(text: str, annotation: Any, default: Any) -> Any:
     return text
 
 
-def _typed(f: dataclasses.Field, value: Any, default: Any, name: str) -> Any:
-    """A typed value for field ``f`` as :func:`parse_value` would give it from text: an int for a float that float,
-    a list for a tuple a tuple of the element type (an outside review: a hand-edited record's ``[1.5]`` milestones
-    passed, ``1`` failed in the run).  :raises PLLZooError: one line for another type."""
+class WrongType(ValueError):
+    """A typed value of another type than its field's: ``kind``, the type (a tuple field's element type), and
+    ``many``, whether the field is a tuple."""
+
+    def __init__(self, kind: str, many: bool) -> None:
+        super().__init__(kind)
+        self.kind, self.many = kind, many
+
+
+def typed_value(f: dataclasses.Field, value: Any, default: Any) -> Any:
+    """A typed value for field ``f`` (a replayed record's, a dataset's default) as :func:`parse_value` would give it
+    from text: an int for a float that float, a list for a tuple a tuple of the element type (an outside review: a
+    hand-edited record's ``[1.5]`` milestones passed, ``1`` failed in the run).  :raises WrongType: another type."""
     if isinstance(default, tuple) or typing.get_origin(basic_type(f.type) or f.type) is tuple or \
             isinstance(f.type, str) and f.type.startswith("tuple"):
         kind = element_type(f.type, default)
-        ok = isinstance(value, (list, tuple)) and all(
-            not isinstance(v, bool) and isinstance(v, (int, float) if kind is float else kind) for v in value)
-        if not ok:
-            raise PLLZooError(f"bad value for {name}: {value!r} ({type(value).__name__}); expected a list of "
-                              f"{kind.__name__}")
+        if not (isinstance(value, (list, tuple)) and all(
+                not isinstance(v, bool) and isinstance(v, (int, float) if kind is float else kind) for v in value)):
+            raise WrongType(kind.__name__, many=True)
         return tuple(float(v) if kind is float else v for v in value)
     wrong = type_error(f, value)
     if wrong is not None:
-        raise PLLZooError(f"bad value for {name}: {value!r} ({type(value).__name__}); expected {wrong}")
+        raise WrongType(wrong, many=False)
     return float(value) if basic_type(f.type) is float and value is not None else value
 
 
@@ -248,7 +255,11 @@ def override(obj: Any, changes: dict[str, str], where: str) -> Any:
             raise UnknownNameError(f"unknown hyper-parameter {where}.{key}; valid: {valid}")
         f = by_name[key]
         if not isinstance(text, str):  # a typed value (a replayed record): of the field's type, as text parses it
-            parsed[key] = _typed(f, text, getattr(obj, key), f"{where}.{key}")
+            try:
+                parsed[key] = typed_value(f, text, getattr(obj, key))
+            except WrongType as exc:
+                raise PLLZooError(f"bad value for {where}.{key}: {text!r} ({type(text).__name__}); expected "
+                                  f"{'a list of ' if exc.many else ''}{exc.kind}") from None
             continue
         try:
             parsed[key] = parse_value(text, f.type, getattr(obj, key))

@@ -179,33 +179,20 @@ def train_config(data: PLLData, epochs: int | None, batch_size: int | None, over
 
 
 def _typed_defaults(dataset: str, values: dict[str, Any]) -> dict[str, Any]:
-    """A dataset's training defaults with :class:`TrainConfig`'s types, as ``--hp`` gives them: an int for a float
-    is that float (an outside review: ``lr=1`` named another run than ``--hp train.lr=1``), a tuple field a tuple
-    of its element type; another type is one line (``epochs=2.0`` failed every run, late)."""
-    from pllzoo.hparams import basic_type, element_type, type_error
+    """A dataset's training defaults with :class:`TrainConfig`'s types, as ``--hp`` gives them
+    (:func:`pllzoo.hparams.typed_value`: an int for a float is that float, an outside review: ``lr=1`` named another
+    run than ``--hp train.lr=1``); another type is one line (``epochs=2.0`` failed every run, late)."""
+    from pllzoo.hparams import WrongType, typed_value
 
     kinds = {f.name: f for f in dataclasses.fields(TrainConfig)}
     out = {}
     for name, value in values.items():
-        f = kinds[name]
-        if isinstance(f.default, tuple):
-            kind = element_type(f.type, f.default)
-            items = tuple(value) if isinstance(value, (tuple, list)) else None
-            bad = items is None or any(isinstance(v, bool) or not isinstance(v, (int, float) if kind is float else kind)
-                                       for v in items)
-            if not bad:
-                value = tuple(float(v) if kind is float else v for v in items)
-            expected = f"a tuple of {kind.__name__}"
-        else:
-            kind = basic_type(f.type)
-            bad = type_error(f, value) is not None
-            if not bad and kind is float:
-                value = float(value)
-            expected = getattr(kind, "__name__", str(f.type))
-        if bad:
+        try:
+            out[name] = typed_value(kinds[name], value, kinds[name].default)
+        except WrongType as exc:
             raise PLLZooError(f"dataset {dataset!r}: its training default {name} = {value!r} is "
-                              f"{type(value).__name__}; train.{name} takes {expected}")
-        out[name] = value
+                              f"{type(value).__name__}; train.{name} takes {'a tuple of ' if exc.many else ''}"
+                              f"{exc.kind}") from None
     return out
 
 
