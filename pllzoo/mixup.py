@@ -39,6 +39,18 @@ def mixup_coefficient(generator: torch.Generator, alpha: float) -> float:
     return max(lam, 1.0 - lam)
 
 
+def take_rows(x: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
+    """``x.index_select(0, index)`` in ``x``'s memory format → ``[len(index), ...]``.
+
+    ``index_select`` returns a contiguous (NCHW) tensor even from a channels-last batch (the trainer's
+    layout on CUDA), which the channels-last network would then convert back on every mixup pass;
+    advanced indexing keeps the layout.  The same values, bit for bit (a gather either way)."""
+    out = x[index]
+    if x.dim() == 4 and x.is_contiguous(memory_format=torch.channels_last):
+        out = out.contiguous(memory_format=torch.channels_last)  # a no-op where indexing kept the layout
+    return out
+
+
 def true_rows(mask: torch.Tensor, count: int) -> torch.Tensor:
     """Positions of the ``count`` True entries of a bool ``[B]`` mask, ascending → long ``[count]``
     (``mask.nonzero()`` without a host sync, given the count)."""
@@ -66,7 +78,7 @@ class Mixup:
         """The rows to mix of a per-sample tensor of this rank's batch ``[b, ...]`` → ``[n, ...]`` (gathered; no grad
         under G > 1)."""
         x = self.dist.gather(x)
-        return x if self.keep is None else x.index_select(0, self.keep)
+        return x if self.keep is None else take_rows(x, self.keep)
 
     def mix(self, x: torch.Tensor) -> torch.Tensor:
         """l·x_j + (1 − l)·x_π(j) for this rank's j, from :meth:`take`'s ``[n, ...]`` → ``[hi − lo, ...]``."""
@@ -128,7 +140,7 @@ def padded_mixup_loss(step: Step, loss_fn: PerSampleLoss, labels: torch.Tensor, 
     gen = step.device_generator if step.device_generator is not None else step.generator
     keys = torch.rand(b, generator=gen, device=gen.device, dtype=torch.float64).to(rows.device)
     perm = torch.where(pos < n, keys, 2.0 + pos).argsort()  # [B]: π on the first n, identity after
-    x, a = step.batch.x.index_select(0, keep), labels.index_select(0, keep)
+    x, a = take_rows(step.batch.x, keep), labels.index_select(0, keep)
     weight = (pos < n).float()  # the rows BatchNorm and the loss count
     logits = step.forward_padded(lam * x + (1 - lam) * x[perm], weight)
     per_row = lam * loss_fn(logits, a) + (1 - lam) * loss_fn(logits, a[perm])

@@ -12,7 +12,7 @@ import torch
 
 from pllzoo import masked_bn
 from pllzoo.losses import soft_cross_entropy
-from pllzoo.mixup import mixup_coefficient, padded_mixup_loss, true_rows
+from pllzoo.mixup import mixup_coefficient, mixup_loss, padded_mixup_loss, true_rows
 from pllzoo.models import build_model
 from pllzoo.run import Batch, Stage, Step, TrainConfig
 from pllzoo.syncs import count_syncs
@@ -173,3 +173,28 @@ def test_padded_asked_for_an_unsupported_model_warns_and_runs_exact(registry, mo
     with pytest.warns(UserWarning, match="mixup over a subset runs exact"):
         trainer._enter_stage(trainer.stages()[-1])
     assert trainer.row_masks is None
+
+
+@pytest.mark.parametrize("padded_path", [False, True])
+def test_mixed_batch_keeps_a_channels_last_layout(padded_path: bool) -> None:
+    """The trainer feeds a channels-last batch on CUDA; the mixup pass over rows must hand the network a
+    channels-last batch too (``index_select`` alone returns NCHW), with the same values as the NCHW path."""
+    seen = []
+
+    def net(x):
+        seen.append((x.is_contiguous(memory_format=torch.channels_last), x.detach().clone()))
+        return x.flatten(1)[:, :K] * 1.0
+
+    rows = torch.tensor([True, False, True, True, False, True] * 2)
+    x = torch.randn(B, 3, 5, 7)
+    for layout in (torch.contiguous_format, torch.channels_last):
+        xl = x.contiguous(memory_format=layout)
+        batch = Batch(torch.arange(B), xl, torch.ones(B, K), torch.zeros(B, dtype=torch.long))
+        host = torch.Generator().manual_seed(5)
+        step = Step(batch=batch, logits=net(xl), probs=torch.full((B, K), 1 / K), forward=net, generator=host,
+                    epoch=1, stage=Stage(), nominal_batch_size=B, device_generator=host,
+                    forward_padded=(lambda v, w: net(v)) if padded_path else None)
+        mixup_loss(step, soft_cross_entropy, torch.full((B, K), 1 / K), 1.0, rows, n_rows=int(rows.sum()))
+    (nchw_layout, nchw), (cl_layout, cl) = seen[1], seen[3]  # each layout: the step's pass, then the mixed one
+    assert not nchw_layout and cl_layout
+    assert torch.equal(nchw, cl)  # the same mixed values in either layout
