@@ -40,13 +40,13 @@ TABLES_MD = HERE / "TABLES.md"
 
 class Table(NamedTuple):
     title: str
-    source: str  # where the printed numbers come from
+    source: str  # where the printed numbers come from, as the sentence under the table's title says it
     epochs: int  # final-stage epochs of the published runs (a shorter run of ours is flagged)
     label: str | None = None  # the LaTeX label in ../shared/spec/solar-paper.tex, for the SoLar paper's tables
 
 
 SOLAR_TEX = "the SoLar paper's LaTeX (../shared/spec/solar-paper.tex)"
-RECORDS_README = "the RECORDS README (MediaBrain-SJTU/RECORDS-LTPLL)"
+RECORDS_README = "Paper numbers from the RECORDS README (MediaBrain-SJTU/RECORDS-LTPLL)"
 # table id -> Table; see README.md for the numbering
 TABLES = {
     "1": Table("Table 1: accuracy on CIFAR10-LT / CIFAR100-LT across φ and γ (mean ± std over 3 seeds in the paper)",
@@ -59,7 +59,8 @@ TABLES = {
     "4f": Table("SUN397 (φ=0.05): the fourth table float in the LaTeX, not runnable", SOLAR_TEX, 1000, "tab:sun197"),
     "R": Table("RECORDS README: CORR, CORR + RECORDS (w/o and w/ mixup), their SoLar re-run; 800 epochs",
                RECORDS_README, 800),
-    "H": Table("HTC README commands (no published numbers found); 800 epochs", "HTC README", 800),
+    "H": Table("HTC README commands (no published numbers found); 800 epochs",
+               "No paper numbers: the HTC README (pruirui/HTC-LTPLL) gives the commands, no accuracies", 800),
 }
 PAPER_EPOCHS = TABLES["1"].epochs  # every SoLar CIFAR cell: final-stage epochs in the paper and the released commands
 
@@ -363,7 +364,7 @@ def markdown_tables(cells: pd.DataFrame, results: Path) -> str:
              "one (SoLar's r), on the cell's `all` row (the paper prints none).", ""]
     for table, spec in TABLES.items():
         part = cells[cells["table"] == table]
-        where = f"LaTeX `\\label{{{spec.label}}}`" if spec.label else f"Numbers from {spec.source}"
+        where = f"LaTeX `\\label{{{spec.label}}}`" if spec.label else spec.source
         parts += [f"## {spec.title}", "", f"{where}.", "",
                   "| cell | row | setting | metric | paper | ours | prior TV (ours) |", "|---|---|---|---|---|---|---|"]
         for _, c in part.iterrows():
