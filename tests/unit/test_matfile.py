@@ -78,6 +78,13 @@ def test_defaults_and_catalog() -> None:
     lost = mat_defaults("lost")
     assert (lost.lr, lost.weight_decay, lost.epochs, lost.schedule) == (1e-2, 1e-2, 500, "constant")
     assert "choice" in mat_defaults("fgnet").source
+    # PRODEN's parameter_settings.txt, linear model: every PALM set it lists has its (lr, weight decay)
+    released = {"lost": (1e-2, 1e-2), "birdsong": (1e-2, 1e-4), "msrcv2": (1e-1, 1e-3), "soccer": (1e-1, 1e-4),
+                "yahoo": (1e-2, 1e-4)}
+    for name, (lr, wd) in released.items():
+        got = mat_defaults(name)
+        assert (got.lr, got.weight_decay, got.batch_size) == (lr, wd, 100), name
+        assert "choice" not in got.source, name
 
 
 def test_missing_named_file(tmp_path: Path) -> None:
