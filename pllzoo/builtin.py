@@ -59,7 +59,7 @@ class LogitAdjustment(Component):
     """Predict ``argmax_j [g_j(x) − ζ·log r_j]`` with ``r = state.prior``, whoever estimates it
     (SoLar's epoch-end estimate, RECORDS' head-on-mean-feature estimate).  ``log`` is taken of
     ``r`` clamped at 1e-12 (RECORDS adds 1e-9 instead: the logits then differ by log(1 + 1e-9/r_j), below
-    1e-6 while r_j > 1e-3, which changes the argmax only on such a near-tie).
+    1e-6 while r_j > 1e-3, which changes the argmax only on such a near-tie; 0.69 at r_j = 1e-9).
 
     Deviation: a class of prior exactly 0 (an oracle prior of a class without training rows, as Lost, Italian and
     FG-NET have) is not adjusted.  The formula gives it +∞, and the clamp +27.6·ζ: it was every test row's

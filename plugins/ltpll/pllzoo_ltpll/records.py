@@ -26,7 +26,10 @@ terms that pllzoo's ``proden`` adds under the SoLar protocol) and ``cc-records``
 Deviations:
   * ε in the test-time adjustment: ``pllzoo.logit_adjust`` clamps π̂ at 1e-12 instead of adding
     1e-9.  The adjusted logits differ by log(1 + 1e-9/π̂_j) per class: below 1e-6 while π̂_j > 1e-3,
-    so only a near-tie of the adjusted logits (within that difference) can change the argmax.
+    so only a near-tie of the adjusted logits (within that difference) can change the argmax.  Below
+    that the gap grows (0.69 at π̂_j = 1e-9, 6.9 at 1e-12), and a π̂_j that underflows to exactly 0
+    (softmax(fc(μ)) with that logit ~100 below the largest) is not shifted at all where the release adds
+    −log 1e-9 = 20.7 (``LogitAdjustment``'s zero-prior rule, made for oracle priors).
     Test: tests/unit/test_records.py::test_prediction_adjusts_by_the_current_prior.
   * ``proden-records`` re-normalises over the candidate set Y (``label_update.mask=candidates``),
     not the support of the current confidences as the released ``Proden_loss_RECORDS``: with a
