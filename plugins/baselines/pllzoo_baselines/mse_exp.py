@@ -10,7 +10,9 @@ The non-candidates are complementary labels Ȳ, |Ȳ| = K − |S|; with P_S = Σ_
 Deviation (``full_set``): when every label is a candidate (|S| = K, possible under uniform
 flipping: ~0.2 % of CIFAR-10-LT at φ = 0.5) both losses divide by zero (EXP: ∞, MSE: ∞·0 = NaN);
 the official code has no guard.  ``mask`` (default) leaves such samples out — they carry no
-supervision; ``clamp`` uses K − |S| ≥ 1; ``none`` keeps the division by zero, so the loss is not finite
+supervision; ``clamp`` uses K − |S| ≥ 1 (a guard on the closed form: at |S| = K MSE is then ‖p‖² − 1, not the
+official estimator's K‖p‖² + K − 2 with its K − |S| clamped, as the closed form assumes |S| < K; both push p
+towards uniform and carry no supervision); ``none`` keeps the division by zero, so the loss is not finite
 as the official one (MSE here gives ±∞, or NaN where P_S rounds to 1 and the term is 0/0, where the official
 estimator gives NaN: the closed form divides before it multiplies) and the run fails with "non-finite
 training loss" either way.
