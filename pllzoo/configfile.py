@@ -114,11 +114,15 @@ def _yaml_loader(yaml: Any) -> type:
             if _YAML12_INT.fullmatch(text):
                 base = 8 if text.startswith("0o") else 16 if text.startswith("0x") else 10
                 return int(text[2:] if base != 10 else text, base)
-            try:  # an explicit !!int in a YAML 1.1 form (0b11, 1:30): PyYAML's reading (an outside review)
-                return super().construct_yaml_int(node)
-            except ValueError:
-                raise yaml.constructor.ConstructorError(None, None, f"{text!r} is no integer", node.start_mark) \
-                    from None
+            return super().construct_yaml_int(node)  # an explicit !!int in a YAML 1.1 form (0b11, 1:30): PyYAML's
+
+        def construct_object(self, node: Any, deep: bool = False) -> Any:
+            try:
+                return super().construct_object(node, deep=deep)
+            except (ValueError, IndexError, AttributeError, TypeError, OverflowError):  # a tag's reader failing on
+                tag = node.tag.rpartition(":")[2]  # its text (!!int "", !!float abc, !!timestamp x): one line,
+                raise yaml.constructor.ConstructorError(  # not PyYAML's traceback (an outside review)
+                    None, None, f"{node.value!r} is no {tag}", node.start_mark) from None
 
         def construct_mapping(self, node: Any, deep: bool = False) -> dict:
             seen = set()  # a key given twice is refused, as TOML does (an outside review: the last one won)
@@ -381,7 +385,9 @@ def _replayed(ctx: click.Context, message: str, found: re.Match | None) -> str:
     key = found.group(1).rpartition(":")[2]
     if key not in {k.rpartition(":")[2] for k in recorded} or key in typed:
         return message
-    return f"{message} (recorded in {Path(run[0]) / 'config.json'})"
+    from pllzoo.replay import recorded_in
+
+    return f"{message} (recorded in {recorded_in(Path(run[0]))})"
 
 
 def _keyed(pairs: Any) -> list[tuple[str, str]]:

@@ -165,18 +165,29 @@ def type_error(f: dataclasses.Field, value: Any) -> str | None:
     return None if ok else kind.__name__
 
 
-def element_type(annotation: Any, default: Any) -> type:
-    """The element type of a ``tuple[X, ...]`` field: X when it is a basic type, else the default's first
-    element's, else float."""
+_TUPLE_TEXT = re.compile(r"(?:typing\.)?(?:tuple|Tuple)(?:\[\s*(\w+)\s*,\s*\.\.\.\s*\])?")
+
+
+def tuple_element(annotation: Any, default: Any) -> type | None:
+    """The element type of a ``tuple[X, ...]`` field (also ``| None`` or ``Optional[...]``, and as a postponed
+    annotation's text): X when it is ``int``, ``float``, ``bool`` or ``str``, else the default's first element's
+    type (float for an empty one); None when the field is no tuple (neither its annotation nor its default)."""
+    fallback = type(default[0]) if isinstance(default, tuple) and default else float
     if isinstance(annotation, str):
-        found = re.fullmatch(r"\s*tuple\[\s*(\w+)\s*,\s*\.\.\.\s*\]\s*", annotation)
-        if found and found.group(1) in _BASIC:
-            return _BASIC[found.group(1)]
-    else:
-        args = typing.get_args(annotation)
-        if args and args[0] in _BASIC.values():
-            return args[0]
-    return type(default[0]) if default else float
+        text = annotation.strip()
+        optional = re.fullmatch(r"(?:typing\.)?Optional\[(.*)\]", text)
+        parts = [t.strip() for t in (optional.group(1) if optional else text).split("|") if t.strip() != "None"]
+        found = _TUPLE_TEXT.fullmatch(parts[0]) if len(parts) == 1 else None
+        if found is None:
+            return fallback if isinstance(default, tuple) else None
+        return _BASIC.get(found.group(1) or "", fallback)
+    args = [a for a in typing.get_args(annotation) if a is not type(None)]
+    if typing.get_origin(annotation) in (typing.Union, types.UnionType) and len(args) == 1:
+        annotation = args[0]
+    if annotation is tuple or typing.get_origin(annotation) is tuple:
+        first = typing.get_args(annotation)[:1]
+        return first[0] if first and first[0] in _BASIC.values() else fallback
+    return fallback if isinstance(default, tuple) else None
 
 
 def parse_value(text: str, annotation: Any, default: Any) -> Any:
@@ -185,10 +196,15 @@ def parse_value(text: str, annotation: Any, default: Any) -> Any:
     a tuple's items (``700,800``, also in brackets) are parsed as its annotation's element type."""
     if _takes_none(annotation) and text.strip().lower() in {"none", "null"}:
         return None
+    elem = tuple_element(annotation, default)
+    if elem is not None:
+        body = text.strip()
+        body = body[1:-1] if body.startswith("[") and body.endswith("]") else body  # [700,800], as a config file's
+        items = [t for t in body.replace(";", ",").split(",") if t.strip()]
+        return tuple(parse_value(t, elem, None) for t in items)
     kind = basic_type(annotation) or (type(default) if default is not None else annotation)
     if isinstance(kind, str):  # postponed annotations
         kind = _BASIC.get(kind.split("|")[0].strip(), str)
-    origin = typing.get_origin(kind)
     if kind is bool:
         low = text.strip().lower()
         if low in {"1", "true", "yes", "on"}:
@@ -208,12 +224,6 @@ def parse_value(text: str, annotation: Any, default: Any) -> Any:
             return float(text)
         except ValueError:
             raise ValueError(f"expected a number, got {text!r}") from None
-    if kind is tuple or origin is tuple:
-        body = text.strip()
-        body = body[1:-1] if body.startswith("[") and body.endswith("]") else body  # [700,800], as a config file's
-        items = [t for t in body.replace(";", ",").split(",") if t.strip()]
-        elem = element_type(annotation, default)
-        return tuple(parse_value(t, elem, None) for t in items)
     return text
 
 
@@ -229,18 +239,30 @@ class WrongType(ValueError):
 def typed_value(f: dataclasses.Field, value: Any, default: Any) -> Any:
     """A typed value for field ``f`` (a replayed record's, a dataset's default) as :func:`parse_value` would give it
     from text: an int for a float that float, a list for a tuple a tuple of the element type (an outside review: a
-    hand-edited record's ``[1.5]`` milestones passed, ``1`` failed in the run).  :raises WrongType: another type."""
-    if isinstance(default, tuple) or typing.get_origin(basic_type(f.type) or f.type) is tuple or \
-            isinstance(f.type, str) and f.type.startswith("tuple"):
-        kind = element_type(f.type, default)
+    hand-edited record's ``[1.5]`` milestones passed, ``1`` failed in the run), None where the field takes it.
+    :raises WrongType: another type."""
+    if value is None and _takes_none(f.type):
+        return None
+    kind = tuple_element(f.type, default)
+    if kind is not None:
         if not (isinstance(value, (list, tuple)) and all(
-                not isinstance(v, bool) and isinstance(v, (int, float) if kind is float else kind) for v in value)):
+                isinstance(v, bool) if kind is bool else not isinstance(v, bool) and
+                isinstance(v, (int, float) if kind is float else kind) for v in value)):
             raise WrongType(kind.__name__, many=True)
         return tuple(float(v) if kind is float else v for v in value)
     wrong = type_error(f, value)
     if wrong is not None:
         raise WrongType(wrong, many=False)
     return float(value) if basic_type(f.type) is float and value is not None else value
+
+
+def as_declared(value: Any, default: Any) -> Any:
+    """``value``, or ``default`` itself where they are the same number and the default an int on a float field
+    (an outside plugin may declare ``hp(1)`` for a float: its runs record ``1``, and ``--hp x=1`` or a replay of
+    such a run, which give ``1.0``, must name the same run, an outside review)."""
+    if type(default) is int and type(value) is float and value == default:
+        return default
+    return value
 
 
 def override(obj: Any, changes: dict[str, str], where: str) -> Any:
@@ -256,13 +278,13 @@ def override(obj: Any, changes: dict[str, str], where: str) -> Any:
         f = by_name[key]
         if not isinstance(text, str):  # a typed value (a replayed record): of the field's type, as text parses it
             try:
-                parsed[key] = typed_value(f, text, getattr(obj, key))
+                parsed[key] = as_declared(typed_value(f, text, getattr(obj, key)), getattr(obj, key))
             except WrongType as exc:
                 raise PLLZooError(f"bad value for {where}.{key}: {text!r} ({type(text).__name__}); expected "
                                   f"{'a list of ' if exc.many else ''}{exc.kind}") from None
             continue
         try:
-            parsed[key] = parse_value(text, f.type, getattr(obj, key))
+            parsed[key] = as_declared(parse_value(text, f.type, getattr(obj, key)), getattr(obj, key))
         except ValueError as exc:
             raise PLLZooError(f"bad value for {where}.{key}: {exc}") from None
     return check(dataclasses.replace(obj, **parsed), where, keys=parsed)

@@ -133,6 +133,18 @@ def recorded_options(config: dict[str, Any]) -> dict[str, Any]:
     return opts
 
 
+def recorded_in(path: Path) -> str:
+    """Where ``--from-run PATH``'s config was read (:func:`read_config`): the run folder's config.json, or, for a
+    run folder that is gone, the archive that holds it."""
+    if path.name == "config.json":
+        return str(path)
+    if not path.exists():
+        from pllzoo import archive
+
+        return f"{path.parent.parent / archive.NAME} (run {path.name})"
+    return str(path / "config.json")
+
+
 def use_run(ctx: click.Context, param: click.Parameter, value: Path | None) -> Path | None:
     """``--from-run``'s callback (eager): the recorded run's options become the bench's defaults."""
     if value is None:
@@ -209,8 +221,10 @@ def check(ctx: click.Context, plans: list[RunPlan]) -> None:
     if ctx.get_parameter_source("device") == ParameterSource.COMMANDLINE:
         chosen |= {"device", "rng"}
     want, have = _flat(recorded), _flat(planned)
-    differ = sorted(k for k in want.keys() | have.keys() if want.get(k, "<absent>") != have.get(k, "<absent>"))
-    wrong = [k for k in differ if k not in chosen and not (k not in want and _empty(have[k]))]
+    differ = sorted(k for k in want.keys() | have.keys()  # as the run id reads them: 1 is not 1.0
+                    if json.dumps(want.get(k, "<absent>")) != json.dumps(have.get(k, "<absent>")))
+    wrong = [k for k in differ if k not in chosen and not (k not in want and _empty(have[k]))
+             and want.get(k, "<absent>") != have.get(k, "<absent>")]  # the same value in another type: a new id only
     if wrong:
         shown = "; ".join(f"{k}: recorded {want.get(k, '<absent>')!r}, now {have.get(k, '<absent>')!r}"
                           for k in wrong[:3])

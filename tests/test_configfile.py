@@ -215,11 +215,15 @@ def test_an_hp_key_given_twice_in_the_file_is_one_line(tmp_path, hp):
     ("methods: proden\nepochs: 2\nepochs: 3\n", "not valid YAML at line 3 (the key 'epochs' is given twice)"),
     ("methods: proden\nhp:\n  train.lr: 0.05\n  train.lr: 0.1\n",
      "not valid YAML at line 4 (the key 'train.lr' is given twice)"),
-    ("methods: proden\nepochs: !!int abc\n", "not valid YAML at line 2 ('abc' is no integer)"),
+    ("methods: proden\nepochs: !!int abc\n", "not valid YAML at line 2 ('abc' is no int)"),
+    ("methods: proden\nepochs: !!int \"\"\n", "not valid YAML at line 2 ('' is no int)"),
+    ("methods: proden\nhp:\n  train.lr: !!float abc\n", "not valid YAML at line 3 ('abc' is no float)"),
+    ("methods: proden\nepochs: !!timestamp abc\n", "not valid YAML at line 2 ('abc' is no timestamp)"),
 ])
 def test_a_yaml_key_given_twice_or_a_bad_int_tag_is_one_line(tmp_path, text, words):
     """An outside review: PyYAML let the last of two equal keys win (TOML refuses them), and !!int 0b11, which
-    the YAML 1.2 reading no longer parsed, was a traceback."""
+    the YAML 1.2 reading no longer parsed, was a traceback; so were a tag's reader failing on its text (!!int "",
+    !!float abc, !!timestamp abc: PyYAML's IndexError, ValueError, AttributeError), a second review."""
     pytest.importorskip("yaml")
     line = _error_line(_run(["--config", str(_write(tmp_path / "c.yaml", text)), "--out", str(tmp_path / "o")]))
     assert words in line, line
@@ -519,3 +523,30 @@ def test_a_bad_value_of_a_replayed_record_says_where_it_was_recorded(out, tmp_pa
     (run / "config.json").write_text(json.dumps(config))
     line = _error_line(_run(["--from-run", str(run), "--out", str(tmp_path / "again")]))
     assert words in line and line.endswith(f"(recorded in {run / 'config.json'})"), line
+    line = _error_line(_run(["--from-run", str(run / "config.json"), "--out", str(tmp_path / "again")]))
+    assert line.endswith(f"(recorded in {run / 'config.json'})"), line  # not .../config.json/config.json
+
+
+def test_where_a_replayed_record_was_read(tmp_path):
+    """A run folder, its config.json, or (the folder gone) the archive that holds the run (a second review: the
+    message named RUN/config.json/config.json, or a file that no longer existed)."""
+    from pllzoo.replay import recorded_in
+
+    run = tmp_path / "out" / "runs" / "proden__x__s1-0"
+    assert recorded_in(run / "config.json") == str(run / "config.json")
+    assert recorded_in(run) == str(tmp_path / "out" / "runs.jsonl.xz") + " (run proden__x__s1-0)"
+    run.mkdir(parents=True)
+    assert recorded_in(run) == str(run / "config.json")
+
+
+def test_a_replay_under_another_id_names_what_differs(out, tmp_path):
+    """A record whose value is another type of the same number (a hand-edited ``"lr": 1``, planned as 1.0) replays
+    under another run id; the warning named no key, as 1 == 1.0 (a second review)."""
+    run = next(p for p in (out / "runs").iterdir() if p.name.startswith("proden__"))
+    config = json.loads((run / "config.json").read_text())
+    config["train"]["lr"] = 1
+    (run / "config.json").write_text(json.dumps(config))
+    res = _run(["--from-run", str(run), "--out", str(tmp_path / "again"), "--dry-run"])
+    assert res.exit_code == 0, res.output
+    said = " ".join(res.output.split())
+    assert "replayed as run" in said and "as train.lr differ" in said, res.output

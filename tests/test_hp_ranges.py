@@ -265,6 +265,38 @@ def test_none_and_tuple_elements_parse_by_the_annotation():
         override(Forms(), {"steps": "3,1.5"}, where="slot")
 
 
+@dataclass(frozen=True)
+class MoreForms:
+    steps: tuple[int, ...] | None = hp(None, "whole epochs, or none")
+    weights: tuple[float, ...] = hp((0.5,), "numbers")
+    keep: float = hp(1, "a float field an outside plugin declared with an int default")
+
+
+def test_typed_values_follow_the_annotation_too():
+    """A replayed record's typed values (a second review): None for an optional tuple, a tuple of ints for its
+    ``tuple[int, ...] | None`` text annotation (not floats, from a fallback), ints made floats in a float tuple, no
+    bool in a tuple of numbers, and the text path parses such a tuple as a tuple (it stayed the string '3,5')."""
+    assert override(MoreForms(steps=(2,)), {"steps": None}, where="slot").steps is None
+    steps = override(MoreForms(), {"steps": [3, 5]}, where="slot").steps
+    assert steps == (3, 5) and all(type(v) is int for v in steps)
+    assert override(MoreForms(), {"steps": "3,5"}, where="slot").steps == (3, 5)
+    weights = override(MoreForms(), {"weights": [1, 2]}, where="slot").weights
+    assert weights == (1.0, 2.0) and all(type(v) is float for v in weights)
+    for bad, field in (([True], "steps"), ([True], "weights"), ([1.5], "steps"), (["1"], "weights")):
+        with pytest.raises(PLLZooError, match=rf"bad value for slot\.{field}: .*expected a list of"):
+            override(MoreForms(), {field: bad}, where="slot")
+
+
+@pytest.mark.parametrize("given", [1, 1.0, "1", "1.0"])
+def test_an_int_default_of_a_float_field_names_one_run(given):
+    """An outside plugin's ``keep: float = hp(1)`` records ``1``; a replay of that run (typed 1) or ``--hp keep=1``
+    (text) gave 1.0, another run id (a second review); the same number is the default itself, another one a float."""
+    keep = override(MoreForms(), {"keep": given}, where="slot").keep
+    assert keep == 1 and type(keep) is int
+    other = override(MoreForms(), {"keep": "2" if isinstance(given, str) else 2}, where="slot").keep
+    assert other == 2.0 and type(other) is float
+
+
 def test_a_whole_number_past_64_bits_is_refused_before_the_run():
     """An outside review: label_update.max_iter=99999999999999999999 passed (ge=1, no upper bound) and the run failed
     with OverflowError inside torch, a traceback in error.txt."""

@@ -60,6 +60,9 @@ def test_uses_pool_only_for_pil_strong_views_on_images():
     strong = frozenset({"strong"})
     assert prefetch.uses_pool("image", strong, "strong") and prefetch.uses_pool("image", strong, "simaugment")
     assert prefetch.uses_pool("image", strong, "pico-strong")  # PiCO's own (PIL) strong view
+    # PiCO asks for the strong view's input only (``strong_input``: its key encoder's, no pass of the trained
+    # network); the pool must compute it all the same (a review: nothing tested it)
+    assert prefetch.uses_pool("image", frozenset({"strong_input"}), "pico-strong")
     assert not prefetch.uses_pool("tabular", strong, "strong")
     assert not prefetch.uses_pool("image", frozenset(), "strong")
     assert not prefetch.uses_pool("image", strong, "weak")
