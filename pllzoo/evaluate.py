@@ -85,6 +85,41 @@ def _check_data(run_dir: Path, data: Any) -> str | None:
     return other
 
 
+def check_same_components(config: dict[str, Any], comps: dict[str, Any], run_dir: Path, overridden: set[str],
+                          swapped: set[str]) -> None:
+    """The components built to re-score a run must hold the hyper-parameters it recorded (up to the ``overridden``
+    keys and the ``swapped`` slots), as ``--from-run`` checks its replay: an outside review, a plugin's v1.1 with
+    a new field that changes the prediction re-scored a v1.0 run "as trained", 19.5 points lower, without a word.
+
+    :raises PLLZooError: one line naming the first keys that differ and the versions recorded."""
+    from pllzoo.hparams import named
+
+    def flat(hparams: dict) -> dict[str, str]:
+        return {f"{slot}.{k}": json.dumps(v) for slot, fields_ in hparams.items() if slot not in swapped
+                for k, v in (fields_ or {}).items() if f"{slot}.{k}" not in overridden}
+
+    want = flat(config["hparams"])
+    have = flat(json.loads(json.dumps(portable({s: named(c.hp) for s, c in comps.items()}))))
+    differ = sorted(k for k in want.keys() | have.keys() if want.get(k) != have.get(k))
+    if not differ:
+        return
+    shown = "; ".join(f"{k}: recorded {want.get(k, '<absent>')}, now {have.get(k, '<absent>')}" for k in differ[:3])
+    more = f" (and {len(differ) - 3} more)" if len(differ) > 3 else ""
+    raise PLLZooError(f"{run_dir}: its components here hold other hyper-parameters than it was trained with "
+                      f"({shown}{more}); was it recorded by another version of pllzoo or its plugins? "
+                      f"({_versions(run_dir)})")
+
+
+def _versions(run_dir: Path) -> str:
+    """The component plugins' versions env.json recorded: "sharp: pllzoo-sharp 1.0.0", or that it recorded none."""
+    from pllzoo.runfolders import recorded_env
+
+    env = recorded_env(run_dir) or {}
+    comps = env.get("components") if isinstance(env.get("components"), dict) else {}
+    seen = sorted({f"{c.get('dist')} {c.get('version')}" for c in comps.values() if isinstance(c, dict)})
+    return f"trained with {', '.join(seen)}: `pllzoo plugins` lists those here" if seen else "env.json records none"
+
+
 def rescore(registry: Registry, run_dir: Path, overrides: dict[str, str], predict: str | None = None,
             data_dir: Path | None = None, device: str = "auto", dataset: str | None = None) -> dict[str, Any]:
     """Test metrics of the finished run in ``run_dir`` with ``predict`` as its predict component (if
@@ -111,6 +146,12 @@ def rescore(registry: Registry, run_dir: Path, overrides: dict[str, str], predic
     if (last.get("stage_index"), last.get("epoch")) != (records[-1].get("stage_index"), records[-1]["epoch"]):
         raise PLLZooError(f"{run_dir / 'checkpoint.pt'}: not the run's final checkpoint (it ends at epoch "
                           f"{last.get('epoch')}, the log at {records[-1]['epoch']}); re-run the training")
+    from pllzoo.runfolders import recorded_env
+
+    absent = registry.absent_plugins(recorded_env(run_dir))
+    if absent is not None:
+        raise PLLZooError(f"{run_dir}: trained with {absent}, which no loaded plugin registers; install it to "
+                          "re-score this run (`pllzoo plugins` lists those loaded)")
     method = registry.method(with_predict(config["method"], predict))
     valid = registry.hparam_keys(method)
     unknown = sorted(set(overrides) - valid)
@@ -131,6 +172,7 @@ def rescore(registry: Registry, run_dir: Path, overrides: dict[str, str], predic
     data = carve(registry.recorded_dataset(config["dataset"], dataset).load(opts), opts, config["seed"])
     other = _check_data(run_dir, data)
     comps = registry.build_components(method, {**recorded, **overrides}, (data.name, data.kind), training=False)
+    check_same_components(config, comps, run_dir, set(overrides), swapped={"predict"} if predict else set())
     # eager: one pass over the test set does not pay for compiling it (CUDA graphs took ~20-40 s a process on an
     # H100, more than the pass; the paper queue re-scores a finished SoLar run three times in its last seconds)
     train = dataclasses.replace(TrainConfig(**{k: json_typed(v) for k, v in config["train"].items()}), compile="none")

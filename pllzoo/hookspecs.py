@@ -635,7 +635,11 @@ class RunSpec:
             tensors and numpy values are read as numbers and lists, NaN and inf as null
             (JSON has neither).  A name of the record itself (``seed``,
             ``method``, ``epoch``, the ``acc_*`` metrics, ...) is refused: it would
-            relabel the run.
+            relabel the run.  Two names are read by pllzoo's tools: ``prior``, an
+            estimated class prior (a list of K numbers), is what ``pllzoo plot`` draws
+            beside the true prior (panel b), and ``prior_tv``, its total variation from
+            the true training prior, is the "prior TV" of the paper tables
+            (``benchmarks/paper``).
 
         Example::
 

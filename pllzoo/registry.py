@@ -282,6 +282,29 @@ class Registry:
             raise UnknownNameError(f"unknown {slot} component {name!r}{hint}; valid: {valid}"
                                    f"{self._failed_note()}") from None
 
+    def absent_plugins(self, env: dict[str, Any] | None) -> str | None:
+        """What a recorded run (its ``env.json``, ``env``) was trained with that no loaded plugin registers now:
+        "plugin 'sharp' (pllzoo-sharp 1.0.0: sharp.confidence, sharp.loss)", or None (all there, or nothing
+        recorded).  An outside review: after an uninstall, evaluate and --from-run said "unknown method 'sharp-la'
+        (did you mean 'solar-la'?)" and never named the plugin."""
+        recorded = env.get("components") if isinstance(env, dict) else None
+        if not isinstance(recorded, dict):
+            return None
+        missing: dict[tuple[str, str, str], list[str]] = {}
+        for slot, entry in recorded.items():
+            if not isinstance(entry, dict) or not isinstance(entry.get("component"), str):
+                continue
+            if entry["component"] in self.components.get(slot, {}):
+                continue
+            key = (str(entry.get("plugin", "?")), str(entry.get("dist", "?")), str(entry.get("version", "?")))
+            missing.setdefault(key, []).append(entry["component"])
+        if not missing:
+            return None
+        failed = {p.name for p in self.failures()}
+        return "; ".join(f"plugin {plugin!r} ({dist} {version}: {', '.join(sorted(set(names)))})"
+                         + (", which failed to load (`pllzoo plugins --debug` says why)" if plugin in failed else "")
+                         for (plugin, dist, version), names in missing.items())
+
     def component_plugin(self, slot: str, name: str) -> PluginInfo:
         """The plugin that registered component ``name`` in ``slot`` (its distribution and version: env.json)."""
         self.component_class(slot, name)  # an unknown name: the usual one-line error

@@ -133,6 +133,21 @@ def recorded_options(config: dict[str, Any]) -> dict[str, Any]:
     return opts
 
 
+def recorded_env_of(path: Path) -> dict[str, Any] | None:
+    """The env.json recorded beside ``--from-run PATH``'s config (:func:`read_config`'s places), or None."""
+    from pllzoo.runfolders import recorded_env
+
+    if path.exists():
+        return recorded_env(path.parent if path.name == "config.json" else path)
+    from pllzoo import archive
+
+    try:
+        run = archive.read(path.parent.parent).get(path.name) if path.parent.name == "runs" else None
+    except PLLZooError:
+        return None
+    return run.env if run is not None and isinstance(run.env, dict) else None
+
+
 def recorded_in(path: Path) -> str:
     """Where ``--from-run PATH``'s config was read (:func:`read_config`): the run folder's config.json, or, for a
     run folder that is gone, the archive that holds it."""
@@ -152,6 +167,12 @@ def use_run(ctx: click.Context, param: click.Parameter, value: Path | None) -> P
     if META_HP in ctx.meta:
         raise PLLZooError("--from-run and --config exclude each other: --from-run replays a recorded run as it was")
     config = read_config(Path(value))
+    from pllzoo.registry import get_registry
+
+    absent = get_registry().absent_plugins(recorded_env_of(Path(value)))
+    if absent is not None:
+        raise PLLZooError(f"--from-run {value}: trained with {absent}, which no loaded plugin registers; install it "
+                          "to replay this run (`pllzoo plugins` lists those loaded)")
     ctx.default_map = {**(ctx.default_map or {}), **recorded_options(config)}
     ctx.meta[META_RUN] = (Path(value), config)
     ctx.meta[META_REPLAY_HP] = recorded_overrides(config)

@@ -279,3 +279,53 @@ def test_rescored_leaves_out_only_runs_found_in_a_study_folder():
 
     with pytest.raises(UnknownNameError, match="^unknown predict component 'solar.lx'$"):
         _rescored([kept], {Path("study")}, mistyped, resolve)
+
+
+def _copy(run_dir: Path, tmp_path: Path) -> Path:
+    import shutil
+
+    return Path(shutil.copytree(run_dir, tmp_path / "runs" / run_dir.name))
+
+
+def test_a_run_of_a_plugin_no_longer_installed_names_the_plugin(run_dir, tmp_path):
+    """An outside review: after ``pip uninstall`` of a plugin, evaluate and --from-run said "unknown method
+    'sharp-la' (did you mean 'solar-la'?)" and never named the plugin that env.json records."""
+    run = _copy(run_dir, tmp_path)
+    env = json.loads((run / "env.json").read_text())
+    env["components"]["loss"] = {"component": "sharp.loss", "plugin": "sharp", "dist": "pllzoo-sharp",
+                                 "version": "1.0.0"}
+    (run / "env.json").write_text(json.dumps(env))
+    said = r"trained with plugin 'sharp' \(pllzoo-sharp 1\.0\.0: sharp\.loss\), which no loaded plugin registers; " \
+           r"install it to re-score"
+    with pytest.raises(PLLZooError, match=said):
+        rescore(get_registry(), run, {}, device="cpu")
+    res = CliRunner().invoke(cli, ["bench", "--from-run", str(run), "--out", str(tmp_path / "again"), "--dry-run"])
+    assert res.exit_code != 0 and "Traceback" not in res.output
+    assert "trained with plugin 'sharp' (pllzoo-sharp 1.0.0: sharp.loss)" in " ".join(res.output.split())
+
+
+def test_components_holding_other_hyper_parameters_than_recorded_are_refused(run_dir, monkeypatch):
+    """An outside review: a plugin's new version added a field that changes predictions, and evaluate re-scored the
+    old run with it "as trained" (19.5 points off) without a word; a recorded key the component lost was dropped."""
+    import dataclasses
+
+    from pllzoo.hparams import hp
+
+    reg = get_registry()
+    config = json.loads((run_dir / "config.json").read_text())
+    name = config["recipe"]["selection"]
+    cls, plugin = reg.components["selection"][name]
+    later = dataclasses.make_dataclass("Later", [("extra", float, hp(3.0, "a field added in a later version"))],
+                                       bases=(cls.HParams,), frozen=True)
+    monkeypatch.setitem(reg.components["selection"], name, (type("LaterSelection", (cls,), {"HParams": later}), plugin))
+    with pytest.raises(PLLZooError, match=r"other hyper-parameters than it was trained with \(selection\.extra: "
+                                          r"recorded <absent>, now 3\.0\); was it recorded by another version of "
+                                          r"pllzoo or its plugins\? \(trained with pllzoo-solar "):
+        rescore(reg, run_dir, {}, device="cpu")
+    field = next(iter(config["hparams"]["selection"]))  # a recorded field the installed component lost
+    kept = [(f.name, f.type, f) for f in dataclasses.fields(cls.HParams) if f.name != field]
+    earlier = dataclasses.make_dataclass("Earlier", kept, frozen=True)
+    monkeypatch.setitem(reg.components["selection"], name,
+                        (type("EarlierSelection", (cls,), {"HParams": earlier}), plugin))
+    with pytest.raises(PLLZooError, match=rf"selection\.{field}: recorded .*, now <absent>"):
+        rescore(reg, run_dir, {}, device="cpu")

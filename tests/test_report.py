@@ -230,3 +230,14 @@ def test_a_folder_of_unfinished_runs_alone_says_so(tmp_path):
     text = " ".join(res.output.split())
     assert res.exit_code == 1 and f"no finished runs under {out}: 1 unfinished (above); bench --resume with their " \
         "settings finishes them" in text and "no runs under" not in text, res.output
+
+
+def test_a_sweeps_folder_points_at_its_trials(tmp_path):
+    """An outside review: ``report OUT`` of a sweep said "no runs under OUT" without a word of OUT/trials/*."""
+    from pllzoo.sweep import MANIFEST
+
+    (tmp_path / MANIFEST).write_text("{}")
+    res = CliRunner().invoke(cli, ["report", str(tmp_path)])
+    text = " ".join(res.output.split())
+    assert res.exit_code == 1 and f"{tmp_path} is a sweep's folder: report its trials, {tmp_path / 'trials' / '*'}" \
+        in text, res.output

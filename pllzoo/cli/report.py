@@ -128,8 +128,13 @@ def report(results, rule, methods, missing_ok, seeds, wide, metric, paper, title
         if skipped:  # the runs are there, not finished (an outside review: "no runs" after naming them)
             raise PLLZooError(f"no finished runs under {', '.join(map(str, results))}: {len(skipped)} unfinished "
                               "(above); bench --resume with their settings finishes them")
+        from pllzoo.sweep import MANIFEST
+
+        trials = [d for d in results if (Path(d) / MANIFEST).is_file()]
+        hint = (f"; {trials[0]} is a sweep's folder: report its trials, {Path(trials[0]) / 'trials' / '*'}"
+                if trials else "")
         raise PLLZooError(f"no runs under {', '.join(map(str, results))} "
-                          f"(expected RESULTS/runs/*/log.jsonl or RESULTS/runs.jsonl.xz)")
+                          f"(expected RESULTS/runs/*/log.jsonl or RESULTS/runs.jsonl.xz){hint}")
     if seeds is not None:  # e.g. a study whose new methods ran one seed, compared on that seed alone
         from pllzoo.cli.bench import _seeds
 

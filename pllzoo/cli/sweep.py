@@ -34,7 +34,7 @@ filled the machine's memory."""
 @click.option("--seeds", default="1", show_default=True, help="Comma-separated seeds; a winner is chosen per seed.")
 @click.option("--space", "specs", multiple=True, metavar="KEY=DIST(ARGS)",
               help="A searched hyper-parameter, e.g. 'train.lr=loguniform(1e-3,1e-1)', 'loss.eta=uniform(0.5,1)', "
-                   "'train.batch_size=choice(64,128,256)', 'train.epochs=randint(1,3)'. Repeat for more.")
+                   "'train.batch_size=choice(64,128,256)', 'train.epochs=randint(1,3)' (1, 2 or 3: both ends included). Repeat for more.")
 @click.option("--space-file", type=INPUT_FILE, default=None,
               help="More --space specs, one per line (# comments).")
 @click.option("--trials", type=click.IntRange(1, MAX_TRIALS), default=8, show_default=True,
