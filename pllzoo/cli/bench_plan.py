@@ -52,7 +52,9 @@ def estimate(registry: Registry, plans: list[RunPlan], costs: list[cost_lib.RunC
                 warnings.simplefilter("ignore")
                 timings[p.method.name] = time_steps(registry, p, budget_s=max(budget_s - spent, 0.0))
         except Exception as exc:  # the run itself will fail the same way, and say so then
-            why = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:160]
+            why = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+            why = why if isinstance(exc, PLLZooError) else why[:160]  # a one-line error of ours, whole (a review:
+            # the missing pretrained weights' message lost its environment variable and URL)
             return {}, [], f"{FAILED_STEPS}{p.method.name} seed {p.seed} failed ({why})"
         timed.append(f"{p.method.name} seed {p.seed}")
     fallback = next(iter(timings.values()))
