@@ -119,10 +119,11 @@ def _yaml_loader(yaml: Any) -> type:
         def construct_object(self, node: Any, deep: bool = False) -> Any:
             try:
                 return super().construct_object(node, deep=deep)
-            except (ValueError, IndexError, AttributeError, TypeError, OverflowError):  # a tag's reader failing on
-                tag = node.tag.rpartition(":")[2]  # its text (!!int "", !!float abc, !!timestamp x): one line,
+            except (ValueError, IndexError, KeyError, AttributeError, TypeError, OverflowError):  # a tag's reader
+                tag = node.tag.rpartition(":")[2]  # failing on its text (!!int "", !!bool maybe, ...): one line,
+                what = f"{node.value!r} is no {tag}" if isinstance(node, yaml.ScalarNode) else f"a bad {tag}"
                 raise yaml.constructor.ConstructorError(  # not PyYAML's traceback (an outside review)
-                    None, None, f"{node.value!r} is no {tag}", node.start_mark) from None
+                    None, None, what, node.start_mark) from None
 
         def construct_mapping(self, node: Any, deep: bool = False) -> dict:
             seen = set()  # a key given twice is refused, as TOML does (an outside review: the last one won)

@@ -85,6 +85,20 @@ def _check_data(run_dir: Path, data: Any) -> str | None:
     return other
 
 
+def recorded_method(registry: Registry, run_dir: Path, config: dict[str, Any], predict: str | None = None) -> Any:
+    """The run's recorded method (with ``predict`` swapped in) as this install resolves it.
+
+    :raises UnknownNameError: one line; where the run's components came from a plugin not loaded here, it names
+        that plugin from the run's env.json (an outside review: "unknown method 'sharp-la' (did you mean
+        'solar-la'?)" after an uninstall)."""
+    from pllzoo.runfolders import recorded_env
+
+    absent = registry.absent_plugins(recorded_env(run_dir))
+    if absent is not None:
+        raise UnknownNameError(f"trained with {absent} to re-score this run (`pllzoo plugins` lists those loaded)")
+    return registry.method(with_predict(config["method"], predict))
+
+
 def check_same_components(config: dict[str, Any], comps: dict[str, Any], run_dir: Path, overridden: set[str],
                           swapped: set[str]) -> None:
     """The components built to re-score a run must hold the hyper-parameters it recorded (up to the ``overridden``
@@ -94,16 +108,19 @@ def check_same_components(config: dict[str, Any], comps: dict[str, Any], run_dir
     :raises PLLZooError: one line naming the first keys that differ and the versions recorded."""
     from pllzoo.hparams import named
 
-    def flat(hparams: dict) -> dict[str, str]:
-        return {f"{slot}.{k}": json.dumps(v) for slot, fields_ in hparams.items() if slot not in swapped
+    def flat(hparams: dict) -> dict[str, Any]:
+        return {f"{slot}.{k}": v for slot, fields_ in hparams.items() if slot not in swapped
                 for k, v in (fields_ or {}).items() if f"{slot}.{k}" not in overridden}
 
+    absent = object()
     want = flat(config["hparams"])
     have = flat(json.loads(json.dumps(portable({s: named(c.hp) for s, c in comps.items()}))))
-    differ = sorted(k for k in want.keys() | have.keys() if want.get(k) != have.get(k))
+    # by value: a recorded 1.0 is the int default 1 a plugin declares (hparams.as_declared), the same prediction
+    differ = sorted(k for k in want.keys() | have.keys() if want.get(k, absent) != have.get(k, absent))
     if not differ:
         return
-    shown = "; ".join(f"{k}: recorded {want.get(k, '<absent>')}, now {have.get(k, '<absent>')}" for k in differ[:3])
+    shown = "; ".join(f"{k}: recorded {json.dumps(want[k]) if k in want else '<absent>'}, now "
+                      f"{json.dumps(have[k]) if k in have else '<absent>'}" for k in differ[:3])
     more = f" (and {len(differ) - 3} more)" if len(differ) > 3 else ""
     raise PLLZooError(f"{run_dir}: its components here hold other hyper-parameters than it was trained with "
                       f"({shown}{more}); was it recorded by another version of pllzoo or its plugins? "
@@ -146,13 +163,7 @@ def rescore(registry: Registry, run_dir: Path, overrides: dict[str, str], predic
     if (last.get("stage_index"), last.get("epoch")) != (records[-1].get("stage_index"), records[-1]["epoch"]):
         raise PLLZooError(f"{run_dir / 'checkpoint.pt'}: not the run's final checkpoint (it ends at epoch "
                           f"{last.get('epoch')}, the log at {records[-1]['epoch']}); re-run the training")
-    from pllzoo.runfolders import recorded_env
-
-    absent = registry.absent_plugins(recorded_env(run_dir))
-    if absent is not None:
-        raise PLLZooError(f"{run_dir}: trained with {absent}, which no loaded plugin registers; install it to "
-                          "re-score this run (`pllzoo plugins` lists those loaded)")
-    method = registry.method(with_predict(config["method"], predict))
+    method = recorded_method(registry, run_dir, config, predict)
     valid = registry.hparam_keys(method)
     unknown = sorted(set(overrides) - valid)
     if unknown:

@@ -114,12 +114,29 @@ def describe(cls: type) -> list[tuple[str, Any, str]]:
 _BASIC = {"int": int, "float": float, "bool": bool, "str": str}
 
 
+def _type_parts(text: str) -> list[str]:
+    """The types of a postponed annotation's text other than None: ``X | None``, ``Optional[X]`` and
+    ``Union[X, None]`` (``typing.`` or not) are ``[X]``; commas and bars inside brackets stay (a review:
+    ``Optional[int]`` and ``Union[tuple[int, ...], None]`` took any text as a string)."""
+    text = text.strip()
+    wrapped = re.fullmatch(r"(?:typing\.)?(Optional|Union)\[(.*)\]", text)
+    body, seps = (wrapped.group(2), ",|") if wrapped else (text, "|")
+    parts, depth, start = [], 0, 0
+    for i, ch in enumerate(body):
+        depth += ch == "["
+        depth -= ch == "]"
+        if depth == 0 and ch in seps:
+            parts.append(body[start:i])
+            start = i + 1
+    parts.append(body[start:])
+    return [p.strip() for p in parts if p.strip() not in ("None", "NoneType", "")]
+
+
 def basic_type(annotation: Any) -> type | None:
     """``int``, ``float``, ``bool`` or ``str`` when ``annotation`` is one of them, optionally ``| None`` (also as
     a postponed annotation's text), else None."""
     if isinstance(annotation, str):
-        parts = [t.strip() for t in annotation.split("|")]
-        kinds = [_BASIC.get(t) for t in parts if t != "None"]
+        kinds = [_BASIC.get(t) for t in _type_parts(annotation)]
         return kinds[0] if len(kinds) == 1 else None
     if annotation in _BASIC.values():
         return annotation
@@ -174,9 +191,7 @@ def tuple_element(annotation: Any, default: Any) -> type | None:
     type (float for an empty one); None when the field is no tuple (neither its annotation nor its default)."""
     fallback = type(default[0]) if isinstance(default, tuple) and default else float
     if isinstance(annotation, str):
-        text = annotation.strip()
-        optional = re.fullmatch(r"(?:typing\.)?Optional\[(.*)\]", text)
-        parts = [t.strip() for t in (optional.group(1) if optional else text).split("|") if t.strip() != "None"]
+        parts = _type_parts(annotation)
         found = _TUPLE_TEXT.fullmatch(parts[0]) if len(parts) == 1 else None
         if found is None:
             return fallback if isinstance(default, tuple) else None

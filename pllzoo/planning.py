@@ -11,7 +11,7 @@ import warnings
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-from pllzoo import ddp, distributed, prefetch
+from pllzoo import prefetch
 from pllzoo.components import Method, declared_strong_view, parse_method_string, views_of
 from pllzoo.data.base import DataOptions, PLLData
 from pllzoo.augment import make_view
@@ -390,7 +390,6 @@ def plan(
         for recipe in picked:
             cfg = cfgs[recipe.name]
             comps = registry.build_components(recipe, per_method[recipe.name], (data.name, data.kind))
-            ddp.check_ready(distributed.current(), comps, cfg)  # under torchrun: refused here, not as a failed run
             config = portable({  # no machine paths: the same run has the same id everywhere (pllzoo.migrate)
                 "method": recipe.name, "dataset": data.name, "seed": seed, "device": resolved_device,
                 "recipe": {s: c.name for s, c in comps.items()},

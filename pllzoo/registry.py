@@ -283,9 +283,9 @@ class Registry:
                                    f"{self._failed_note()}") from None
 
     def absent_plugins(self, env: dict[str, Any] | None) -> str | None:
-        """What a recorded run (its ``env.json``, ``env``) was trained with that no loaded plugin registers now:
-        "plugin 'sharp' (pllzoo-sharp 1.0.0: sharp.confidence, sharp.loss)", or None (all there, or nothing
-        recorded).  An outside review: after an uninstall, evaluate and --from-run said "unknown method 'sharp-la'
+        """What a recorded run (its ``env.json``, ``env``) was trained with that no loaded plugin registers now, and
+        what to do: "plugin 'sharp' (pllzoo-sharp 1.0.0: sharp.confidence, sharp.loss), which no loaded plugin
+        registers; install it", or None (all there, or nothing recorded).  An outside review: after an uninstall, evaluate and --from-run said "unknown method 'sharp-la'
         (did you mean 'solar-la'?)" and never named the plugin."""
         recorded = env.get("components") if isinstance(env, dict) else None
         if not isinstance(recorded, dict):
@@ -301,6 +301,15 @@ class Registry:
         if not missing:
             return None
         failed = {p.name for p in self.failures()}
+        limited = os.environ.get("PLLZOO_LOAD_PLUGINS")
+        named = {n.strip() for n in (limited or "").split(",")}
+        left_out = limited is not None and any(plugin not in named for plugin, _, _ in missing)
+        fix = (f"let PLLZOO_LOAD_PLUGINS (now {limited!r}) load it, or install it" if left_out
+               else "install it")  # a review: a plugin the variable left out was called "not installed"
+        return f"{self._absent_list(missing, failed)}, which no loaded plugin registers; {fix}"
+
+    @staticmethod
+    def _absent_list(missing: dict[tuple[str, str, str], list[str]], failed: set[str]) -> str:
         return "; ".join(f"plugin {plugin!r} ({dist} {version}: {', '.join(sorted(set(names)))})"
                          + (", which failed to load (`pllzoo plugins --debug` says why)" if plugin in failed else "")
                          for (plugin, dist, version), names in missing.items())

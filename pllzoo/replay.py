@@ -171,8 +171,8 @@ def use_run(ctx: click.Context, param: click.Parameter, value: Path | None) -> P
 
     absent = get_registry().absent_plugins(recorded_env_of(Path(value)))
     if absent is not None:
-        raise PLLZooError(f"--from-run {value}: trained with {absent}, which no loaded plugin registers; install it "
-                          "to replay this run (`pllzoo plugins` lists those loaded)")
+        raise PLLZooError(f"--from-run {value}: trained with {absent} to replay this run (`pllzoo plugins` lists "
+                          "those loaded)")
     ctx.default_map = {**(ctx.default_map or {}), **recorded_options(config)}
     ctx.meta[META_RUN] = (Path(value), config)
     ctx.meta[META_REPLAY_HP] = recorded_overrides(config)

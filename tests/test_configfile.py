@@ -219,6 +219,7 @@ def test_an_hp_key_given_twice_in_the_file_is_one_line(tmp_path, hp):
     ("methods: proden\nepochs: !!int \"\"\n", "not valid YAML at line 2 ('' is no int)"),
     ("methods: proden\nhp:\n  train.lr: !!float abc\n", "not valid YAML at line 3 ('abc' is no float)"),
     ("methods: proden\nepochs: !!timestamp abc\n", "not valid YAML at line 2 ('abc' is no timestamp)"),
+    ("methods: proden\nepochs: !!bool maybe\n", "not valid YAML at line 2 ('maybe' is no bool)"),
 ])
 def test_a_yaml_key_given_twice_or_a_bad_int_tag_is_one_line(tmp_path, text, words):
     """An outside review: PyYAML let the last of two equal keys win (TOML refuses them), and !!int 0b11, which

@@ -249,11 +249,12 @@ def test_a_run_whose_plugin_is_gone_is_left_out_of_a_study_folder(run_dir, tmp_p
     monkeypatch.setattr(registry, "_REGISTRY", registry.Registry.build(*make_plugin_manager(only={"baselines"})))
     res = CliRunner().invoke(cli, ["evaluate", str(study), "--device", "cpu", "--threads", "1"])
     assert res.exit_code == 2 and "Traceback" not in res.output
-    assert res.output.strip().splitlines()[-1].startswith(
-        f"Error: no run could be re-scored; {study / 'runs' / run_dir.name}: unknown method 'solar'")
+    said = " ".join(res.output.split())  # the plugin its env.json names (a later review)
+    assert f"Error: no run could be re-scored; {study / 'runs' / run_dir.name}: trained with plugin 'solar' " \
+           "(pllzoo-solar" in said, res.output
     res = CliRunner().invoke(cli, ["evaluate", str(study / "runs" / run_dir.name), "--device", "cpu"])
     assert res.exit_code == 2
-    assert res.output.strip().splitlines()[-1].startswith(f"Error: {study / 'runs' / run_dir.name}: unknown method")
+    assert f"Error: {study / 'runs' / run_dir.name}: trained with plugin 'solar'" in " ".join(res.output.split())
 
 
 def test_rescored_leaves_out_only_runs_found_in_a_study_folder():
@@ -287,7 +288,7 @@ def _copy(run_dir: Path, tmp_path: Path) -> Path:
     return Path(shutil.copytree(run_dir, tmp_path / "runs" / run_dir.name))
 
 
-def test_a_run_of_a_plugin_no_longer_installed_names_the_plugin(run_dir, tmp_path):
+def test_a_run_of_a_plugin_no_longer_installed_names_the_plugin(run_dir, tmp_path, monkeypatch):
     """An outside review: after ``pip uninstall`` of a plugin, evaluate and --from-run said "unknown method
     'sharp-la' (did you mean 'solar-la'?)" and never named the plugin that env.json records."""
     run = _copy(run_dir, tmp_path)
@@ -295,6 +296,7 @@ def test_a_run_of_a_plugin_no_longer_installed_names_the_plugin(run_dir, tmp_pat
     env["components"]["loss"] = {"component": "sharp.loss", "plugin": "sharp", "dist": "pllzoo-sharp",
                                  "version": "1.0.0"}
     (run / "env.json").write_text(json.dumps(env))
+    monkeypatch.delenv("PLLZOO_LOAD_PLUGINS", raising=False)  # (the registry loaded is the test session's)
     said = r"trained with plugin 'sharp' \(pllzoo-sharp 1\.0\.0: sharp\.loss\), which no loaded plugin registers; " \
            r"install it to re-score"
     with pytest.raises(PLLZooError, match=said):
@@ -329,3 +331,45 @@ def test_components_holding_other_hyper_parameters_than_recorded_are_refused(run
                         (type("EarlierSelection", (cls,), {"HParams": earlier}), plugin))
     with pytest.raises(PLLZooError, match=rf"selection\.{field}: recorded .*, now <absent>"):
         rescore(reg, run_dir, {}, device="cpu")
+
+
+def test_the_cli_names_a_plugin_no_longer_installed_and_what_to_do(run_dir, tmp_path, monkeypatch):
+    """A second review: ``pllzoo evaluate RUN`` resolved the recorded method before re-scoring, so a run of an
+    uninstalled plugin's recipe still said "unknown method"; a plugin PLLZOO_LOAD_PLUGINS left out was "not
+    installed"."""
+    run = _copy(run_dir, tmp_path)
+    config = json.loads((run / "config.json").read_text())
+    config["method"] = "sharp-la"
+    (run / "config.json").write_text(json.dumps(config))
+    env = json.loads((run / "env.json").read_text())
+    env["components"]["loss"] = {"component": "sharp.loss", "plugin": "sharp", "dist": "pllzoo-sharp",
+                                 "version": "1.0.0"}
+    (run / "env.json").write_text(json.dumps(env))
+    monkeypatch.delenv("PLLZOO_LOAD_PLUGINS", raising=False)  # (the registry loaded is the test session's)
+    res = CliRunner().invoke(cli, ["evaluate", str(run), "--device", "cpu"])
+    said = " ".join(res.output.split())
+    assert res.exit_code != 0 and "Traceback" not in res.output, res.output
+    assert f"Error: {run}: trained with plugin 'sharp' (pllzoo-sharp 1.0.0: sharp.loss), which no loaded plugin " \
+           "registers; install it to re-score this run" in said, res.output
+    monkeypatch.setenv("PLLZOO_LOAD_PLUGINS", "solar")
+    assert "let PLLZOO_LOAD_PLUGINS (now 'solar') load it, or install it" in get_registry().absent_plugins(env)
+
+
+def test_a_recorded_float_equal_to_an_int_default_is_the_same_setting():
+    """A second review: a run recorded ``keep: 1.0`` (the old code's text → float) and a component declaring
+    ``hp(1)`` (kept an int, hparams.as_declared) was refused by evaluate as "other hyper-parameters"."""
+    import types
+    from dataclasses import dataclass
+
+    from pllzoo.evaluate import check_same_components
+    from pllzoo.hparams import hp
+
+    @dataclass(frozen=True)
+    class H:
+        keep: float = hp(1, "an int default of a float field")
+
+    comps = {"selection": types.SimpleNamespace(hp=H())}
+    check_same_components({"hparams": {"selection": {"keep": 1.0}}}, comps, Path("run"), set(), set())
+    with pytest.raises(PLLZooError, match=r"selection\.keep: recorded 2\.0, now 1"):
+        check_same_components({"hparams": {"selection": {"keep": 2.0}}}, comps, Path("run"), set(), set())
+    check_same_components({"hparams": {"selection": {"keep": 2.0}}}, comps, Path("run"), {"selection.keep"}, set())

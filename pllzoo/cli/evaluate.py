@@ -35,7 +35,7 @@ def evaluate(runs, predict, hps, data_dir, device, dataset, csv_path, md_path, t
 
     from pllzoo import planning
     from pllzoo import report as rep
-    from pllzoo.evaluate import rescore, run_config
+    from pllzoo.evaluate import recorded_method, rescore, run_config
     from pllzoo.registry import get_registry
     from pllzoo.portable import WHERE_FROM_KEYS, portable
     from pllzoo.results import run_id, settings_of
@@ -57,7 +57,7 @@ def evaluate(runs, predict, hps, data_dir, device, dataset, csv_path, md_path, t
     rows = pd.DataFrame(_rescored(list(unique.values()), set(map(Path, runs)),
                                   lambda run: rescore(get_registry(), run, overrides, predict, data_dir, device,
                                                       dataset),
-                                  lambda run: get_registry().method(run_config(run)["method"])))
+                                  lambda run: recorded_method(get_registry(), run, run_config(run))))
     rows["setting"] = rows["run"].map(settings_of({run.name: run_config(run) for run in unique.values()}))
     setting = ([f"predict={predict}"] if predict else []) + [f"{k}={v}" for k, v in overrides.items()]
     title = "Re-scored: " + (", ".join(setting) or "as trained")
