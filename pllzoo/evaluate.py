@@ -128,7 +128,8 @@ def check_same_components(config: dict[str, Any], comps: dict[str, Any], run_dir
 
 
 def _versions(run_dir: Path) -> str:
-    """The component plugins' versions env.json recorded: "sharp: pllzoo-sharp 1.0.0", or that it recorded none."""
+    """The component plugins' versions env.json recorded ("trained with pllzoo-sharp 1.0.0: ..."), or that it
+    recorded none."""
     from pllzoo.runfolders import recorded_env
 
     env = recorded_env(run_dir) or {}

@@ -285,8 +285,8 @@ class Registry:
     def absent_plugins(self, env: dict[str, Any] | None) -> str | None:
         """What a recorded run (its ``env.json``, ``env``) was trained with that no loaded plugin registers now, and
         what to do: "plugin 'sharp' (pllzoo-sharp 1.0.0: sharp.confidence, sharp.loss), which no loaded plugin
-        registers; install it", or None (all there, or nothing recorded).  An outside review: after an uninstall, evaluate and --from-run said "unknown method 'sharp-la'
-        (did you mean 'solar-la'?)" and never named the plugin."""
+        registers; install it", or None (all there, or nothing recorded).  An outside review: after an uninstall,
+        evaluate and --from-run said "unknown method 'sharp-la' (did you mean 'solar-la'?)" and never named it."""
         recorded = env.get("components") if isinstance(env, dict) else None
         if not isinstance(recorded, dict):
             return None
@@ -311,7 +311,7 @@ class Registry:
     @staticmethod
     def _absent_list(missing: dict[tuple[str, str, str], list[str]], failed: set[str]) -> str:
         return "; ".join(f"plugin {plugin!r} ({dist} {version}: {', '.join(sorted(set(names)))})"
-                         + (", which failed to load (`pllzoo plugins --debug` says why)" if plugin in failed else "")
+                         + (" (it failed to load: `pllzoo plugins --debug` says why)" if plugin in failed else "")
                          for (plugin, dist, version), names in missing.items())
 
     def component_plugin(self, slot: str, name: str) -> PluginInfo:
