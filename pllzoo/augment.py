@@ -258,7 +258,32 @@ def make_view(name: str, where: str = "", registry: Registry | None = None) -> V
         from pllzoo.registry import get_registry  # the registry imports the plugins, which import this module
 
         registry = get_registry()
-    return registry.view(name, where)
+    return checked_view(registry.view(name, where), f"view {name!r} (plugin {registry.views[name][1]})")
+
+
+def checked_view(view: View, who: str) -> View:
+    """``view`` holding to the contract (``pllzoo_register_views``), or one line naming ``who``: an exception
+    inside it, or an answer other than uint8 images of its input's shape on its device (a float view would be
+    divided by 255 again and train at chance; another size would train on other images than the test's).
+    Metadata only: no device value is read."""
+    def checked(x: torch.Tensor, gen: torch.Generator) -> torch.Tensor:
+        try:
+            out = view(x, gen)
+        except PLLZooError:  # the view's own one line says it all
+            raise
+        except Exception as exc:  # a plugin's view: one line naming it, the cause chained
+            from pllzoo.plugins import one_line
+
+            raise PLLZooError(f"{who} failed: {one_line(exc)}") from exc
+        if not isinstance(out, torch.Tensor) or out.dtype != torch.uint8 or out.shape != x.shape \
+                or out.device != x.device:
+            got = (f"{out.dtype} {list(out.shape)} on {out.device}" if isinstance(out, torch.Tensor)
+                   else type(out).__name__)
+            raise PLLZooError(f"{who} returned {got} for torch.uint8 {list(x.shape)} on {x.device}; a view returns "
+                              "uint8 images of its input's shape on its device")
+        return out
+
+    return checked
 
 
 # the batched tensor views use weak and cutout above; the module adds "strong-batched", "simaugment-batched" and

@@ -126,7 +126,7 @@ def execute(
         """The line that says a finished run is reused, and whether it saw other data than planned now."""
         if id(p.data) not in shas:
             shas[id(p.data)] = fingerprint(p.data)
-        other = data_change(env, shas[id(p.data)])
+        other = data_change(env, shas[id(p.data)], p.plugins.get("trainer"))
         if other is None:
             return f"reusing finished run {p.run_id}{where}; --overwrite retrains it"
         return (f"{_name(p)}: finished run {p.run_id}{where} was trained on other data than these ({other}); "
@@ -662,7 +662,7 @@ def _warn_on_resume_changes(run_dir: Path, resume: bool, device: str, data_sha: 
     changed = supplier_change(run_dir, plugins)
     if changed is not None:
         warnings.warn(f"{run_dir.name} trained with {changed}; it continues with these")
-    other = data_change(recorded, data_sha)
+    other = data_change(recorded, data_sha, plugins.get("trainer"))
     if other is not None:
         warnings.warn(f"{run_dir.name} trained on other data ({other}); it continues on these")
     if device == "cpu" and before is not None and before != torch.get_num_threads():

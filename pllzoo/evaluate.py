@@ -23,7 +23,7 @@ from pllzoo.data.base import DataOptions
 from pllzoo.errors import PLLZooError, UnknownNameError
 from pllzoo.portable import portable
 from pllzoo.registry import Registry
-from pllzoo.results import DamagedRun, check_same_run, read_log, run_id
+from pllzoo.results import DamagedRun, check_same_run, read_log, run_id, supplier_env
 from pllzoo.run import TrainConfig
 from pllzoo.devices import resolve_device
 from pllzoo.trainer import Trainer
@@ -69,16 +69,17 @@ def run_config(run_dir: Path) -> dict[str, Any]:
     return config
 
 
-def _check_data(run_dir: Path, data: Any) -> str | None:
+def _check_data(run_dir: Path, data: Any, trainer: dict[str, Any] | None = None) -> str | None:
     """Warn when ``data`` is not what the run trained on (``env.json``'s ``data_sha256``, runs since
     2026-11-27): another ``--data-dir`` copy with other features re-scores a model on data it never saw.
+    ``trainer``: who supplies the dataset now (:func:`pllzoo.runfolders.data_change`).
     Returns how they differ, or None."""
     import warnings
 
     from pllzoo.data.base import fingerprint
     from pllzoo.runfolders import data_change, recorded_env
 
-    other = data_change(recorded_env(run_dir), fingerprint(data))
+    other = data_change(recorded_env(run_dir), fingerprint(data), trainer)
     if other is not None:
         warnings.warn(f"{run_dir.name}: these data are not the ones it trained on ({other}); the numbers below are "
                       "on these")
@@ -182,7 +183,8 @@ def rescore(registry: Registry, run_dir: Path, overrides: dict[str, str], predic
     recorded = {k: json_typed(v) for k, v in registry.recorded_hparams(config).items() if k in valid}
     opts = _options(config["data"], data_dir)
     data = carve(registry.recorded_dataset(config["dataset"], dataset).load(opts), opts, config["seed"])
-    other = _check_data(run_dir, data)
+    now = supplier_env(registry, "dataset", config["dataset"], "datasets") if dataset is None else {}  # a file: none
+    other = _check_data(run_dir, data, now)
     comps = registry.build_components(method, {**recorded, **overrides}, (data.name, data.kind), training=False)
     check_same_components(config, comps, run_dir, set(overrides), swapped={"predict"} if predict else set())
     # eager: one pass over the test set does not pay for compiling it (CUDA graphs took ~20-40 s a process on an

@@ -277,9 +277,11 @@ class DiscoverySpec:
         (PIL, per image) with their ``-batched`` GPU twins through this hook.
 
         :param register: call ``register(name, view)`` per view; ``view(x, gen) -> x'`` takes uint8
-            images ``[B, C, H, W]`` on the run's device and returns uint8 ``[B, C, H', W']`` on the same
-            device, drawing all its randomness from the ``torch.Generator`` ``gen`` (never torch's global
-            RNG), so the same generator state gives the same output.  Views run on image data only.
+            images ``[B, C, H, W]`` on the run's device and returns uint8 images of the same shape on the same
+            device (the network is built for, and tested on, the data's H×W), drawing all its randomness from
+            the ``torch.Generator`` ``gen`` (never torch's global RNG), so the same generator state gives the
+            same output.  Views run on image data only.  An exception inside a view, or another dtype, shape
+            or device, fails the run with one line naming the view and its plugin.
         :returns: None.
         Raises: the registry raises ``PLLZooError`` naming both plugins when a name is taken.
 

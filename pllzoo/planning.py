@@ -11,6 +11,8 @@ import warnings
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
+import torch
+
 from pllzoo import prefetch
 from pllzoo.components import Method, declared_strong_view, parse_method_string, views_of
 from pllzoo.data.base import DataOptions, PLLData
@@ -19,6 +21,7 @@ from pllzoo.data.holdout import hold_out, subsample
 from pllzoo.data.validate import check_loaded, check_training_set
 from pllzoo.errors import PLLZooError, UnknownNameError
 from pllzoo.hparams import as_dict, check, named, override
+from pllzoo.models import build_model
 from pllzoo.plugins import one_line
 from pllzoo.portable import portable
 from pllzoo.observers import ObserverChoice
@@ -371,7 +374,7 @@ def plan(
                                                                                           per_method[recipe.name]))
     resolved_device = str(resolve_device(device))
     workers = prefetch.resolve_workers(view_workers, resolved_device)
-    plans = []
+    plans, built = [], set()
     plugins = {recipe.name: plugins_env(registry, recipe) for recipe in recipes}
     for si, seed in enumerate(seeds):
         picked = [r for ri, r in enumerate(recipes)
@@ -386,6 +389,7 @@ def plan(
         for cfg in cfgs.values():
             for f in ("weak_view", "strong_view"):  # on tabular data too, where the trainer never builds them
                 make_view(getattr(cfg, f), f"train.{f}", registry)
+            check_model(registry, cfg.model, data, built)
         check_training_set(data)  # after the checks of the flags: a warning here would precede their error
         for recipe in picked:
             cfg = cfgs[recipe.name]
@@ -403,9 +407,21 @@ def plan(
             if resolved_device != "cpu":  # views and permutations drawn on the device (Trainer.generators)
                 config["rng"] = "device"
             plans.append(RunPlan(recipe, seed, data, cfg, per_method[recipe.name], config, pooled, check,
-                                 {**plugins[recipe.name], **backbone_env(registry, cfg)},
+                                 {**plugins[recipe.name], **backbone_env(registry, cfg, dataset)},
                                  methods=tuple(r.name for r in recipes)))
     return plans
+
+
+def check_model(registry: Registry, name: str, data: PLLData, built: set[tuple]) -> None:
+    """Build backbone ``name`` for ``data`` once (``built``: what was built already), so that a factory that cannot
+    build it (its one line, :func:`pllzoo.models.build_model`) refuses the bench before any run starts; torch's
+    global RNG is left as it was (every stage seeds it before its own build)."""
+    key = (name, data.num_classes, tuple(data.x_train.shape[1:]))
+    if key in built:
+        return
+    with torch.random.fork_rng(devices=[]):
+        build_model(name, data.num_classes, key[2], registry)
+    built.add(key)
 
 
 def parse_shard(text: str) -> tuple[int, int]:

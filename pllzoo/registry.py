@@ -283,21 +283,24 @@ class Registry:
                                    f"{self._failed_note()}") from None
 
     def absent_plugins(self, env: dict[str, Any] | None) -> str | None:
-        """What a recorded run (its ``env.json``, ``env``) was trained with that no loaded plugin registers now, and
-        what to do: "plugin 'sharp' (pllzoo-sharp 1.0.0: sharp.confidence, sharp.loss), which no loaded plugin
+        """What a recorded run (its ``env.json``, ``env``: components, backbone, views, a plugin's dataset) was trained
+        with that no loaded plugin registers now, and what to do: "plugin 'sharp' (pllzoo-sharp 1.0.0: sharp.confidence, sharp.loss), which no loaded plugin
         registers; install it", or None (all there, or nothing recorded).  An outside review: after an uninstall,
         evaluate and --from-run said "unknown method 'sharp-la' (did you mean 'solar-la'?)" and never named it."""
-        recorded = env.get("components") if isinstance(env, dict) else None
-        if not isinstance(recorded, dict):
+        from pllzoo.results import TRAINER_TABLES
+
+        if not isinstance(env, dict):
             return None
+        recorded = [(self.components.get(slot, {}), entry, "component")
+                    for slot, entry in _dict(env.get("components")).items()]
+        recorded += [(getattr(self, TRAINER_TABLES[key]), entry, "name")  # backbone, views, a plugin's dataset
+                     for key, entry in _dict(env.get("trainer")).items() if key in TRAINER_TABLES]
         missing: dict[tuple[str, str, str], list[str]] = {}
-        for slot, entry in recorded.items():
-            if not isinstance(entry, dict) or not isinstance(entry.get("component"), str):
-                continue
-            if entry["component"] in self.components.get(slot, {}):
+        for table, entry, field_ in recorded:
+            if not isinstance(entry, dict) or not isinstance(entry.get(field_), str) or entry[field_] in table:
                 continue
             key = (str(entry.get("plugin", "?")), str(entry.get("dist", "?")), str(entry.get("version", "?")))
-            missing.setdefault(key, []).append(entry["component"])
+            missing.setdefault(key, []).append(entry[field_])
         if not missing:
             return None
         failed = {p.name for p in self.failures()}
@@ -500,6 +503,11 @@ def _left_out_names() -> dict[str, dict[str, PluginInfo]]:
     names = {kind: {n: side._info(p) for n, (_, p) in table.items()} for kind, table in tables.items()}
     names["component"] = {n: side._info(p) for table in side.components.values() for n, (_, p) in table.items()}
     return names
+
+
+def _dict(value: Any) -> dict:
+    """``value`` when it is a dict (a part of a recorded env.json), else an empty one."""
+    return value if isinstance(value, dict) else {}
 
 
 def _by_slot(hparams: Mapping[str, Any]) -> dict[str, dict[str, Any]]:

@@ -262,7 +262,7 @@ def check(ctx: click.Context, plans: list[RunPlan]) -> None:
     from pllzoo.runfolders import data_change, recorded_env
 
     run_dir = Path(path) if Path(path).is_dir() else Path(path).parent  # RUN_DIR or RUN_DIR/config.json
-    other = data_change(recorded_env(run_dir), fingerprint(plans[0].data))
+    other = data_change(recorded_env(run_dir), fingerprint(plans[0].data), plans[0].plugins.get("trainer"))
     if other is not None:  # a user's file is named by its name, shape and counts only (the run id)
         warnings.warn(f"--from-run {path}: the recorded run trained on other data than these ({other}); it is "
                       "replayed on these", stacklevel=2)

@@ -205,17 +205,32 @@ def plugins_env(registry: Any, method: Any) -> dict[str, Any]:
     return {"plugins": plugins, "components": components}
 
 
-def backbone_env(registry: Any, train: Any) -> dict[str, Any]:
-    """env.json's ``"trainer"`` part: which plugin and distribution supplied the run's backbone and views.
+#: env.json's ``"trainer"`` keys → the registry's table of that kind (:func:`backbone_env`)
+TRAINER_TABLES = {"model": "models", "weak_view": "views", "strong_view": "views", "dataset": "datasets"}
 
-    ``{"model" | "weak_view" | "strong_view": {"name", "plugin", "dist", "version"}}``.
+
+def backbone_env(registry: Any, train: Any, dataset: str | None = None) -> dict[str, Any]:
+    """env.json's ``"trainer"`` part: which plugin and distribution supplied the run's backbone, views and, when
+    ``dataset`` is a registered name (not a ``.mat`` path or an image folder), its dataset.
+
+    ``{"model" | "weak_view" | "strong_view" | "dataset": {"name", "plugin", "dist", "version"}}``.
     """
+    named = {key: getattr(train, key) for key in ("model", "weak_view", "strong_view")}
+    named["dataset"] = dataset  # an outside review: the plugin of a plugin's dataset went unrecorded
     out = {}
-    for key, table in (("model", registry.models), ("weak_view", registry.views), ("strong_view", registry.views)):
-        name = getattr(train, key)
-        info = next(p for p in registry.plugins if p.name == table[name][1])
-        out[key] = {"name": name, "plugin": info.name, "dist": info.dist, "version": info.version}
+    for key, name in named.items():
+        out.update(supplier_env(registry, key, name, TRAINER_TABLES[key]))
     return {"trainer": out}
+
+
+def supplier_env(registry: Any, key: str, name: str | None, table: str) -> dict[str, Any]:
+    """``{key: {"name", "plugin", "dist", "version"}}`` of the plugin that registered ``name`` in the registry's
+    ``table`` ("models", "views", "datasets"); empty where no plugin registered it (a ``.mat`` path)."""
+    entry = getattr(registry, table).get(name) if isinstance(name, str) else None
+    if entry is None:
+        return {}
+    info = next(p for p in registry.plugins if p.name == entry[1])
+    return {key: {"name": name, "plugin": info.name, "dist": info.dist, "version": info.version}}
 
 
 def setting_label(config: dict[str, Any]) -> str:

@@ -52,15 +52,23 @@ def recorded_env(run_dir: Path) -> dict[str, Any] | None:
     return env if isinstance(env, dict) else None
 
 
-def data_change(env: dict[str, Any] | None, data_sha: str) -> str | None:
+def data_change(env: dict[str, Any] | None, data_sha: str, trainer: dict[str, Any] | None = None) -> str | None:
     """How the data a finished run was trained and tested on (``env``'s ``data_sha256``,
     :func:`pllzoo.data.base.fingerprint`) differ from the data planned now (``data_sha``), or None.  The run id
     names a user's ``.mat`` file or image folder by its name, shape and counts only, so another file of the same
     name and shape (or another ``--data-dir`` copy of a built-in set) would otherwise be taken for the data
-    the run saw."""
+    the run saw.  ``trainer``: env.json's ``trainer`` part planned now (:func:`pllzoo.results.backbone_env`); where
+    it and ``env`` name another distribution or version of the plugin that registered the dataset, that is said."""
     was = env.get("data_sha256") if env is not None else None
     if not isinstance(was, str) or was == data_sha:
         return None
+    recorded = env.get("trainer") if env is not None else None
+    old = recorded.get("dataset") if isinstance(recorded, dict) else None
+    now = (trainer or {}).get("dataset")
+    if isinstance(old, dict) and isinstance(now, dict) and (old.get("dist"), old.get("version")) != (
+            now.get("dist"), now.get("version")):
+        return (f"fingerprint {was}, now {data_sha}: dataset {now.get('name')!r} came from {old.get('dist')} "
+                f"{old.get('version')}, now from {now.get('dist')} {now.get('version')}")
     return (f"fingerprint {was}, now {data_sha}: another file of the same name, another --data-dir copy, or "
             "another image decoder?")
 

@@ -373,3 +373,36 @@ def test_a_recorded_float_equal_to_an_int_default_is_the_same_setting():
     with pytest.raises(PLLZooError, match=r"selection\.keep: recorded 2\.0, now 1"):
         check_same_components({"hparams": {"selection": {"keep": 2.0}}}, comps, Path("run"), set(), set())
     check_same_components({"hparams": {"selection": {"keep": 2.0}}}, comps, Path("run"), {"selection.keep"}, set())
+
+
+def test_a_plugins_dataset_backbone_or_view_no_longer_installed_is_named(run_dir, tmp_path, monkeypatch):
+    """An outside review: env.json did not record which plugin supplied a run's dataset, so re-scoring a run of an
+    uninstalled plugin's dataset said "no registered name: a .mat file or an image folder ..."; a backbone or a
+    view of a plugin no longer loaded was named by no plugin either."""
+    run = _copy(run_dir, tmp_path)
+    config = json.loads((run / "config.json").read_text())
+    config["dataset"] = "ext.lt"
+    (run / "config.json").write_text(json.dumps(config))
+    env = json.loads((run / "env.json").read_text())
+    assert env["trainer"]["dataset"]["name"] == json.loads((run_dir / "config.json").read_text())["dataset"]
+    env["trainer"]["dataset"] = {"name": "ext.lt", "plugin": "ext", "dist": "pllzoo-ext", "version": "0.2.1"}
+    env["trainer"]["model"] = {"name": "ext.net", "plugin": "ext", "dist": "pllzoo-ext", "version": "0.2.1"}
+    (run / "env.json").write_text(json.dumps(env))
+    monkeypatch.delenv("PLLZOO_LOAD_PLUGINS", raising=False)
+    res = CliRunner().invoke(cli, ["evaluate", str(run), "--device", "cpu"])
+    said = " ".join(res.output.split())
+    assert res.exit_code != 0 and "Traceback" not in res.output, res.output
+    assert "trained with plugin 'ext' (pllzoo-ext 0.2.1: ext.lt, ext.net), which no loaded plugin registers; " \
+           "install it to re-score this run" in said, res.output
+
+
+def test_data_of_another_version_of_the_datasets_plugin_is_said():
+    from pllzoo.runfolders import data_change
+
+    entry = {"name": "ext.lt", "plugin": "ext", "dist": "pllzoo-ext", "version": "0.2.1"}
+    env = {"data_sha256": "a" * 8, "trainer": {"dataset": entry}}
+    assert data_change(env, "a" * 8, {"dataset": {**entry, "version": "0.3.0"}}) is None  # the same data
+    assert data_change(env, "b" * 8, {"dataset": {**entry, "version": "0.3.0"}}) == (
+        f"fingerprint {'a' * 8}, now {'b' * 8}: dataset 'ext.lt' came from pllzoo-ext 0.2.1, now from pllzoo-ext 0.3.0")
+    for now in ({"dataset": entry}, None, {}):  # the same plugin version, or no plugin's set: the other guesses
+        assert data_change(env, "b" * 8, now).endswith("another --data-dir copy, or another image decoder?")

@@ -166,7 +166,7 @@ class Plans(Component):
     ([Stage("a", epochs=0)], "planned its final stage 'a' with 0 epochs"),
     # an outside review: a key no component provides was carried as nothing, silently; a str is not a tuple
     ([Stage("a", epochs=1), Stage("b", carry=("prior",))], "planned stage 'b' carrying 'prior', which no component "
-                                                          "of the recipe provides \(its state keys: none\)"),
+                                                          r"of the recipe provides \(its state keys: none\)"),
     ([Stage("a", epochs=1), Stage("b", carry="prior")], "planned stage 'b' with carry='prior'; carry is a tuple of "
                                                          "state keys, e.g. \\('prior',\\)"),
 ])
@@ -626,3 +626,78 @@ def test_an_outside_dataset_is_recorded_under_its_registered_name(tiny_data):
     that name, which no command (evaluate, --from-run) could find again."""
     assert tiny_data.name != "d"
     assert _dataset(tiny_data, lambda d: d).name == "d"
+
+
+def _views(view):
+    return _registry(pllzoo_register_views=lambda register: register("v", view))
+
+
+@pytest.mark.parametrize("view, why", [
+    (lambda x, gen: 1 / 0, r"failed: ZeroDivisionError: division by zero$"),
+    (lambda x: x, r"failed: TypeError: .*takes 1 positional argument but 2 were given$"),
+    (lambda x, gen: None, r"returned NoneType for torch.uint8 \[4, 3, 8, 8\] on cpu"),
+    (lambda x, gen: x.float() / 255, r"returned torch.float32 \[4, 3, 8, 8\] on cpu for torch.uint8 \[4, 3, 8, 8\]"),
+    (lambda x, gen: x[:, :1], r"returned torch.uint8 \[4, 1, 8, 8\] on cpu"),
+    (lambda x, gen: x[1:], r"returned torch.uint8 \[3, 3, 8, 8\] on cpu"),
+    (lambda x, gen: x[..., 2:6, 2:6], r"returned torch.uint8 \[4, 3, 4, 4\] on cpu"),
+])
+def test_a_views_mistake_is_one_line_naming_it(view, why):
+    """An outside review: a float view (the usual ToTensor slip) trained at chance without a word, a view's own
+    exception named nothing (or blamed the loss, for a view dropping a row), and another size trained on other
+    images than the test's."""
+    from pllzoo.augment import make_view
+
+    checked = make_view("v", "train.weak_view", _views(view))
+    with pytest.raises(PLLZooError, match=r"^view 'v' \(plugin p0\) " + why) as err:
+        checked(torch.zeros(4, 3, 8, 8, dtype=torch.uint8), torch.Generator().manual_seed(0))
+    assert "\n" not in str(err.value)
+    # a view keeping the contract passes its answer through
+    good = make_view("v", "", _views(lambda x, gen: x.flip(3)))
+    x = torch.arange(4 * 3 * 8 * 8).reshape(4, 3, 8, 8).to(torch.uint8)
+    assert torch.equal(good(x, torch.Generator()), x.flip(3))
+
+
+def test_a_float_view_fails_the_run_instead_of_training_at_chance():
+    from conftest import make_fake_images
+
+    from pllzoo.builtin import SelectAll, SoftCrossEntropy, UniformTargets
+    from pllzoo.run import TrainConfig
+    from pllzoo.trainer import Trainer
+
+    reg = _views(lambda x, gen: x.float() / 255)
+    comps = {"label_update": UniformTargets(), "selection": SelectAll(), "loss": SoftCrossEntropy()}
+    cfg = TrainConfig(model="cnn", epochs=1, lr=0.1, weight_decay=0.0, batch_size=16, weak_view="v")
+    with pytest.raises(PLLZooError, match=r"^view 'v' \(plugin p0\) returned torch.float32"):
+        Trainer(make_fake_images(), comps, cfg, seed=1, device=torch.device("cpu"), registry=reg).fit()
+
+
+def test_a_backbone_that_cannot_be_built_refuses_the_bench_before_any_run(tiny_data):
+    """An outside review: every run of the grid started, failed and left a failed run folder, though README's
+    "Failed runs" says a component that cannot be built refuses the bench before any run starts."""
+    from pllzoo.planning import plan
+
+    calls = []
+
+    def factory(num_classes):  # the wrong signature
+        calls.append(num_classes)
+
+    reg = _registry(pllzoo_register_models=lambda register: register("m", factory),
+                    pllzoo_register_datasets=lambda register: register(DatasetSpec("d", lambda o: tiny_data, "t")),
+                    pllzoo_register_methods=lambda register: register(Method(name="t", loss="pllzoo.soft_ce")))
+    state = torch.get_rng_state()
+    with pytest.raises(PLLZooError, match=r"^model 'm' \(plugin p0\) failed to build: TypeError: "):
+        plan(reg, ["t"], "d", [1, 2], DataOptions(), hp={"train.model": "m"})
+    assert torch.equal(torch.get_rng_state(), state)
+    # a factory that builds is built once per shape at planning, and torch's global RNG is left as it was
+    built = []
+
+    def linear(num_classes, input_shape):
+        built.append((num_classes, input_shape))
+        return PLLNet(torch.nn.Flatten(1), torch.nn.Linear(input_shape[0], num_classes))
+
+    reg = _registry(pllzoo_register_models=lambda register: register("m", linear),
+                    pllzoo_register_datasets=lambda register: register(DatasetSpec("d", lambda o: tiny_data, "t")),
+                    pllzoo_register_methods=lambda register: register(Method(name="t", loss="pllzoo.soft_ce")))
+    plans = plan(reg, ["t"], "d", [1, 2], DataOptions(), hp={"train.model": "m"})
+    assert len(plans) == 2 and built == [(tiny_data.num_classes, tuple(tiny_data.x_train.shape[1:]))]
+    assert torch.equal(torch.get_rng_state(), state)

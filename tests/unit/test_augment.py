@@ -156,7 +156,7 @@ def test_view_registry() -> None:
                             "pico-strong-batched"}
     x = _images(2)
     assert A.make_view("none")(x, _gen(0)) is x
-    assert A.make_view("weak") is A.weak
+    assert torch.equal(A.make_view("weak")(x, _gen(1)), A.weak(x, _gen(1)))  # the registered view, checked
     with pytest.raises(PLLZooError, match="valid: none, pico-strong, pico-strong-batched, simaugment, simaugment-batched, "
                                          "strong, strong-batched, weak"):
         A.make_view("cutmix")
