@@ -249,8 +249,10 @@ class DiscoverySpec:
         ``mlp``, ``cnn``, ``resnet18``, ``wrn28-2`` and ``resnet18-imagenet`` through this hook.
 
         :param register: call ``register(name, factory)`` per backbone; ``factory(num_classes: int,
-            input_shape: tuple[int, ...]) -> pllzoo.PLLNet`` builds a fresh network (``input_shape`` has
-            no batch dimension, e.g. ``(3, 32, 32)``).  It is called at the start of every stage that
+            input_shape: tuple[int, ...], **own) -> pllzoo.PLLNet`` builds a fresh network (``input_shape``
+            has no batch dimension, e.g. ``(3, 32, 32)``); its own keyword parameters with defaults, typed
+            ``int``, ``float``, ``bool``, ``str`` or a tuple of one of them, are set with ``--hp
+            model.NAME=VALUE`` (:mod:`pllzoo.model_args`) and recorded with the run.  It is called at the start of every stage that
             re-initialises the model, after torch's global RNG was seeded from the run seed, so it must
             draw its initial weights from that RNG only (CPU runs stay deterministic).  It raises
             ``PLLZooError`` (one line) for inputs it cannot take.
@@ -261,7 +263,7 @@ class DiscoverySpec:
 
             @hookimpl
             def pllzoo_register_models(register):
-                register("example.tinynet", tinynet)  # tinynet(num_classes, input_shape) -> PLLNet
+                register("example.tinynet", tinynet)  # tinynet(num_classes, input_shape, width: int = 8) -> PLLNet
 
         .. versionadded:: 0.3
         """

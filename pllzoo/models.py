@@ -26,6 +26,7 @@ import torch
 import torchvision
 from torch import nn
 
+from pllzoo import model_args
 from pllzoo.errors import PLLZooError
 from pllzoo.plugins import one_line
 from pllzoo.pllnet import PLLNet, image_channels
@@ -110,18 +111,21 @@ def list_models(registry: Registry | None = None) -> list[str]:
     return sorted((registry or _registry()).models)
 
 
-def build_model(name: str, num_classes: int, input_shape: tuple[int, ...], registry: Registry | None = None) -> PLLNet:
+def build_model(name: str, num_classes: int, input_shape: tuple[int, ...], registry: Registry | None = None,
+                args: tuple[str, ...] = ()) -> PLLNet:
     """Build model ``name`` for ``num_classes`` classes and inputs of shape ``input_shape`` (no batch dim).
 
     :param registry: where ``name`` is looked up; None: the process-wide registry.
-    Raises :class:`PLLZooError` for an unknown name, listing the valid ones, and when a plugin's
-    factory returns something other than a :class:`PLLNet`.
+    :param args: the factory's own arguments, ``NAME=VALUE`` each (``--hp model.NAME=VALUE``, :mod:`pllzoo.model_args`).
+    Raises :class:`PLLZooError` for an unknown name, listing the valid ones, an argument the factory does not
+    take, and when a plugin's factory returns something other than a :class:`PLLNet`.
     """
     registry = registry or _registry()
     factory = registry.model(name)
-    who = f"model {name!r} (plugin {registry.models[name][1]})"
+    who = model_who(registry, name)
+    kwargs = model_args.parse(who, factory, args)
     try:
-        net = factory(num_classes=num_classes, input_shape=tuple(input_shape))
+        net = factory(num_classes=num_classes, input_shape=tuple(input_shape), **kwargs)
     except PLLZooError:  # the factory's own one line (a missing weight file) says it all
         raise
     except (Exception, SystemExit) as exc:  # a plugin's factory: one line naming it, the cause chained
@@ -131,6 +135,11 @@ def build_model(name: str, num_classes: int, input_shape: tuple[int, ...], regis
                           f"(wrap the network: PLLNet(encoder, head))")
     _check_logits_shape(net, who, num_classes, tuple(input_shape))
     return net
+
+
+def model_who(registry: Registry, name: str) -> str:
+    """Backbone ``name`` as messages name it: ``model 'mlp' (plugin builtin)``."""
+    return f"model {name!r} (plugin {registry.models[name][1]})"
 
 
 def _check_logits_shape(net: PLLNet, who: str, num_classes: int, input_shape: tuple[int, ...]) -> None:

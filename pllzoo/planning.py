@@ -21,7 +21,8 @@ from pllzoo.data.holdout import hold_out, subsample
 from pllzoo.data.validate import check_loaded, check_training_set
 from pllzoo.errors import PLLZooError, UnknownNameError
 from pllzoo.hparams import as_dict, check, named, override
-from pllzoo.models import build_model
+from pllzoo import model_args
+from pllzoo.models import build_model, model_who
 from pllzoo.plugins import one_line
 from pllzoo.portable import portable
 from pllzoo.observers import ObserverChoice
@@ -107,23 +108,34 @@ def _scope(key: str, methods: list[Method]) -> tuple[str | None, str]:
 def _route(overrides: dict[str, str], methods: list[Method], registry: Registry) -> tuple[dict, dict]:
     """Split overrides into per-method trainer ones (``train.*``; a ``METHOD:`` one for that method alone, over
     the unscoped ones) and per-method component ones; unknown keys are errors."""
-    train: dict[str, dict[str, str]] = {m.name: {} for m in methods}
+    train: dict[str, dict[str, Any]] = {m.name: {} for m in methods}
     per_method: dict[str, dict[str, str]] = {m.name: {} for m in methods}
+    backbone: dict[str, dict[str, str]] = {m.name: {} for m in methods}  # model.NAME → train.model_args
     for key, value in sorted(overrides.items(), key=lambda kv: _scope(kv[0], methods)[0] is not None):
         scope, rest = _scope(key, methods)
-        if rest.startswith("train."):
+        if rest == "train.model_args" and isinstance(value, str):  # a replay's typed tuple is taken as it is
+            raise PLLZooError(f"--hp {key}: set the backbone's arguments one by one, --hp model.NAME=VALUE")
+        if rest.startswith(("train.", "model.")):
             for m in methods:
                 if scope is None or m.name == scope:
-                    train[m.name][rest[len("train."):]] = value
+                    if rest.startswith("model."):
+                        backbone[m.name][rest[len("model."):]] = model_args.as_entry(rest[len("model."):], value)
+                    else:
+                        train[m.name][rest[len("train."):]] = value
             continue
         targets = [m for m in methods if scope is None or m.name == scope]
         takers = [m for m in targets if rest in registry.hparam_keys(m)]
         if not takers:
             valid = sorted(set().union(*(registry.hparam_keys(m) for m in targets)))
-            fields = [f"train.{f.name}" for f in dataclasses.fields(TrainConfig)]
-            raise UnknownNameError(f"unknown hyper-parameter {key!r}; valid: {', '.join(valid + fields)}")
+            fields = [f"train.{f.name}" for f in dataclasses.fields(TrainConfig) if f.name != "model_args"]
+            raise UnknownNameError(f"unknown hyper-parameter {key!r}; valid: {', '.join(valid + fields)}, "
+                                   "model.NAME (an argument of the backbone's factory)")
         for m in takers:
             per_method[m.name][rest] = value
+    for name, entries in backbone.items():
+        if entries:  # over a recorded train.model_args: the given names replace theirs
+            recorded = dict(e.partition("=")[::2] for e in train[name].get("model_args", ()))
+            train[name]["model_args"] = tuple({**{k: f"{k}={v}" for k, v in recorded.items()}, **entries}.values())
     return train, per_method
 
 
@@ -177,7 +189,10 @@ def train_config(data: PLLData, epochs: int | None, batch_size: int | None, over
         from pllzoo.registry import get_registry
 
         registry = get_registry()
-    registry.model(cfg.model, "train.model")  # before any run starts, not as a failed run
+    factory = registry.model(cfg.model, "train.model")  # before any run starts, not as a failed run
+    if cfg.model_args:  # parsed by the factory's signature, recorded as one text per run (pllzoo.model_args)
+        cfg = dataclasses.replace(cfg, model_args=model_args.canonical(model_who(registry, cfg.model), factory,
+                                                                       cfg.model_args))
     return cfg
 
 
@@ -389,7 +404,7 @@ def plan(
         for cfg in cfgs.values():
             for f in ("weak_view", "strong_view"):  # on tabular data too, where the trainer never builds them
                 make_view(getattr(cfg, f), f"train.{f}", registry)
-            check_model(registry, cfg.model, data, built)
+            check_model(registry, cfg.model, cfg.model_args, data, built)
         check_training_set(data)  # after the checks of the flags: a warning here would precede their error
         for recipe in picked:
             cfg = cfgs[recipe.name]
@@ -412,15 +427,16 @@ def plan(
     return plans
 
 
-def check_model(registry: Registry, name: str, data: PLLData, built: set[tuple]) -> None:
-    """Build backbone ``name`` for ``data`` once (``built``: what was built already), so that a factory that cannot
+def check_model(registry: Registry, name: str, args: tuple[str, ...], data: PLLData, built: set[tuple]) -> None:
+    """Build backbone ``name`` with its ``args`` for ``data`` once (``built``: what was built already), so that a
+    factory that cannot
     build it (its one line, :func:`pllzoo.models.build_model`) refuses the bench before any run starts; torch's
     global RNG is left as it was (every stage seeds it before its own build)."""
-    key = (name, data.num_classes, tuple(data.x_train.shape[1:]))
+    key = (name, data.num_classes, tuple(data.x_train.shape[1:]), args)
     if key in built:
         return
     with torch.random.fork_rng(devices=[]):
-        build_model(name, data.num_classes, key[2], registry)
+        build_model(name, data.num_classes, key[2], registry, args)
     built.add(key)
 
 

@@ -48,6 +48,8 @@ class TrainConfig:
                            "kernel launches); 0: 16 on CUDA, 1 on CPU; the view stream depends on N", ge=0)
     sync_bn: bool = hp(False, "under torchrun (G > 1 processes): BatchNorm statistics over the global batch "
                        "(SyncBatchNorm, CUDA only); no effect in one process")
+    model_args: tuple[str, ...] = hp((), "the backbone's own arguments, NAME=VALUE each: set them with --hp "
+                                     "model.NAME=VALUE (pllzoo.model_args)")
 
 
 BOOKKEEPING_FIELDS = frozenset({"checkpoint_every", "checkpoint_minutes"})
@@ -55,7 +57,7 @@ BOOKKEEPING_FIELDS = frozenset({"checkpoint_every", "checkpoint_minutes"})
 of the hashed run config (:func:`pllzoo.bench.plan`, so ``--resume`` finds the run under any
 setting) and recorded in the run's env.json instead."""
 
-HASHED_UNLESS_DEFAULT = frozenset({"compile", "sync_bn", "mixup_rows", "view_batches"})
+HASHED_UNLESS_DEFAULT = frozenset({"compile", "sync_bn", "mixup_rows", "view_batches", "model_args"})
 """TrainConfig fields added after runs were recorded: part of the run id only when set to something
 other than their default, so the recorded runs keep their ids (:func:`pllzoo.bench.plan`)."""
 

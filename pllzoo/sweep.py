@@ -59,7 +59,7 @@ class Trial:
             scope, colon, bare = key.rpartition(":")
             if colon and scope != p.method.name:
                 return False
-            return bare.startswith("train.") or bare in p.component_overrides
+            return bare.startswith(("train.", "model.")) or bare in p.component_overrides
 
         return " ".join(f"{k}={v}" for k, v in self.overrides.items() if reaches(k)) or "defaults"
 

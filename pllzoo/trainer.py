@@ -292,7 +292,7 @@ class Trainer:
         if self.model is None or stage.reinit_model:
             torch.manual_seed(derive_seed(self.seed, "init", stage.index))
             self.model = build_model(self.config.model, self.data.num_classes, tuple(self.x_train.shape[1:]),
-                                     self.registry)
+                                     self.registry, self.config.model_args)
             self.model.to(self.device)
             padded = self._padded_rows()
             self.row_masks = (masked_bn.install(self.model, self.config.batch_size)

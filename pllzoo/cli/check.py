@@ -94,7 +94,7 @@ def _overrides(reg, recipes, pairs: dict[str, str], epochs: int) -> dict[str, di
             scope, rest = _scope(key, recipes)
         except UnknownNameError as exc:
             raise UnknownNameError(str(exc).replace("is not in --methods", "is not one of METHODS")) from None
-        if rest.startswith("train."):
+        if rest.startswith(("train.", "model.")):
             raise PLLZooError(f"--hp {key}: the check trains with its own settings (a tiny problem, {epochs} "
                               "epochs); give component hyper-parameters only")
         targets = [r for r in recipes if scope is None or r.name == scope]

@@ -22,6 +22,7 @@ def _json(obj: Any) -> None:
 
 def _plugin_rows(reg, debug: bool = False) -> list[dict]:
     from pllzoo.components import SLOTS
+    from pllzoo import model_args
     from pllzoo.docgen import describe_component
     from pllzoo.plugins import plugin_hooks
 
@@ -39,6 +40,9 @@ def _plugin_rows(reg, debug: bool = False) -> list[dict]:
             "methods": sorted(n for n, (_, p) in reg.methods.items() if p == info.name),
             "datasets": sorted(n for n, (_, p) in reg.datasets.items() if p == info.name),
             "models": sorted(n for n, (_, p) in reg.models.items() if p == info.name),
+            # per backbone: the arguments --hp model.NAME=VALUE sets, with their defaults (pllzoo.model_args)
+            "model_args": {n: {a: model_args.render(q.default) for a, q in model_args.parameters(f).items()}
+                           for n, (f, p) in sorted(reg.models.items()) if p == info.name},
             "views": sorted(n for n, (_, p) in reg.views.items() if p == info.name),
             "observers": sorted(n for n, (_, p) in reg.observers.items() if p == info.name),
             "hooks": plugin_hooks(reg.pm, info.name),

@@ -11,11 +11,12 @@ from torch import nn
 from pllzoo import DatasetSpec, DataOptions, PLLData, PLLNet, hookimpl, pll_from_images
 
 
-def tinynet(num_classes: int, input_shape: tuple[int, ...]) -> PLLNet:
-    """conv 3×3 (8 channels) → ReLU → global average pool: 8-d features; a Linear(8, K) head."""
-    encoder = nn.Sequential(nn.Conv2d(input_shape[0], 8, 3, padding=1), nn.ReLU(), nn.AdaptiveAvgPool2d(1),
-                            nn.Flatten(1))  # [B,8]
-    return PLLNet(encoder, nn.Linear(8, num_classes))
+def tinynet(num_classes: int, input_shape: tuple[int, ...], width: int = 8) -> PLLNet:
+    """conv 3×3 (``width`` channels, ``--hp model.width``) → ReLU → global average pool: ``width``-d features; a
+    Linear(width, K) head."""
+    encoder = nn.Sequential(nn.Conv2d(input_shape[0], width, 3, padding=1), nn.ReLU(), nn.AdaptiveAvgPool2d(1),
+                            nn.Flatten(1))  # [B, width]
+    return PLLNet(encoder, nn.Linear(width, num_classes))
 
 
 def invert(x: torch.Tensor, gen: torch.Generator) -> torch.Tensor:
