@@ -16,7 +16,10 @@ more ``--trials`` add trials and keep the drawn ones.  A different sweep into th
 
 from __future__ import annotations
 
+import dataclasses
 import json
+import os
+import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
@@ -193,6 +196,7 @@ def run_sweep(registry: Registry, trials: list[Trial], out: Path, jobs: int = 1,
     """
     failed, held = {}, []
     for t in trials:
+        adopt_finished(out, t)
         report = (lambda p, status, t=t: on_run(t, p, status)) if on_run else None
         epoch = (lambda p, rec, t=t: on_epoch(t, p, rec)) if on_epoch else None
         try:
@@ -209,10 +213,46 @@ def run_sweep(registry: Registry, trials: list[Trial], out: Path, jobs: int = 1,
     return failed
 
 
+def finished_elsewhere(out: Path, t: Trial, run_id: str) -> Path | None:
+    """The folder of run ``run_id`` finished in another trial of the sweep under ``out``, or None."""
+    for done in sorted((Path(out) / "trials").glob(f"*/runs/{run_id}/done")):
+        if done.parent.parent.parent != trial_dir(out, t.index):
+            return done.parent
+    return None
+
+
+def adopt_finished(out: Path, t: Trial) -> list[str]:
+    """Copy into trial ``t``'s folder each of its runs another trial finished already, so that it trains once: the
+    same run id is the same run (a method no key of the trial reaches, or a draw repeating an earlier one; an
+    outside review: such runs trained again in every trial).  A run this trial's folder holds, or another bench
+    holds the lock of, is left alone.  Returns the run ids copied."""
+    runs, copied = trial_dir(out, t.index) / "runs", []
+    for p in t.plans:
+        if (runs / p.run_id).exists() or (runs / f"{p.run_id}.lock").exists():
+            continue
+        source = finished_elsewhere(out, t, p.run_id)
+        if source is None:
+            continue
+        runs.mkdir(parents=True, exist_ok=True)
+        tmp = runs / f".{p.run_id}.adopting"
+        shutil.rmtree(tmp, ignore_errors=True)
+        shutil.copytree(source, tmp)
+        os.replace(tmp, runs / p.run_id)  # whole or not at all
+        copied.append(p.run_id)
+    return copied
+
+
 def trial_costs(registry: Registry, trials: list[Trial], out: Path) -> list[list[RunCost]]:
     """Each trial's :class:`~pllzoo.costs.RunCost` list, read in its own folder as its bench would (finished runs
-    reused, unfinished ones resumed: ``execute(resume=True)``)."""
-    return [run_costs(registry, t.plans, trial_dir(out, t.index), resume=True) for t in trials]
+    reused, unfinished ones resumed: ``execute(resume=True)``); a run another trial finished, or an earlier trial
+    of ``trials`` plans too, counts as reused (:func:`adopt_finished` copies it before the trial trains)."""
+    costs, planned = [], set()
+    for t in trials:
+        mine = run_costs(registry, t.plans, trial_dir(out, t.index), resume=True)
+        costs.append([dataclasses.replace(c, reused=True) if not c.reused and (
+            c.run_id in planned or finished_elsewhere(out, t, c.run_id) is not None) else c for c in mine])
+        planned.update(c.run_id for c in mine)
+    return costs
 
 
 def plan_lines(trials: list[Trial], costs: list[list[RunCost]], jobs: int = 1) -> list[str]:
@@ -227,11 +267,14 @@ def plan_lines(trials: list[Trial], costs: list[list[RunCost]], jobs: int = 1) -
     resumed = sum(bool(c.done) for c in flat)
     lines = [f"plan: {len(trials)} trial(s) x {len(methods)} method(s) x {len(seeds)} seed(s) = {len(flat)} run(s) "
              f"on {flat[0].device}" + (f", {jobs} at once" if jobs > 1 else "")
-             + (f"; {reused} finished under --out, reused" if reused else "")
+             + (f"; {reused} reused (finished under --out, or the same run as another trial's: trained once)"
+                if reused else "")
              + (f"; {resumed} resumed" if resumed else "")]
     for t, cs in zip(trials, costs):
-        for line in bench_plan_lines(cs, jobs)[1:]:
-            lines.append(f"  trial {t.index} ({t.label}): {line.strip()}")
+        for method in dict.fromkeys(c.method for c in cs):  # each method under what of the trial reaches it
+            line = bench_plan_lines([c for c in cs if c.method == method], jobs)[1]
+            label = next(t.label_of(p) for p in t.plans if p.method.name == method)
+            lines.append(f"  trial {t.index} ({label}): {line.strip()}")
     return lines
 
 

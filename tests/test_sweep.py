@@ -415,6 +415,28 @@ def test_trials_that_train_the_same_run_keep_their_rows_and_the_later_tie(tmp_pa
     assert list(rows["trial"]) == [0, 1, 2] and rows["run"].nunique() == 1
     assert list(rows["winner"]) == [False, False, True]  # identical scores: the later trial
     assert "Sweep: 3 trial(s)" in (out / "sweep.md").read_text() and "winner proden seed 1: trial 2" in res.output
+    # a second review: the run trained three times; now once, its folder copied into the other trials
+    assert "2 reused (finished under --out, or the same run as another trial's: trained once)" in res.output
+    assert "trial 0 proden seed 1 started" in res.output and "trial 1 proden seed 1 reused" in res.output \
+        and "trial 2 proden seed 1 reused" in res.output
+    logs = {(out / "trials" / f"00{k}" / "runs" / rows["run"][0] / "log.jsonl").read_text() for k in range(3)}
+    assert len(logs) == 1
+
+
+def test_a_method_no_key_reaches_trains_once_and_each_trial_is_labelled_per_method(tmp_path):
+    """A review: with a key scoped to proden, cc trained the same run in every trial, and the plan labelled the cc
+    line of each trial with proden's value."""
+    out = tmp_path / "out"
+    res = CliRunner().invoke(cli, ["sweep", "--methods", "proden,cc", "--trials", "2", "--space",
+                                   "proden:train.lr=uniform(0.01,0.1)", "--epochs", "1", "--subset", "300",
+                                   "--holdout", "0.1", "--threads", "1", "--out", str(out)])
+    assert res.exit_code == 0, res.output
+    assert "trial 0 cc seed 1 started" in res.output and "trial 1 cc seed 1 reused" in res.output
+    assert "trial 1 proden seed 1 started" in res.output
+    said = " ".join(res.output.split())
+    assert "trial 0 (defaults): cc" in said and "trial 0 (proden:train.lr=" in said
+    rows = pd.read_csv(out / "sweep.csv")
+    assert rows[rows["method"] == "cc"]["run"].nunique() == 1 and len(rows) == 4
 
 
 @pytest.mark.parametrize("args, says", [
