@@ -85,6 +85,44 @@ def test_concentration_and_dirichlet_draw_follows_generator():
     torch.testing.assert_close(draw(3).sum(1), torch.ones(4))
 
 
+
+def _code_concentration(a: torch.Tensor, keep: torch.Tensor) -> torch.Tensor:
+    """main.py's l.2 as written: s = softmax(a) ⊙ 1[o>0]; s / s.sum().detach() + 1e-2 (no guard)."""
+    s = torch.softmax(a, dim=1) * keep
+    return s / s.detach().sum(dim=1, keepdim=True) + 1e-2
+
+
+def test_concentration_is_the_codes_until_the_kept_mass_underflows():
+    """An outside review: a clamp at 1e-12 flattened rows whose kept mass lay in (0, 1e-12) to ~Dir(0.01).  Where
+    the kept mass is a normal float the code's ratio is kept bit for bit, value and gradient; below it (the code:
+    0/0) the ratio comes from log-probabilities, equal to the float64 computation of the code's formula."""
+    keep = torch.tensor([[1.0, 1.0, 0.0, 0.0], [1.0, 1.0, 0.0, 0.0], [1.0, 0.0, 1.0, 0.0], [0.0, 0.0, 0.0, 1.0]])
+    # kept mass: ~1, ~e^-40 ≈ 4e-18 (below the old clamp), e^-110 (float32: 0 — the code's 0/0), ~1
+    a = torch.tensor([[0.0, 1.0, 2.0, -1.0], [-40.0, -41.0, 0.0, 0.5], [-110.0, 0.0, -111.5, 0.0],
+                      [3.0, 0.0, 0.0, 9.0]])
+    weights = torch.tensor([[0.3, -1.0, 2.0, 0.5]]).repeat(4, 1)  # any downstream use of s
+    a1, a2 = a.clone().requires_grad_(), a.clone().requires_grad_()
+    s = concentration(a1, keep)
+    (s * weights).sum().backward()
+    with torch.no_grad():
+        code = _code_concentration(a, keep)
+    assert not torch.isfinite(code[2]).all()  # the code's row 2 is 0/0 in float32
+    ok = [0, 1, 3]
+    assert torch.equal(s[ok].detach(), code[ok])  # bit for bit where the code is finite
+    s2 = _code_concentration(a2, keep)
+    (s2[ok] * weights[ok]).sum().backward()
+    assert torch.equal(a1.grad[ok], a2.grad[ok])
+    # row 1 by hand: e^-40 : e^-41 → (1, e^-1)/(1 + e^-1); row 2: e^-110 : e^-111.5 on labels 0, 2
+    torch.testing.assert_close(s[1].detach(), torch.tensor([1.0, math.exp(-1.0), 0.0, 0.0]) / (1 + math.exp(-1.0))
+                               + 0.01)
+    torch.testing.assert_close(s[2].detach(), torch.tensor([1.0, 0.0, math.exp(-1.5), 0.0]) / (1 + math.exp(-1.5))
+                               + 0.01)
+    # and row 2's gradient is the code's formula's in float64, where nothing underflows
+    a64 = a.double().requires_grad_()
+    (_code_concentration(a64, keep.double())[2] * weights[2].double()).sum().backward()
+    torch.testing.assert_close(a1.grad[2].double(), a64.grad[2], rtol=1e-5, atol=1e-7)
+    assert torch.isfinite(a1.grad).all() and (s > 0).all()
+
 def _step(idx, cands, probs, d_tilde, stage):
     batch = Batch(index=idx, x=torch.zeros(len(idx), 1), candidates=cands, y_true=torch.zeros(len(idx)).long())
     step = Step(batch=batch, logits=probs.log(), probs=probs, forward=None, generator=None, epoch=0, stage=stage,
@@ -246,9 +284,12 @@ def test_image_run_with_protocol():
 
 
 def test_soccer_players_default_is_its_readme_commands():
-    """An outside review: the README's Soccer Player command adds --correct 0.2; the other sets keep 1."""
+    """Outside reviews: the README's Soccer Player (spd) and Yahoo! News (LYN) commands add --correct 0.2; the other
+    sets keep 1."""
     from pllzoo_baselines.valen import Targets, VALENLoss
 
     assert Targets.dataset_defaults("soccer", "tabular") == {"correct": 0.2}
+    assert Targets.dataset_defaults("yahoo", "tabular") == {"correct": 0.2}
+    assert VALENLoss.dataset_defaults("yahoo", "tabular")["gamma"] == 20.0
     assert Targets.dataset_defaults("lost", "tabular") == {} and Targets.dataset_defaults("cifar10", "image") == {}
     assert VALENLoss.dataset_defaults("soccer", "tabular")["gamma"] == 20.0

@@ -13,8 +13,8 @@ Algorithm:
   6. after the step: d ← correct·row-norm(1[o>0] ⊙ d̃) + (1−correct)·o;  o ← row-norm(1[d>0] ⊙ p) (pre-step p)
 Defaults: random partial labels, README benchmark-random CIFAR-10 (γ 10, β 0.1, correct 1, enc from the net's
 initial weights); tabular: the README real-world commands (γ 20, β 0.01, L_x without the 0.01, graph on the input;
-Soccer Player: correct 0.2, as its command).  Not followed there: main.py trains Soccer Player by another loop
-(train_realworld2: full-batch Adam, the 0.01 on L_x); pllzoo trains it as the other real-world sets.
+Soccer Player and Yahoo! News: correct 0.2, as their commands).  Not followed there: main.py trains those two by
+another loop (train_realworld2: full-batch Adam, the 0.01 on L_x); pllzoo trains them as the other real-world sets.
 
 Deviations (tests in tests/unit/test_valen.py):
   * SoLar protocol (``cr``, ``mixup``; off on tabular, which is then the conference code): the θ term is the
@@ -29,10 +29,23 @@ Deviations (tests in tests/unit/test_valen.py):
   * Step 6's row-norms are guarded (``pllzoo.losses.normalize_masked``, as PRODEN's update): where every kept
     p (or d̃) underflows to 0 the code's row becomes 0 for good (1[o>0] is then empty) and the sample drops out
     of L_o and L_d; here it is the softmax over the kept labels of log p (d̃: uniform over the kept labels).
-    Every other row is the code's, bit for bit.  The p read is ``step.label_probs`` (RECORDS' debiased p with
-    ``estimator=records.prior``, p itself otherwise).  Ours. Test: test_step6_rows_stay_distributions.
-  * log-softmax for log(softmax + 1e-12); α̂ = exp(clamp(a/4, ln 0.01, ln 30)): the same values and gradients,
-    no overflow. Test: test_alpha_hat_and_kl_closed_form.
+    The p read is ``step.label_probs`` (RECORDS' debiased p with ``estimator=records.prior``, p itself
+    otherwise).  Ours. Test: test_step6_rows_stay_distributions.
+  * Step 6 keeps d̃ on 1[o>0]; the code keeps it on 1[new_d>0] (``revised_target``): o's support less the labels
+    on which enc's float32 softmax is exactly 0 (a logit gap above ~100), so such a label leaves d, and then o,
+    for good.  Here it stays: an underflow is not evidence against a label.  Rows with some kept label, and
+    any row with a kept mass a normal float, are otherwise the code's, bit for bit.  Ours (an outside review
+    found the difference). Paired runs: benchmarks/valen-forms/ (``code-mask``).
+  * L_d with log-softmax, not log(softmax + 1e-12): the same values and gradients while every weighted p_j is
+    well above 1e-12 (float32: the two agree to the last bits above ~1e-5).  Below, the code's term saturates
+    near −log 1e-12 ≈ 27.6 with a vanishing gradient, so a row whose o sits where enc gives ~0 stops pulling
+    enc; here it keeps pulling at full strength.  Ours (no log of a softmax anywhere in pllzoo; an outside
+    review found the difference). Paired runs: benchmarks/valen-forms/ (``code-ld``).
+  * Step 2's s: the code's s / sg(Σ s) bit for bit while Σ s (enc's kept mass) is a normal float; below it (the
+    code: 0/0, a NaN concentration) the same ratio from log-probabilities (``concentration``).  Ours. Test:
+    test_concentration_is_the_codes_until_the_kept_mass_underflows.
+  * α̂ = exp(clamp(a/4, ln 0.01, ln 30)): the code's hardtanh(exp(a/4)) in value and gradient, no overflow.
+    Test: test_alpha_hat_and_kl_closed_form.
   * The trainer's SGD and LR schedule, the warm-up included (the code: constant LR; old main.py: Adam on CIFAR).
   * Testing in eval mode, as every method here: the released code never calls ``.eval()``, so its test pass
     normalises BatchNorm with each test batch's own statistics (transductive) and never uses the running
@@ -90,9 +103,18 @@ def adjacency_block(adj: torch.Tensor, idx: torch.Tensor, cols: torch.Tensor | N
 
 
 def concentration(a: torch.Tensor, keep: torch.Tensor) -> torch.Tensor:
-    """Dirichlet concentration ``[B, K]`` (l.2): softmax(a) on ``keep``, over its detached sum, + 0.01."""
+    """Dirichlet concentration ``[B, K]`` (l.2): softmax(a) on ``keep``, over its detached sum, + 0.01.
+
+    The code's ``s / s.sum().detach()`` bit for bit wherever the kept mass Σ is a normal float (≥ 2⁻¹²⁶ in
+    float32); below it (every kept softmax entry underflowed: the code's ratio is then 0/0, or denormal/denormal)
+    the same ratio from log-probabilities, exp(log p − sg(logsumexp_kept log p)): the same value and gradient, as
+    d(p_j/sg(Σ)) = (p_j/Σ)·d log p_j.  ``keep`` has a 1 in every row (o's support is never empty)."""
     s = torch.softmax(a, dim=1) * keep
-    return s / s.sum(1, keepdim=True).detach().clamp_min(1e-12) + 0.01  # rsample needs s > 0
+    total = s.sum(1, keepdim=True).detach()  # [B, 1]
+    tiny = torch.finfo(s.dtype).tiny
+    log_p = torch.log_softmax(a, dim=1).masked_fill(keep == 0, -math.inf)
+    exact = (log_p - torch.logsumexp(log_p, dim=1, keepdim=True).detach()).exp()  # finite: keep is never empty
+    return torch.where(total >= tiny, s / total.clamp_min(tiny), exact) + 0.01  # rsample needs s > 0
 
 
 def dirichlet_rsample(s: torch.Tensor, generator: torch.Generator, dist: DistContext = SINGLE) -> torch.Tensor:
@@ -163,8 +185,10 @@ class Targets(Confidence):
 
     @classmethod
     def dataset_defaults(cls, dataset: str, kind: str) -> dict[str, Any]:
-        # the README's Soccer Player command adds --correct 0.2 (an outside review); no recorded run has Soccer
-        return {**super().dataset_defaults(dataset, kind), **({"correct": 0.2} if dataset == "soccer" else {})}
+        # the README's Soccer Player (spd) and Yahoo! News (LYN) commands add --correct 0.2 (outside reviews); no
+        # recorded run has either set
+        correct = {"correct": 0.2} if dataset in ("soccer", "yahoo") else {}
+        return {**super().dataset_defaults(dataset, kind), **correct}
 
     @hookimpl
     def pllzoo_setup_stage(self, run: Run, state: PLLState) -> None:
