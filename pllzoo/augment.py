@@ -269,8 +269,8 @@ def checked_view(view: View, who: str) -> View:
     def checked(x: torch.Tensor, gen: torch.Generator) -> torch.Tensor:
         try:
             out = view(x, gen)
-        except PLLZooError:  # the view's own one line says it all
-            raise
+        except PLLZooError as exc:  # the view's own one line, after its name (a review: it named no view)
+            raise PLLZooError(f"{who}: {exc}") from exc
         except Exception as exc:  # a plugin's view: one line naming it, the cause chained
             from pllzoo.plugins import one_line
 

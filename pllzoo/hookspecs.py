@@ -252,9 +252,11 @@ class DiscoverySpec:
             input_shape: tuple[int, ...], **own) -> pllzoo.PLLNet`` builds a fresh network (``input_shape``
             has no batch dimension, e.g. ``(3, 32, 32)``); its own keyword parameters with defaults, typed
             ``int``, ``float``, ``bool``, ``str`` or a tuple of one of them, are set with ``--hp
-            model.NAME=VALUE`` (:mod:`pllzoo.model_args`) and recorded with the run.  It is called at the start of every stage that
-            re-initialises the model, after torch's global RNG was seeded from the run seed, so it must
-            draw its initial weights from that RNG only (CPU runs stay deterministic).  It raises
+            model.NAME=VALUE`` (:mod:`pllzoo.model_args`) and recorded with the run.  It is called at the
+            start of every stage that re-initialises the model, after torch's global RNG was seeded from the
+            run seed, so it must draw its initial weights from that RNG only (CPU runs stay deterministic);
+            and once more while the bench plans (``--dry-run`` too), unseeded, torch's RNG restored after, so
+            that a backbone that cannot be built refuses the bench before any run starts.  It raises
             ``PLLZooError`` (one line) for inputs it cannot take.
         :returns: None.
         Raises: the registry raises ``PLLZooError`` naming both plugins when a name is taken.
@@ -282,8 +284,8 @@ class DiscoverySpec:
             images ``[B, C, H, W]`` on the run's device and returns uint8 images of the same shape on the same
             device (the network is built for, and tested on, the data's H×W), drawing all its randomness from
             the ``torch.Generator`` ``gen`` (never torch's global RNG), so the same generator state gives the
-            same output.  Views run on image data only.  An exception inside a view, or another dtype, shape
-            or device, fails the run with one line naming the view and its plugin.
+            same output.  Views run on image data only.  An exception inside a view (its own ``PLLZooError``
+            too), or another dtype, shape or device, fails the run with one line naming the view and its plugin.
         :returns: None.
         Raises: the registry raises ``PLLZooError`` naming both plugins when a name is taken.
 

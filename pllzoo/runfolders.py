@@ -58,19 +58,20 @@ def data_change(env: dict[str, Any] | None, data_sha: str, trainer: dict[str, An
     names a user's ``.mat`` file or image folder by its name, shape and counts only, so another file of the same
     name and shape (or another ``--data-dir`` copy of a built-in set) would otherwise be taken for the data
     the run saw.  ``trainer``: env.json's ``trainer`` part planned now (:func:`pllzoo.results.backbone_env`); where
-    it and ``env`` name another distribution or version of the plugin that registered the dataset, that is said."""
+    it and ``env`` name another distribution or version of the plugin that registered the dataset, that is one more
+    candidate said (a review: it replaced the others, though a pllzoo upgrade may coincide with another copy).""" 
     was = env.get("data_sha256") if env is not None else None
     if not isinstance(was, str) or was == data_sha:
         return None
     recorded = env.get("trainer") if env is not None else None
     old = recorded.get("dataset") if isinstance(recorded, dict) else None
     now = (trainer or {}).get("dataset")
+    guesses = "another file of the same name, another --data-dir copy, or another image decoder"
     if isinstance(old, dict) and isinstance(now, dict) and (old.get("dist"), old.get("version")) != (
-            now.get("dist"), now.get("version")):
-        return (f"fingerprint {was}, now {data_sha}: dataset {now.get('name')!r} came from {old.get('dist')} "
-                f"{old.get('version')}, now from {now.get('dist')} {now.get('version')}")
-    return (f"fingerprint {was}, now {data_sha}: another file of the same name, another --data-dir copy, or "
-            "another image decoder?")
+            now.get("dist"), now.get("version")):  # one more candidate, not the cause: nothing shows it is
+        guesses += (f"; or dataset {now.get('name')!r} of {old.get('dist')} {old.get('version')}, now of "
+                    f"{now.get('dist')} {now.get('version')}")
+    return f"fingerprint {was}, now {data_sha}: {guesses}?"
 
 
 def settle_all(swaps: dict[int, tuple[Path, Path, bool]], finals: list, failed: dict[int, str]) -> None:

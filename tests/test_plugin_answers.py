@@ -633,13 +633,14 @@ def _views(view):
 
 
 @pytest.mark.parametrize("view, why", [
-    (lambda x, gen: 1 / 0, r"failed: ZeroDivisionError: division by zero$"),
-    (lambda x: x, r"failed: TypeError: .*takes 1 positional argument but 2 were given$"),
-    (lambda x, gen: None, r"returned NoneType for torch.uint8 \[4, 3, 8, 8\] on cpu"),
-    (lambda x, gen: x.float() / 255, r"returned torch.float32 \[4, 3, 8, 8\] on cpu for torch.uint8 \[4, 3, 8, 8\]"),
-    (lambda x, gen: x[:, :1], r"returned torch.uint8 \[4, 1, 8, 8\] on cpu"),
-    (lambda x, gen: x[1:], r"returned torch.uint8 \[3, 3, 8, 8\] on cpu"),
-    (lambda x, gen: x[..., 2:6, 2:6], r"returned torch.uint8 \[4, 3, 4, 4\] on cpu"),
+    (lambda x, gen: 1 / 0, r" failed: ZeroDivisionError: division by zero$"),
+    (lambda x, gen: (_ for _ in ()).throw(PLLZooError("needs RGB")), r": needs RGB$"),  # its own one line, named
+    (lambda x: x, r" failed: TypeError: .*takes 1 positional argument but 2 were given$"),
+    (lambda x, gen: None, r" returned NoneType for torch.uint8 \[4, 3, 8, 8\] on cpu"),
+    (lambda x, gen: x.float() / 255, r" returned torch.float32 \[4, 3, 8, 8\] on cpu for torch.uint8 \[4, 3, 8, 8\]"),
+    (lambda x, gen: x[:, :1], r" returned torch.uint8 \[4, 1, 8, 8\] on cpu"),
+    (lambda x, gen: x[1:], r" returned torch.uint8 \[3, 3, 8, 8\] on cpu"),
+    (lambda x, gen: x[..., 2:6, 2:6], r" returned torch.uint8 \[4, 3, 4, 4\] on cpu"),
 ])
 def test_a_views_mistake_is_one_line_naming_it(view, why):
     """An outside review: a float view (the usual ToTensor slip) trained at chance without a word, a view's own
@@ -648,7 +649,7 @@ def test_a_views_mistake_is_one_line_naming_it(view, why):
     from pllzoo.augment import make_view
 
     checked = make_view("v", "train.weak_view", _views(view))
-    with pytest.raises(PLLZooError, match=r"^view 'v' \(plugin p0\) " + why) as err:
+    with pytest.raises(PLLZooError, match=r"^view 'v' \(plugin p0\)" + why) as err:
         checked(torch.zeros(4, 3, 8, 8, dtype=torch.uint8), torch.Generator().manual_seed(0))
     assert "\n" not in str(err.value)
     # a view keeping the contract passes its answer through
