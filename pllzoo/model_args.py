@@ -42,7 +42,8 @@ def _settable(p: inspect.Parameter) -> bool:
 
 
 def render(value: Any) -> str:
-    """The text that parses back to ``value`` (``true``/``false``, ``1,2,3`` for a tuple, ``none``)."""
+    """The text that parses back to ``value`` (``true``/``false``, ``1,2,3`` for a tuple, ``none``), except a tuple's
+    str item holding a comma, which no ``--hp`` text can give either (its items are split at commas)."""
     if value is None:
         return "none"
     if isinstance(value, bool):

@@ -397,10 +397,19 @@ def plan(
         if not picked:
             continue
         data = carve(load(registry, dataset, spec, dataclasses.replace(options, seed=seed)), options, seed)
-        cfgs = {r.name: device_views(own_view(train_config(data, epochs, batch_size, train_hp[r.name], registry),
-                                              declared[r.name] if data.kind == "image" else None, train_hp[r.name]),
-                                     resolved_device if data.kind == "image" else "cpu",  # no views to swap on
-                                     train_hp[r.name]) for r in picked}  # tabular rows (a config naming none)
+        cfgs = {}
+        for r in picked:
+            try:
+                cfg = train_config(data, epochs, batch_size, train_hp[r.name], registry)
+            except UnknownNameError as exc:  # a backbone argument one method's backbone lacks: name the method
+                if len(recipes) == 1 or "--hp model." not in str(exc):
+                    raise
+                raise UnknownNameError(f"{r.name}: {exc}; give it for the others only, --hp OTHER:model.NAME=VALUE"
+                                       ) from None
+            cfgs[r.name] = device_views(own_view(cfg, declared[r.name] if data.kind == "image" else None,
+                                                 train_hp[r.name]),
+                                        resolved_device if data.kind == "image" else "cpu",  # no views to swap on
+                                        train_hp[r.name])  # tabular rows (a config naming none)
         for cfg in cfgs.values():
             for f in ("weak_view", "strong_view"):  # on tabular data too, where the trainer never builds them
                 make_view(getattr(cfg, f), f"train.{f}", registry)

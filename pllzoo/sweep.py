@@ -34,7 +34,10 @@ from pllzoo.data.base import DataOptions
 from pllzoo.errors import PLLZooError
 from pllzoo.hparams import as_dict, override
 from pllzoo.jobs import RunsFailed
+from pllzoo import model_args
+from pllzoo.models import model_who
 from pllzoo.planning import RunPlan, _route
+from pllzoo.runfolders import take_lock
 from pllzoo.registry import Registry
 from pllzoo.results import load, write_json
 from pllzoo.run import TrainConfig
@@ -134,9 +137,36 @@ def plan_sweep(registry: Registry, methods: list[str], dataset: str, seeds: list
     check_space(registry, methods, space)
     trials = [Trial(k, o) for k, o in enumerate(draw_trials(space, n_trials, seed))]
     for t in trials:
-        t.plans = plan(registry, methods, dataset, seeds, options, epochs=epochs, batch_size=batch_size,
-                       hp={**hp, **t.overrides}, device=device)
+        try:
+            t.plans = plan(registry, methods, dataset, seeds, options, epochs=epochs, batch_size=batch_size,
+                           hp={**hp, **t.overrides}, device=device)
+        except PLLZooError as exc:
+            raise type(exc)(f"trial {t.index} ({t.label}): {exc}") from None
+    check_backbone_space(registry, trials, space)
     return trials
+
+
+def check_backbone_space(registry: Registry, trials: list[Trial], space: list[Dimension]) -> None:
+    """Every value a ``model.NAME`` dimension can take is an argument the backbone of each run it reaches takes
+    (:mod:`pllzoo.model_args`): the backbone is known once the trials are planned, and a value no trial drew was
+    not checked (a review: ``choice(16,abc)`` trained when no trial drew ``abc``).
+
+    :raises PLLZooError: one line naming the spec."""
+    for dim in space:
+        scope, _, bare = dim.key.rpartition(":")
+        if not bare.startswith("model."):
+            continue
+        for t in trials:
+            for p in t.plans:
+                if scope and scope != p.method.name:
+                    continue
+                factory, who = registry.model(p.train.model), model_who(registry, p.train.model)
+                for value in dim.support():
+                    try:
+                        model_args.parse(f"{who} ({p.method.name})", factory,
+                                         [model_args.as_entry(bare[len("model."):], value)])
+                    except PLLZooError as exc:
+                        raise type(exc)(f"--space {dim}: {exc}") from None
 
 
 def check_claim(out: Path, ident: dict[str, Any]) -> dict[int, dict[str, Any]]:
@@ -195,16 +225,23 @@ def run_sweep(registry: Registry, trials: list[Trial], out: Path, jobs: int = 1,
     signal) propagates.
     """
     failed, held = {}, []
+    failed_runs: dict[str, str] = {}  # run id → why it failed in an earlier trial of this sweep: not trained again
     for t in trials:
         adopt_finished(out, t)
         report = (lambda p, status, t=t: on_run(t, p, status)) if on_run else None
         epoch = (lambda p, rec, t=t: on_epoch(t, p, rec)) if on_epoch else None
+        again = [p for p in t.plans if p.run_id in failed_runs]
+        if again:  # a review: a shared run that failed trained (and failed) again in every trial
+            failed[t.index] = f"{again[0].method.name} seed {again[0].seed}: {failed_runs[again[0].run_id]}"
+        todo = [p for p in t.plans if p.run_id not in failed_runs]
         try:
-            execute(registry, t.plans, trial_dir(out, t.index), resume=True, on_run=report, on_epoch=epoch,
-                    jobs=jobs, threads=threads)
+            if todo:
+                execute(registry, todo, trial_dir(out, t.index), resume=True, on_run=report, on_epoch=epoch,
+                        jobs=jobs, threads=threads)
         except RunsFailed as exc:  # the reason of its first failed run (pllzoo.jobs.record_failure)
             plan_, why = exc.failed[0]
-            failed[t.index] = f"{plan_.method.name} seed {plan_.seed}: {why}"
+            failed.setdefault(t.index, f"{plan_.method.name} seed {plan_.seed}: {why}")
+            failed_runs.update({q.run_id: w for q, w in exc.failed})
         except checkpoint.Skipped:  # its held runs stay for the one training them; the next trial goes on
             held.append(str(t.index))
     if held:
@@ -228,17 +265,27 @@ def adopt_finished(out: Path, t: Trial) -> list[str]:
     holds the lock of, is left alone.  Returns the run ids copied."""
     runs, copied = trial_dir(out, t.index) / "runs", []
     for p in t.plans:
-        if (runs / p.run_id).exists() or (runs / f"{p.run_id}.lock").exists():
-            continue
         source = finished_elsewhere(out, t, p.run_id)
-        if source is None:
+        if source is None or (runs / p.run_id).exists():
             continue
         runs.mkdir(parents=True, exist_ok=True)
-        tmp = runs / f".{p.run_id}.adopting"
-        shutil.rmtree(tmp, ignore_errors=True)
-        shutil.copytree(source, tmp)
-        os.replace(tmp, runs / p.run_id)  # whole or not at all
-        copied.append(p.run_id)
+        lock = runs / f"{p.run_id}.lock"
+        if take_lock(lock) is not None:  # another copy of the sweep adopts or trains it: its bench skips it too
+            continue
+        tmp = runs / f".{p.run_id}.adopting-{os.getpid()}"  # each process its own (a review: two copies' collided)
+        try:
+            if not (runs / p.run_id).exists():  # adopted by another copy between the check and the lock
+                shutil.copytree(source, tmp)
+                os.replace(tmp, runs / p.run_id)  # whole or not at all
+                copied.append(p.run_id)
+        except (shutil.Error, OSError) as exc:  # copytree gathers its failures in a list: say the first
+            first = exc.args[0][0] if isinstance(exc, shutil.Error) and exc.args and exc.args[0] else None
+            why = first[2] if first else (exc.strerror or str(exc))
+            raise PLLZooError(f"cannot copy finished run {p.run_id} from {source.parent.parent} into trial "
+                              f"{t.index}: {why}; free the space or path, then rerun") from None
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
+            lock.unlink(missing_ok=True)
     return copied
 
 
@@ -249,7 +296,7 @@ def trial_costs(registry: Registry, trials: list[Trial], out: Path) -> list[list
     costs, planned = [], set()
     for t in trials:
         mine = run_costs(registry, t.plans, trial_dir(out, t.index), resume=True)
-        costs.append([dataclasses.replace(c, reused=True) if not c.reused and (
+        costs.append([dataclasses.replace(c, reused=True) if not c.reused and not c.done and (
             c.run_id in planned or finished_elsewhere(out, t, c.run_id) is not None) else c for c in mine])
         planned.update(c.run_id for c in mine)
     return costs

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import ast
 import json
+import os
+import socket
 import re
 from pathlib import Path
 
@@ -475,3 +477,64 @@ def test_the_same_space_in_another_order_is_the_same_sweep(tmp_path):
     assert CliRunner().invoke(cli, [*base, *a, *b]).exit_code == 0
     res = CliRunner().invoke(cli, [*base, *b, *a])
     assert res.exit_code == 0 and "another sweep" not in res.output, res.output
+
+
+def test_a_shared_run_that_failed_is_not_trained_again_by_later_trials(tmp_path):
+    """A review: cc, which no key of a proden-scoped space reaches, failed in trial 0 and trained (and failed)
+    again in every later trial."""
+    out = tmp_path / "out"
+    res = CliRunner().invoke(cli, ["sweep", "--methods", "proden,cc", "--trials", "2", "--space",
+                                   "proden:train.lr=uniform(0.01,0.1)", "--hp", "cc:train.lr=1e30", "--epochs", "1",
+                                   "--subset", "300", "--holdout", "0.1", "--threads", "1", "--out", str(out)])
+    assert "Traceback" not in res.output, res.output
+    assert "trial 0 cc seed 1 started" in res.output and "trial 1 cc seed 1 started" not in res.output, res.output
+    assert "trial 1 proden seed 1 started" in res.output
+
+
+def test_a_backbone_value_of_the_space_is_checked_before_anything_is_written(tmp_path):
+    """A review: `model.hidden=choice(16,abc)` trained when no trial drew `abc`, and named no spec when one did."""
+    said = {}
+    for draw in ("0", "2"):  # draw seed 0's trial draws abc; 2's draws 16, and abc is checked all the same
+        out = tmp_path / draw
+        res = CliRunner().invoke(cli, ["sweep", "--methods", "proden", "--trials", "1", "--space",
+                                       "model.hidden=choice(16,abc)", "--draw-seed", draw, "--epochs", "1", "--subset",
+                                       "300", "--holdout", "0.1", "--threads", "1", "--out", str(out)])
+        assert res.exit_code != 0 and "Traceback" not in res.output and not out.exists(), res.output
+        said[draw] = " ".join(res.output.split())
+    assert "Error: trial 0 (model.hidden=abc): bad value for model.hidden of model 'mlp'" in said["0"]
+    assert "Error: --space model.hidden=choice(16,abc): bad value for model.hidden of model 'mlp'" in said["2"]
+
+
+def test_adopting_a_run_is_one_line_on_failure_and_leaves_nothing_behind(tmp_path, monkeypatch):
+    """A review: two sweep copies shared one temporary folder (one deleted the other's copy), and copytree's error
+    list reached the user whole, the partial copy left on the full disk."""
+    import shutil
+
+    from pllzoo.sweep import Trial, adopt_finished, trial_dir
+
+    run_id = "cc__synthetic-lt__s1-00000000"
+    done = trial_dir(tmp_path, 0) / "runs" / run_id
+    done.mkdir(parents=True)
+    (done / "done").write_text("ok\n")
+    (done / "log.jsonl").write_text("{}\n")
+    t = Trial(1, {})
+    t.plans = [type("P", (), {"run_id": run_id})()]
+    runs = trial_dir(tmp_path, 1) / "runs"
+    runs.mkdir(parents=True)
+    (runs / f"{run_id}.lock").write_text(f"{os.getppid()} {socket.gethostname()}\n")  # another live process holds it
+    assert adopt_finished(tmp_path, t) == [] and not (runs / run_id).exists()
+    (runs / f"{run_id}.lock").unlink()
+
+    def full(src, dst, **kw):
+        Path(dst).mkdir()
+        (Path(dst) / "log.jsonl").write_text("partial")
+        raise shutil.Error([(str(src), str(dst), "[Errno 28] No space left on device")])
+
+    monkeypatch.setattr(shutil, "copytree", full)
+    with pytest.raises(PLLZooError, match=rf"^cannot copy finished run {run_id} from .*000 into trial 1: \[Errno 28\] "
+                                          r"No space left on device; free the space or path, then rerun$"):
+        adopt_finished(tmp_path, t)
+    assert sorted(p.name for p in runs.iterdir()) == []  # no partial copy, no lock
+    monkeypatch.undo()
+    assert adopt_finished(tmp_path, t) == [run_id] and (runs / run_id / "done").exists()
+    assert sorted(p.name for p in runs.iterdir()) == [run_id]
