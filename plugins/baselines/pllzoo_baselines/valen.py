@@ -35,12 +35,14 @@ Deviations (tests in tests/unit/test_valen.py):
     on which enc's float32 softmax is exactly 0 (a logit gap above ~100), so such a label leaves d, and then o,
     for good.  Here it stays: an underflow is not evidence against a label.  Rows with some kept label, and
     any row with a kept mass a normal float, are otherwise the code's, bit for bit.  Ours (an outside review
-    found the difference). Paired runs: benchmarks/valen-forms/ (``code-mask``).
+    found the difference). Paired runs, benchmarks/valen-forms/ (``code-mask``): the same accuracy on
+    synthetic-lt and Lost; on MSRCv2 the code's mask empties a row (NaN targets) in every seed.
   * L_d with log-softmax, not log(softmax + 1e-12): the same values and gradients while every weighted p_j is
     well above 1e-12 (float32: the two agree to the last bits above ~1e-5).  Below, the code's term saturates
     near −log 1e-12 ≈ 27.6 with a vanishing gradient, so a row whose o sits where enc gives ~0 stops pulling
     enc; here it keeps pulling at full strength.  Ours (no log of a softmax anywhere in pllzoo; an outside
-    review found the difference). Paired runs: benchmarks/valen-forms/ (``code-ld``).
+    review found the difference). Paired runs, benchmarks/valen-forms/ (``code-ld``): the code's form is 1.9 ±
+    1.4 points of All lower on synthetic-lt (every seed), even on MSRCv2, the same runs on Lost.
   * Step 2's s: the code's s / sg(Σ s) bit for bit while Σ s (enc's kept mass) is a normal float; below it (the
     code: 0/0, a NaN concentration) the same ratio from log-probabilities (``concentration``).  Ours. Test:
     test_concentration_is_the_codes_until_the_kept_mass_underflows.
