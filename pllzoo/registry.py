@@ -284,9 +284,10 @@ class Registry:
 
     def absent_plugins(self, env: dict[str, Any] | None) -> str | None:
         """What a recorded run (its ``env.json``, ``env``: components, backbone, views, a plugin's dataset) was trained
-        with that no loaded plugin registers now, and what to do: "plugin 'sharp' (pllzoo-sharp 1.0.0: sharp.confidence, sharp.loss), which no loaded plugin
-        registers; install it", or None (all there, or nothing recorded).  An outside review: after an uninstall,
-        evaluate and --from-run said "unknown method 'sharp-la' (did you mean 'solar-la'?)" and never named it."""
+        with that no loaded plugin registers now, and what to do: "plugin 'sharp' (pllzoo-sharp 1.0.0:
+        sharp.confidence, sharp.loss), which no loaded plugin registers; install it", or None (all there, or nothing
+        recorded).  An outside review: after an uninstall, evaluate and --from-run said "unknown method 'sharp-la'
+        (did you mean 'solar-la'?)" and never named it."""
         from pllzoo.results import TRAINER_TABLES
 
         if not isinstance(env, dict):
