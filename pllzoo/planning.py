@@ -438,9 +438,8 @@ def plan(
 
 def check_model(registry: Registry, name: str, args: tuple[str, ...], data: PLLData, built: set[tuple]) -> None:
     """Build backbone ``name`` with its ``args`` for ``data`` once (``built``: what was built already), so that a
-    factory that cannot
-    build it (its one line, :func:`pllzoo.models.build_model`) refuses the bench before any run starts; torch's
-    global RNG is left as it was (every stage seeds it before its own build)."""
+    factory that cannot build it (its one line, :func:`pllzoo.models.build_model`) refuses the bench before any run
+    starts; torch's global RNG is left as it was (every stage seeds it before its own build)."""
     key = (name, data.num_classes, tuple(data.x_train.shape[1:]), args)
     if key in built:
         return
