@@ -273,12 +273,17 @@ class Trainer:
         """Encoder features of the training set (test transform), float32 ``[N, F]``.
 
         ``train_mode=True`` runs the network in train mode (BN batch statistics, as VALEN's
-        official feature pass); the network is left in eval mode either way.
+        official feature pass), in chunks of ``train.eval_batch_size`` rows where a last chunk of one row
+        joins the one before (a one-row chunk made BatchNorm1d raise, an outside review); the network is left
+        in eval mode either way.
         """
         self.model.train(train_mode)
-        out = []
-        for i in range(0, self.x_train.shape[0], self.config.eval_batch_size):
-            xb = self._normalize(self.x_train[i : i + self.config.eval_batch_size])
+        out, n, size = [], self.x_train.shape[0], self.config.eval_batch_size
+        ends = list(range(size, n, size)) + [n]
+        if train_mode and len(ends) > 1 and ends[-1] - ends[-2] == 1:
+            del ends[-2]  # a one-row tail joins the chunk before: BatchNorm1d cannot normalise one row in train mode
+        for i, j in zip([0] + ends[:-1], ends):
+            xb = self._normalize(self.x_train[i:j])
             with self._autocast():
                 out.append(self.model.features(xb).float())
         self.model.eval()

@@ -246,6 +246,28 @@ def test_enc_starts_from_initial_or_warmed_weights():
         assert loss.dec[2].bias.eq(0.01).all() and loss.dec[2].out_features == 6
 
 
+def test_feature_pass_folds_a_one_row_tail():
+    """An outside review: N ≡ 1 (mod train.eval_batch_size) left a last chunk of one row, on which mlp's
+    BatchNorm1d raised in VALEN's train-mode feature pass.  The row now joins the chunk before; the other
+    chunks, and the eval-mode pass, are cut as before."""
+    data = make_tiny_data(n=97)
+    cfg = TrainConfig(model="mlp", epochs=1, lr=0.05, weight_decay=0.0, batch_size=16, eval_batch_size=32)
+    trainer = Trainer(data, _valen(warm_up=1, cr=False, mixup=False), cfg, seed=2, device=CPU)
+    trainer._new_model(Stage())
+    seen = []
+    trainer.model.features = lambda xb, f=trainer.model.features: seen.append(len(xb)) or f(xb)
+    feats = trainer.embed_train(train_mode=True)
+    assert seen == [32, 32, 33] and feats.shape[0] == 97 and torch.isfinite(feats).all()
+    assert not trainer.model.training
+    seen.clear()
+    trainer.embed_train()
+    assert seen == [32, 32, 32, 1]
+    trainer.model.train()
+    with torch.no_grad():  # the folded chunk's rows are normalised together: the same as one pass over them
+        whole = trainer.model.features(trainer._normalize(trainer.x_train[64:]))
+    assert torch.allclose(feats[64:], whole.float())
+
+
 def test_resume_equals_uninterrupted(tmp_path):
     data = make_tiny_data()
     cfg = TrainConfig(model="mlp", epochs=2, lr=0.05, weight_decay=0.0, batch_size=16)
