@@ -55,7 +55,7 @@ from pllzoo.registry import Registry
 from pllzoo.results import (RESULT_COLUMNS, env_info, final_rows, load, order_methods, plugins_env, write_json,
                             write_jsonl)
 from pllzoo.run import BOOKKEEPING_FIELDS
-from pllzoo.runfolders import (data_change, finished_records, recorded_env, recover, recover_abandoned,
+from pllzoo.runfolders import (data_change, finished_records, machine_change, recorded_env, recover, recover_abandoned,
                                results_lock, retrain_note, reusable, settle, settle_all, supplier_change, take_lock)
 from pllzoo.threads import default_threads, set_threads
 from pllzoo.trainer import Trainer
@@ -647,8 +647,8 @@ def _warn_on_resume_changes(run_dir: Path, resume: bool, device: str, data_sha: 
                             ) -> None:
     """A run resumed on other data (``data_sha256`` of :func:`pllzoo.data.base.fingerprint`: another
     ``--data-dir`` copy) or with components of other plugins (:func:`pllzoo.runfolders.supplier_change`)
-    continues on them, with a warning; a CPU run resumed with another torch thread count may differ in the
-    last bits (pllzoo.threads)."""
+    continues on them, with a warning; so does a CPU run resumed with another torch thread count, CPU or torch,
+    which may differ in the last bits from an uninterrupted run (:func:`pllzoo.runfolders.machine_change`)."""
     import torch
 
     env = run_dir / "env.json"
@@ -656,8 +656,9 @@ def _warn_on_resume_changes(run_dir: Path, resume: bool, device: str, data_sha: 
         return
     try:  # env.json is rewritten by this run right after; a damaged one only loses these warnings
         recorded = json.loads(env.read_text())
-        before = recorded.get("torch_threads")
-    except (OSError, ValueError, AttributeError):
+    except (OSError, ValueError):
+        return
+    if not isinstance(recorded, dict):
         return
     changed = supplier_change(run_dir, plugins)
     if changed is not None:
@@ -665,8 +666,8 @@ def _warn_on_resume_changes(run_dir: Path, resume: bool, device: str, data_sha: 
     other = data_change(recorded, data_sha, plugins.get("trainer"))
     if other is not None:
         warnings.warn(f"{run_dir.name} trained on other data ({other}); it continues on these")
-    if device == "cpu" and before is not None and before != torch.get_num_threads():
-        warnings.warn(f"{run_dir.name} ran with {before} torch threads and resumes with {torch.get_num_threads()}: "
-                      f"its numbers may differ in the last bits from an uninterrupted run (--threads {before} avoids it)")
+    other_cpu = machine_change(recorded, torch.get_num_threads(), ("ran", "resumes")) if device == "cpu" else None
+    if other_cpu is not None:
+        warnings.warn(f"{run_dir.name} {other_cpu}")
 
 

@@ -262,6 +262,8 @@ def check(ctx: click.Context, plans: list[RunPlan]) -> None:
         from pllzoo.threads import default_threads
 
         threads = ctx.params.get("threads") or default_threads(ctx.params.get("jobs") or 1)
+        from pllzoo.runfolders import machine_change
+
         other_cpu = machine_change(recorded_env_of(Path(path)), threads)
         if other_cpu is not None:
             warnings.warn(f"--from-run {path}: {other_cpu}", stacklevel=2)
@@ -273,39 +275,4 @@ def check(ctx: click.Context, plans: list[RunPlan]) -> None:
     if other is not None:  # a user's file is named by its name, shape and counts only (the run id)
         warnings.warn(f"--from-run {path}: the recorded run trained on other data than these ({other}); it is "
                       "replayed on these", stacklevel=2)
-
-
-def machine_change(env: dict[str, Any] | None, threads: int) -> str | None:
-    """How the machine of a CPU replay differs from the recorded run's (``env``: its env.json) in what picks
-    the last bits of its numbers, or None: the CPU (model and the instruction set torch dispatches to, as
-    :func:`pllzoo.results.env_info` records them), the torch thread count and torch's version.  An outside
-    review replayed a recorded study on another CPU, got other numbers from epoch 1 and no word why: records
-    made before env.json named the CPU say so instead."""
-    import importlib.metadata as md
-
-    import torch
-
-    from pllzoo.results import _cpu_model
-
-    if env is None:
-        return None
-    now = {"cpu": _cpu_model(), "cpu_capability": torch.backends.cpu.get_cpu_capability(), "torch_threads": threads,
-           "torch": md.version("torch")}
-    versions = env.get("versions")
-    was = {k: env.get(k) for k in ("cpu", "cpu_capability", "torch_threads")} | {
-        "torch": versions.get("torch") if isinstance(versions, dict) else None}
-    differ = [k for k in now if was[k] is not None and str(was[k]) != str(now[k])]
-    say = {"cpu": lambda v: f"CPU {v!r}", "cpu_capability": lambda v: f"torch's {v} kernels",
-           "torch_threads": lambda v: f"{v} torch thread{'s' * (str(v) != '1')}", "torch": lambda v: f"torch {v}"}
-    changes = (f"recorded with {', '.join(say[k](was[k]) for k in differ)}, replayed with "
-               f"{', '.join(say[k](now[k]) for k in differ)}") if differ else ""
-    if was["cpu"] is None:
-        head = "the record names no CPU (made before env.json kept it)" + (f"; {changes}" if changes else "")
-    elif differ:
-        head = changes
-    else:
-        return None
-    hint = f" (--threads {was['torch_threads']} repeats its thread count)" if "torch_threads" in differ else ""
-    return (f"{head}: a CPU run repeats bit for bit only on the same kind of CPU with the same thread count and "
-            f"torch; elsewhere its numbers may differ from the first epoch on{hint}")
 

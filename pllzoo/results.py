@@ -148,7 +148,7 @@ def _git_commit(here: Path = Path(__file__).resolve().parent) -> str | None:
     return lines[1].strip() if ours else None
 
 
-def _cpu_model() -> str:
+def cpu_model() -> str:
     """The processor's name (Linux: /proc/cpuinfo's "model name"; elsewhere what ``platform`` knows)."""
     try:
         for line in Path("/proc/cpuinfo").read_text().splitlines():
@@ -184,7 +184,7 @@ def env_info(device: str) -> dict[str, Any]:
         "gpu": torch.cuda.get_device_name(torch.device(device)) if device.startswith("cuda") else None,  # the run's
         # own (an outside review: cuda:1's run recorded cuda:0's name)
         "torch_threads": torch.get_num_threads(), "git_commit": _git_commit(),
-        "cpu": _cpu_model(), "cpu_capability": torch.backends.cpu.get_cpu_capability(),
+        "cpu": cpu_model(), "cpu_capability": torch.backends.cpu.get_cpu_capability(),
     }
 
 

@@ -15,7 +15,7 @@ from typing import Any
 
 from pllzoo import checkpoint
 from pllzoo.errors import PLLZooError
-from pllzoo.results import DamagedRun, read_log, run_config
+from pllzoo.results import DamagedRun, cpu_model, read_log, run_config
 
 
 def supplier_change(run_dir: Path, plugins: dict[str, Any]) -> str | None:
@@ -72,6 +72,41 @@ def data_change(env: dict[str, Any] | None, data_sha: str, trainer: dict[str, An
         guesses += (f"; or dataset {now.get('name')!r} of {old.get('dist')} {old.get('version')}, now of "
                     f"{now.get('dist')} {now.get('version')}")
     return f"fingerprint {was}, now {data_sha}: {guesses}?"
+
+
+def machine_change(env: dict[str, Any] | None, threads: int, verbs: tuple[str, str] = ("recorded", "replayed")
+                   ) -> str | None:
+    """How this machine, running a CPU run with ``threads`` torch threads, differs from the run's record
+    (``env``: its env.json) in what picks the last bits of its numbers, or None: the CPU (model and the
+    instruction set torch dispatches to, as :func:`pllzoo.results.env_info` records them), the torch thread
+    count and torch's version.  ``verbs``: what the record did and what happens now (a replay; a resume says
+    "ran", "resumes").  An outside review replayed a recorded study on another CPU, got other numbers from
+    epoch 1 and no word why; a record made before env.json named the CPU says so."""
+    import importlib.metadata as md
+
+    import torch
+
+    if env is None:
+        return None
+    now = {"cpu": cpu_model(), "cpu_capability": torch.backends.cpu.get_cpu_capability(), "torch_threads": threads,
+           "torch": md.version("torch")}
+    versions = env.get("versions")
+    was = {k: env.get(k) for k in ("cpu", "cpu_capability", "torch_threads")} | {
+        "torch": versions.get("torch") if isinstance(versions, dict) else None}
+    differ = [k for k in now if was[k] is not None and str(was[k]) != str(now[k])]
+    say = {"cpu": lambda v: f"CPU {v!r}", "cpu_capability": lambda v: f"torch's {v} kernels",
+           "torch_threads": lambda v: f"{v} torch thread{'s' * (str(v) != '1')}", "torch": lambda v: f"torch {v}"}
+    changes = (f"{verbs[0]} with {', '.join(say[k](was[k]) for k in differ)}, {verbs[1]} with "
+               f"{', '.join(say[k](now[k]) for k in differ)}") if differ else ""
+    if was["cpu"] is None:
+        head = "the record names no CPU (made before env.json kept it)" + (f"; {changes}" if changes else "")
+    elif differ:
+        head = changes
+    else:
+        return None
+    hint = f" (--threads {was['torch_threads']} repeats its thread count)" if "torch_threads" in differ else ""
+    return (f"{head}: a CPU run repeats bit for bit only on the same kind of CPU with the same thread count and "
+            f"torch; elsewhere its numbers may differ from the first epoch on{hint}")
 
 
 def settle_all(swaps: dict[int, tuple[Path, Path, bool]], finals: list, failed: dict[int, str]) -> None:

@@ -240,7 +240,7 @@ def test_resuming_with_other_threads_warns(registry, tmp_path, restore_threads):
     run_dir = Path(tmp_path) / "runs" / p.run_id
     bench.execute(registry, [p], tmp_path, threads=1)
     (run_dir / "done").unlink()  # as if it had stopped after its last checkpoint
-    with pytest.warns(UserWarning, match="ran with 1 torch threads and resumes with 2"):
+    with pytest.warns(UserWarning, match="ran with 1 torch thread, resumes with 2 torch threads: a CPU run repeats bit for bit only"):
         bench.execute(registry, [p], tmp_path, resume=True, threads=2)
 
 

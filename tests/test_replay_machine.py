@@ -10,7 +10,7 @@ import torch
 from click.testing import CliRunner
 
 from pllzoo.cli import cli
-from pllzoo.replay import machine_change
+from pllzoo.runfolders import machine_change
 from pllzoo.results import env_info
 
 
