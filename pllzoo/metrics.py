@@ -8,6 +8,12 @@ the reference's values).  A group's accuracy is the mean of its classes'
 accuracies; classes without test samples are left out; an empty group gives None
 (the reference prints 0, which reads as a real accuracy).
 
+Training labels (:func:`label_tally`, :func:`label_accuracy`): how often the label update's targets put their
+largest weight on the hidden true label, over the rows an epoch trains on (``train.drop_last`` leaves a last
+partial batch out), overall and per shot group (the release of
+SoLar logs it as its pseudo-labels' accuracy, ``acc_sink``; long-tailed PLL is about classic methods disambiguating
+towards the head, which this shows on the training set itself).
+
 One departure: when more than F classes have no training rows (a ``--subset`` smoke run, more
 classes than rows), the reference's ``few_thr`` is 0, Few is empty ("Few: < 0 (0)") and the
 untrained classes fall into Medium; here ``few_thr`` is at least 1, so Few holds them.
@@ -109,3 +115,23 @@ def approximated_accuracy(logits: torch.Tensor, candidates: torch.Tensor) -> flo
     risk.scatter_(1, z.argmax(dim=1, keepdim=True), 0.0)  # 1 off the prediction, 0 on it
     per_row = 1.0 - (risk * conf).sum(dim=1)  # [V]
     return float(100.0 * per_row.double().mean())
+
+
+def label_tally(targets: torch.Tensor, y_true: torch.Tensor, num_classes: int) -> torch.Tensor:
+    """``float32 [2, K]`` on ``targets``' device: per true class, the rows whose target ``[B, K]`` is largest at
+    their true label ``y_true [B]`` (row 0; ties go to the lowest class index, as ``argmax``), and the rows (row 1).
+    Sums of whole numbers, exact below 2^24 in any order, so deterministic on every device; no host read."""
+    onehot = torch.nn.functional.one_hot(y_true.long(), num_classes).float()  # [B, K]
+    hit = (targets.argmax(1) == y_true).float()  # [B]
+    return torch.stack([(onehot * hit[:, None]).sum(0), onehot.sum(0)])
+
+
+def label_accuracy(tally: torch.Tensor, groups: ShotGroups) -> dict[str, float | None]:
+    """``label_acc`` (% of the tallied rows, :func:`label_tally`) and ``label_acc_many/medium/few`` (the mean of
+    the group's classes' accuracies, classes without rows left out, as :func:`evaluate`'s groups)."""
+    hits, rows = tally.double().cpu()
+    acc = torch.where(rows > 0, 100.0 * hits / rows.clamp_min(1), torch.full_like(rows, float("nan")))
+    return {"label_acc": float(100.0 * hits.sum() / rows.sum()) if rows.sum() > 0 else None,
+            "label_acc_many": _group_mean(acc, groups.many), "label_acc_medium": _group_mean(acc, groups.medium),
+            "label_acc_few": _group_mean(acc, groups.few)}
+

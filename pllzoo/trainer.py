@@ -48,12 +48,12 @@ from pllzoo.checks import (check_grads, check_logits, check_loss, check_offset, 
 from pllzoo.checkpoint import NAME as CHECKPOINT
 from pllzoo.checkpoint import (Bookkeeper, CheckpointError, check_owner, lacks_momentum, load_checkpoint, restore_rng,
                                save_checkpoint, save_guess_s, signal_stop, stop_requested, stop_signals, time_stop)
-from pllzoo.components import STRONG_INPUT, Component, single_answerers, views_of
+from pllzoo.components import STRONG_INPUT, UNIFORM_TARGETS, Component, single_answerers, views_of
 from pllzoo.data.base import PLLData
 from pllzoo.devices import compile_features, compile_model, graph_sizes
 from pllzoo.errors import PLLZooError
 from pllzoo.hookcalls import RunHooks, make_run_manager
-from pllzoo.metrics import approximated_accuracy, covering_rate, evaluate, shot_groups
+from pllzoo.metrics import approximated_accuracy, covering_rate, evaluate, label_accuracy, label_tally, shot_groups
 from pllzoo.models import build_model
 from pllzoo.run import Batch, Run, Stage, Step, TrainConfig
 from pllzoo.schedule import lr_at
@@ -129,6 +129,11 @@ class Trainer:
         self.x_val = data.x_val.to(device) if data.x_val is not None else None
         self.candidates_val = data.candidates_val.to(device, torch.bool) if data.candidates_val is not None else None
         self.groups = shot_groups(data.train_counts)
+        # the targets' accuracy on the training rows (metrics.label_tally), where they are the method's own: not
+        # the uniform targets of a method without a label update, nor targets its loss never reads
+        self.tally_labels = (components["label_update"].name != UNIFORM_TARGETS
+                             and "targets" not in components["loss"].ignores)
+        self.epoch_tally: torch.Tensor | None = None  # [2, K] of the last training epoch, summed over ranks
         # backbone and views by name (None: the process-wide registry; a --jobs worker passes its own)
         self.registry = registry
         self.weak = augment.make_view(config.weak_view if self.image else "none", "train.weak_view", registry)
@@ -502,6 +507,8 @@ class Trainer:
                     logged_by[key] = slot
                 extra.update(out)
             metrics = self.test_metrics()
+            if self.epoch_tally is not None:  # before the test metrics in the record
+                metrics = label_accuracy(self.epoch_tally, self.groups) | metrics
         writers = {k: describe(s, self.components[s]) for k, s in logged_by.items()}
         reserved_clash({**logs, **extra}, {**metrics, **self.record_base}, writers,
                        str(self.record_base.get("method", "(unnamed)")))
@@ -551,6 +558,7 @@ class Trainer:
             pooled = self.view_pool.batches(self.data.x_train, mine.cpu(), lbs, n_batches, seed)  # one read per epoch
         loss_sum = torch.zeros((), device=self.device)
         log_sums: dict[str, torch.Tensor] = {}
+        tally = torch.zeros(2, self.data.num_classes, device=self.device) if self.tally_labels else None
         group, views = self._view_group(lbs), None
         for b in range(n_batches):
             x_strong = next(pooled) if pooled is not None else None
@@ -562,6 +570,8 @@ class Trainer:
             step, loss = self.step(stage, epoch, mine[b * lbs : (b + 1) * lbs], gen, vgen, x_strong,
                                    check=self.check or b == 0, views=step_views if group > 1 else None)
             loss_sum += loss.detach()
+            if tally is not None:
+                tally += label_tally(step.targets, step.batch.y_true, self.data.num_classes)
             for key, value in step.logs.items():  # a later step's entries too: by their shape, no host read
                 logged = step_log(key, value, str(self.record_base.get("method", "(unnamed)")))
                 log_sums[key] = log_sums.get(key, 0.0) + logged
@@ -573,6 +583,8 @@ class Trainer:
             reduced = {k: v / (1 if k.endswith("_count") else self.dist.world) for k, v in zip(keys, total[1:])}
             log_sums = {k: reduced[k] for k in log_sums}  # in the order logged, as in one process (sorted: the same
             # order on every rank for the all-reduce; an outside review found the record's keys reordered)
+            tally = self.dist.all_reduce_sum(tally) if tally is not None else None
+        self.epoch_tally = tally
         mean_loss = float(loss_sum) / n_batches  # one host sync per epoch
         if not math.isfinite(mean_loss):
             raise PLLZooError(f"non-finite training loss in stage {stage.name!r} epoch {epoch + 1} (a step after the "

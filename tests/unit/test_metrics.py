@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from pllzoo.metrics import evaluate, shot_groups
+from pllzoo.metrics import evaluate, label_accuracy, label_tally, shot_groups
 
 C10_G100 = torch.tensor([5000, 2997, 1796, 1077, 645, 387, 232, 139, 83, 50])
 
@@ -44,3 +44,19 @@ def test_class_without_test_samples_is_left_out():
     g = shot_groups(torch.tensor([100, 50, 10]), m=1, f=1)
     out = evaluate(torch.tensor([0, 1]), torch.tensor([0, 1]), g)
     assert out["class_acc"][2] is None and out["acc_few"] is None
+
+
+def test_label_tally_and_accuracy_by_hand():
+    """Targets' argmax against the true labels, per true class; a tie goes to the lowest index (row 2)."""
+    targets = torch.tensor([[0.7, 0.2, 0.1], [0.1, 0.8, 0.1], [0.5, 0.5, 0.0], [0.0, 0.4, 0.6]])
+    y = torch.tensor([0, 0, 1, 2])
+    tally = label_tally(targets, y, 3)
+    assert tally.dtype == torch.float32 and tally.tolist() == [[1, 0, 1], [2, 1, 1]]
+    groups = shot_groups(torch.tensor([5, 3, 1]), m=1, f=1)  # Many {0}, Medium {1}, Few {2}
+    assert label_accuracy(tally, groups) == {"label_acc": 50.0, "label_acc_many": 50.0, "label_acc_medium": 0.0,
+                                             "label_acc_few": 100.0}
+    # summed over steps; a class with no row so far is left out of its group (None when the group has no other)
+    two = label_tally(targets[:2], y[:2], 3) + label_tally(targets[2:3], y[2:3], 3)
+    assert label_accuracy(two, groups) == {"label_acc": 100 / 3, "label_acc_many": 50.0, "label_acc_medium": 0.0,
+                                           "label_acc_few": None}
+
