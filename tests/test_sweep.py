@@ -479,6 +479,31 @@ def test_the_same_space_in_another_order_is_the_same_sweep(tmp_path):
     assert res.exit_code == 0 and "another sweep" not in res.output, res.output
 
 
+def test_a_signal_in_a_trials_last_epoch_stops_the_sweep_before_the_next_trial(tmp_path):
+    """An outside review: a Ctrl-C in a trial's last epoch said "stopping" and the sweep trained every other trial
+    (each trial's bench forgot the request), exit 0."""
+    import signal
+
+    from pllzoo import checkpoint
+    from pllzoo.registry import get_registry
+    from pllzoo.sweep import run_sweep, trial_dir
+
+    reg = get_registry()
+    trials = plan_sweep(reg, ["proden"], "synthetic-lt", [1], DataOptions(subset=200, holdout=0.1),
+                        parse_space(["train.lr=uniform(0.01,0.1)"]), 3, 0, epochs=2, batch_size=50, device="cpu")
+
+    def epoch(t, p, record):
+        if record["epoch"] == 2:  # the last epoch of trial 0's only run
+            checkpoint.request_stop(signal.SIGINT)
+
+    with pytest.raises(checkpoint.Stopped, match=r"^stopped by SIGINT before trial 1$") as info:
+        run_sweep(reg, trials, tmp_path, threads=1, on_epoch=epoch)
+    assert info.value.exit_code == 128 + signal.SIGINT
+    assert (trial_dir(tmp_path, 0) / "runs" / trials[0].plans[0].run_id / "done").exists()
+    assert not (trial_dir(tmp_path, 1) / "runs").exists()
+    assert run_sweep(reg, trials, tmp_path, threads=1) == {}  # the same command continues where it stopped
+
+
 def test_a_shared_run_that_failed_is_not_trained_again_by_later_trials(tmp_path):
     """A review: cc, which no key of a proden-scoped space reaches, failed in trial 0 and trained (and failed)
     again in every later trial."""
