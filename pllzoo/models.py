@@ -20,6 +20,7 @@ from __future__ import annotations
 import math
 from collections import OrderedDict
 from collections.abc import Callable
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 import torch
@@ -136,6 +137,45 @@ def build_model(name: str, num_classes: int, input_shape: tuple[int, ...], regis
     _check_logits_shape(net, who, num_classes, tuple(input_shape))
     return net
 
+
+def memory_floor(name: str, num_classes: int, input_shape: tuple[int, ...], registry: Registry | None = None,
+                 args: tuple[str, ...] = ()) -> tuple[int, int] | None:
+    """Two lower bounds on the memory backbone ``name`` needs, from a build and a forward of one row on torch's
+    ``meta`` device (no memory, no values): bytes of its parameters and buffers, and of the largest output of any
+    one of its modules per input row; None where the factory or its forward cannot run there (it reads weights,
+    computes at construction)."""
+    registry = registry or _registry()
+    factory = registry.model(name)
+    kwargs = model_args.parse(model_who(registry, name), factory, args)
+    largest = [0]
+
+    def seen(module: nn.Module, inputs: object, out: object) -> None:
+        if isinstance(out, torch.Tensor):
+            largest[0] = max(largest[0], out.numel() * out.element_size())
+
+    try:
+        with torch.device("meta"), torch.random.fork_rng(devices=[]):
+            net = factory(num_classes=num_classes, input_shape=tuple(input_shape), **kwargs)
+            held = sum(t.numel() * t.element_size() for t in [*net.parameters(), *net.buffers()])
+            hooks = [m.register_forward_hook(seen) for m in net.modules()]
+            with torch.no_grad():
+                net.eval()(torch.zeros((1, *input_shape)))
+            for h in hooks:
+                h.remove()
+        return held, largest[0]
+    except (Exception, SystemExit):  # the real build says what is wrong, in its own line
+        return None
+
+
+def available_memory() -> int | None:
+    """Bytes of host memory available now (Linux: /proc/meminfo's MemAvailable), or None where unknown."""
+    try:
+        for line in Path("/proc/meminfo").read_text().splitlines():
+            if line.startswith("MemAvailable:"):
+                return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    return None
 
 def model_who(registry: Registry, name: str) -> str:
     """Backbone ``name`` as messages name it: ``model 'mlp' (plugin builtin)``."""

@@ -22,7 +22,7 @@ from pllzoo.data.validate import check_loaded, check_training_set
 from pllzoo.errors import PLLZooError, UnknownNameError
 from pllzoo.hparams import as_dict, check, named, override
 from pllzoo import model_args
-from pllzoo.models import build_model, model_who
+from pllzoo.models import available_memory, build_model, memory_floor, model_who
 from pllzoo.plugins import one_line
 from pllzoo.portable import portable
 from pllzoo.observers import ObserverChoice
@@ -413,7 +413,7 @@ def plan(
         for cfg in cfgs.values():
             for f in ("weak_view", "strong_view"):  # on tabular data too, where the trainer never builds them
                 make_view(getattr(cfg, f), f"train.{f}", registry)
-            check_model(registry, cfg.model, cfg.model_args, data, built)
+            check_model(registry, cfg.model, cfg.model_args, data, built, cfg.batch_size, resolved_device)
         check_training_set(data)  # after the checks of the flags: a warning here would precede their error
         for recipe in picked:
             cfg = cfgs[recipe.name]
@@ -436,11 +436,29 @@ def plan(
     return plans
 
 
-def check_model(registry: Registry, name: str, args: tuple[str, ...], data: PLLData, built: set[tuple]) -> None:
+def check_model(registry: Registry, name: str, args: tuple[str, ...], data: PLLData, built: set[tuple],
+                batch_size: int = 2, device: str = "cpu") -> None:
     """Build backbone ``name`` with its ``args`` for ``data`` once (``built``: what was built already), so that a
     factory that cannot build it (its one line, :func:`pllzoo.models.build_model`) refuses the bench before any run
-    starts; torch's global RNG is left as it was (every stage seeds it before its own build)."""
+    starts; torch's global RNG is left as it was (every stage seeds it before its own build).
+
+    With ``args`` (sizes of one's own) it is first measured on torch's meta device
+    (:func:`pllzoo.models.memory_floor`): where even a lower bound on what this build (its parameters and one
+    module's output for the check's 2 rows) or, on ``device`` cpu, a training step (parameters, gradients and
+    momentum, one module's output for ``batch_size`` rows) needs exceeds the host memory available now, it is
+    refused in one line before anything is allocated (an outside review: the kernel killed the process, and
+    could have killed any other, without a word)."""
     key = (name, data.num_classes, tuple(data.x_train.shape[1:]), args)
+    floor = memory_floor(name, data.num_classes, key[2], registry, args) if args else None
+    have = available_memory() if floor is not None else None
+    if floor is not None and have is not None:
+        held, per_row = floor
+        need = max(held + 2 * per_row, 3 * held + batch_size * per_row if device == "cpu" else 0)
+        if need > have:
+            raise PLLZooError(f"{model_who(registry, name)} with {', '.join(args)} needs at least {need / 2**30:.1f} "
+                              f"GiB ({held / 2**30:.2f} GiB of parameters, one layer's output of "
+                              f"{per_row / 2**20:.1f} MiB a row), more than the {have / 2**30:.1f} GiB of memory "
+                              "available here; give it smaller sizes")
     if key in built:
         return
     with torch.random.fork_rng(devices=[]):

@@ -103,3 +103,34 @@ def test_plugins_lists_each_backbones_arguments():
     assert rows["pllzoo.builtin"]["model_args"]["mlp"] == {"hidden": "500"}
     assert rows["pllzoo.builtin"]["model_args"]["cnn"] == {"widths": "32,64,128"}
     assert rows["pllzoo.builtin"]["model_args"]["linear"] == {}
+
+
+def test_memory_floor_is_the_built_models_own_sizes():
+    """The meta-device measure equals the real build's parameter and buffer bytes and its largest module output."""
+    from pllzoo.models import memory_floor
+
+    held, per_row = memory_floor("cnn", 10, (3, 16, 16), None, ("widths=4,8",))
+    net = build_model("cnn", 10, (3, 16, 16), None, ("widths=4,8",))
+    assert held == sum(t.numel() * t.element_size() for t in [*net.parameters(), *net.buffers()])
+    outs = []
+    hooks = [m.register_forward_hook(lambda m, i, o: outs.append(o.numel() * o.element_size())) for m in net.modules()]
+    with torch.no_grad():
+        net.eval()(torch.zeros(1, 3, 16, 16))
+    for h in hooks:
+        h.remove()
+    assert per_row == max(outs) == 4 * 16 * 16 * 4  # the first block's conv output: 4 channels of 16 × 16 floats
+
+
+def test_sizes_past_the_memory_available_are_refused_before_any_is_allocated(monkeypatch):
+    """An outside review: --hp model.widths=4,100000000 had the kernel kill the process while it built the model."""
+    import pllzoo.planning as planning
+
+    monkeypatch.setattr(planning, "available_memory", lambda: 2**20)  # 1 MiB
+    args = ["bench", "--methods", "proden", "--dataset", "synthetic-lt", "--epochs", "1", "--threads", "1",
+            "--dry-run", "--out", "unused"]
+    res = CliRunner().invoke(cli, [*args, "--hp", "model.hidden=4096"])
+    assert res.exit_code == 1 and "Traceback" not in res.output, res.output
+    assert ("Error: model 'mlp' (plugin pllzoo.builtin) with hidden=4096 needs at least " in res.output
+            and "more than the 0.0 GiB of memory available here; give it smaller sizes" in res.output), res.output
+    assert CliRunner().invoke(cli, [*args, "--hp", "model.hidden=8"]).exit_code == 0
+    assert CliRunner().invoke(cli, args).exit_code == 0  # the default sizes are not measured
