@@ -29,6 +29,7 @@ import json
 import lzma
 import os
 import re
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -240,6 +241,11 @@ def write(out: Path, rebuild: bool = False) -> tuple[Path, int, int, bool]:
         except DamagedRun as exc:
             raise PLLZooError(f"{exc}; fix or remove the folder, then archive again") from None
         if entry is None:
+            lacks = [f for f in ("config.json", "log.jsonl") if not (run_dir / f).exists()]
+            if (run_dir / "done").exists() or (run_dir / "log.jsonl").exists():  # not a run that has yet to log:
+                # damaged, said as report says it (an outside review: left out without a word)
+                warnings.warn(f"left out {run_dir}: damaged run (no {' and no '.join(lacks)}); fix or remove the "
+                              "folder, then archive again")
             continue
         if entry.done or not runs.get(entry.run, entry).done:  # an unfinished copy never hides a finished one
             runs[entry.run] = entry

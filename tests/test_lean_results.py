@@ -365,3 +365,15 @@ def test_a_run_recorded_with_float_milestones_is_found_under_its_new_id(tmp_path
     res = CliRunner().invoke(cli, [*args, "--resume"])
     assert res.exit_code == 0 and "moved 1 run(s) recorded under old run ids" in res.output, res.output
     assert [p.name for p in (out / "runs").iterdir() if p.is_dir()] == [run.name]
+
+
+def test_archive_names_a_run_folder_it_leaves_out_as_damaged(out):
+    """An outside review: a finished run folder without config.json, or a log without one, was left out of the
+    archive without a word (report called it damaged)."""
+    runs = sorted(p for p in (out / "runs").iterdir() if p.is_dir())
+    (runs[0] / "config.json").unlink()
+    (runs[1] / "log.jsonl").unlink()
+    (runs[1] / "done").unlink()  # config.json alone: a run yet to log its first epoch, nothing to say
+    said = _archive(out)
+    assert f"left out {runs[0]}: damaged run (no config.json); fix or remove the folder" in said, said
+    assert str(runs[1]) not in said and "2 runs (2 from runs/)" in said, said
