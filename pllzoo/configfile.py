@@ -384,7 +384,10 @@ def _replayed(ctx: click.Context, message: str, found: re.Match | None) -> str:
         return message
     typed = {k.rpartition(":")[2] for k, _ in _keyed(ctx.params.get("hps", ()))}
     key = found.group(1).rpartition(":")[2]
-    if key not in {k.rpartition(":")[2] for k in recorded} or key in typed:
+    given = {k.rpartition(":")[2] for k in recorded} | {  # a backbone argument: recorded in train.model_args
+        f"model.{str(a).partition('=')[0]}" for k, v in recorded.items() if k.rpartition(":")[2] == "train.model_args"
+        for a in (v or ())}
+    if key not in given or key in typed:
         return message
     from pllzoo.replay import recorded_in
 
