@@ -2,3 +2,5 @@
 
 ACC_COLUMNS = ("acc_all", "acc_many", "acc_medium", "acc_few")  # test accuracy: all classes, many/medium/few-shot
 RESULT_COLUMNS = ("method", "dataset", "seed", "epoch", *ACC_COLUMNS)  # the leading columns of results.csv
+#: training-label accuracy (pllzoo.metrics.label_accuracy): logged by methods with a label update of their own
+LABEL_COLUMNS = ("label_acc", "label_acc_many", "label_acc_medium", "label_acc_few")

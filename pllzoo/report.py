@@ -20,12 +20,18 @@ import pandas as pd
 import torch
 from rich.table import Table
 
+from pllzoo.errors import PLLZooError
 from pllzoo.metrics import shot_groups
 from pllzoo.model_selection import CAPTIONS, select_epochs
-from pllzoo.results import ACC_COLUMNS, order_methods, summarise
+from pllzoo.results import ACC_COLUMNS, LABEL_COLUMNS, order_methods, summarise, summarised
 
 SPREAD = "Mean ± sample std over n seeds (one seed: the value alone)"
 HEADERS = {"acc_all": "All", "acc_many": "Many", "acc_medium": "Medium", "acc_few": "Few"}
+LABEL_HEADERS = {"label_acc": "Training-label", "label_acc_many": "Training-label Many",
+                 "label_acc_medium": "Training-label Medium", "label_acc_few": "Training-label Few"}
+LABEL_NOTE = ("Training-label accuracy: how often a method's targets were largest at the hidden true label over the "
+              "training rows of the selected epoch; logged by methods with a label update of their own, – for the "
+              "others")
 
 
 @dataclass
@@ -90,7 +96,7 @@ def summary(records: pd.DataFrame, rule: str = "last", methods: list[str] | None
 def counted(frame: pd.DataFrame, by: tuple[str, ...]) -> pd.DataFrame:
     """:func:`pllzoo.results.summarise` with each accuracy's own count of runs (``acc_*_count``): a shot group
     without test examples in some seed's split has fewer values than n (:func:`mean_std_cells` says so)."""
-    seen = frame.groupby(list(by), sort=False)[list(ACC_COLUMNS)].count()
+    seen = frame.groupby(list(by), sort=False)[summarised(frame)].count()
     return summarise(frame, by=by).join(seen.add_suffix("_count"), on=list(by))
 
 
@@ -181,6 +187,9 @@ def wide_report(summ: pd.DataFrame, rule: str, metric: str = "acc_all", paper: p
 
     ``paper`` has columns ``method``, ``setting``, ``paper`` (the number as printed).
     """
+    if metric in LABEL_COLUMNS and (f"{metric}_mean" not in summ or summ[f"{metric}_mean"].isna().all()):
+        raise PLLZooError(f"--metric {metric}: no run here logged it (methods with a label update of their own log "
+                          "it in each epoch's record; runs recorded before pllzoo kept it do not)")
     settings = list(dict.fromkeys(summ["setting"]))
     methods = list(dict.fromkeys(summ["method"]))
     cell = {(r["setting"], r["method"]): ("failed" if _failed_only(r) else _cell(r, metric, int(r["n"])), int(r["n"]))
@@ -200,10 +209,13 @@ def wide_report(summ: pd.DataFrame, rule: str, metric: str = "acc_all", paper: p
         rows.append(row)
     ns = sorted({n for _, n in cell.values() if n}) or [0]  # a cell of failed runs only says so
     note = f"n = {ns[0]} seeds per cell" if len(ns) == 1 else f"n = {ns[0]}–{ns[-1]} seeds per cell"
-    cap = f"{HEADERS.get(metric, metric)} accuracy (%). {caption(rule)} {note}."
+    name = {**HEADERS, **LABEL_HEADERS}.get(metric, metric)
+    cap = f"{name} accuracy (%). {caption(rule)} {note}."
+    if metric in LABEL_COLUMNS:
+        cap += f" {LABEL_NOTE}."
     if "failed" in summ and summ["failed"].any():
         cap += f" {FAILED_NOTE}."
-    if metric != "acc_all":  # a shot group: which classes it holds, per setting (their counts differ)
+    if metric not in ("acc_all", "label_acc"):  # a shot group: which classes it holds, per setting (their counts differ)
         shots = {s: shot_caption([c for lst in g["train_counts"] for c in lst])
                  for s, g in summ.groupby("setting", sort=False)}
         cap += (f" {next(iter(shots.values()))}." if len(shots) == 1
@@ -211,7 +223,7 @@ def wide_report(summ: pd.DataFrame, rule: str, metric: str = "acc_all", paper: p
     for setting, group in summ.groupby("setting", sort=False):
         if note := lengths_note(group):
             cap += f" {setting}: {note}"
-    return Report(title or f"{HEADERS.get(metric, metric)} accuracy", headers, rows, cap)
+    return Report(title or f"{name} accuracy", headers, rows, cap)
 
 
 def to_rich(report: Report) -> Table:
@@ -245,7 +257,7 @@ def to_csv(summ: pd.DataFrame, rule: str, paper: pd.DataFrame | None = None, met
     out.insert(list(out.columns).index("method") + 1, "select", rule)
     if "epochs" in out:
         out["epochs"] = [("/".join(str(int(x)) for x in e) if isinstance(e, list) else "") for e in out["epochs"]]
-    for c in ACC_COLUMNS:
+    for c in (*ACC_COLUMNS, *LABEL_COLUMNS):
         if f"{c}_count" in out:
             out[f"{c}_count"] = out[f"{c}_count"].astype("Int64")
     if paper is not None:

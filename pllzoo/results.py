@@ -35,7 +35,7 @@ from typing import Any, Iterable, Iterator
 
 import pandas as pd
 
-from pllzoo.columns import ACC_COLUMNS, RESULT_COLUMNS
+from pllzoo.columns import ACC_COLUMNS, LABEL_COLUMNS, RESULT_COLUMNS
 from pllzoo.errors import PLLZooError
 from pllzoo.model_selection import select_epochs
 from pllzoo.portable import WHERE_FROM_KEYS, portable
@@ -657,11 +657,17 @@ def order_methods(df: pd.DataFrame, order: list[str]) -> pd.DataFrame:
     return df.sort_values(["method", "seed"], key=lambda c: c.map(rank) if c.name == "method" else c, kind="stable")
 
 
+def summarised(df: pd.DataFrame) -> list[str]:
+    """The columns :func:`summarise` averages: the test accuracies, and the training-label accuracies where some
+    run of ``df`` logged them."""
+    return [*ACC_COLUMNS, *(c for c in LABEL_COLUMNS if c in df.columns)]
+
+
 def summarise(df: pd.DataFrame, by: tuple[str, ...] = ("method", "dataset")) -> pd.DataFrame:
     """Mean, *sample* std (ddof=1; NaN for one seed) and n over seeds of the accuracy columns.
 
     Groups keep their first-seen order.
     """
-    g = df.groupby(list(by), sort=False)[list(ACC_COLUMNS)]
+    g = df.groupby(list(by), sort=False)[summarised(df)]
     out = g.mean().add_suffix("_mean").join(g.std(ddof=1).add_suffix("_std")).join(g.size().rename("n"))
     return out.reset_index()

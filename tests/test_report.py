@@ -241,3 +241,26 @@ def test_a_sweeps_folder_points_at_its_trials(tmp_path):
     text = " ".join(res.output.split())
     assert res.exit_code == 1 and f"{tmp_path} is a sweep's folder: report its trials, {tmp_path / 'trials' / '*'}" \
         in text, res.output
+
+
+def test_a_wide_table_of_training_label_accuracy_by_hand(bench_out, tmp_path):
+    """--metric label_acc*: the mean ± sample std of the last epoch's label accuracies from the logs; cc, whose
+    targets are the uniform ones, logs none: its cell is "–"."""
+    res = _report(bench_out, "--wide", "--metric", "label_acc_many", "--csv", tmp_path / "w.csv")
+    assert res.exit_code == 0, res.output
+    last = load(bench_out).sort_values("epoch").groupby(["method", "seed"]).tail(1)
+    vals = last.loc[last["method"] == "proden", "label_acc_many"].tolist()
+    assert len(vals) == 2 and last.loc[last["method"] == "cc", "label_acc_many"].isna().all()
+    mean = sum(vals) / 2
+    std = math.sqrt(sum((v - mean) ** 2 for v in vals))
+    out = " ".join(res.output.split())
+    assert f"proden │ {rep.fmt(mean, std)} │" in out and "cc │ – │" in out, res.output
+    assert "Training-label Many accuracy (%)" in out and "hidden true label" in out, res.output
+    summ = pd.read_csv(tmp_path / "w.csv")
+    assert summ.loc[summ["method"] == "proden", "label_acc_many_mean"].item() == pytest.approx(mean, abs=1e-4)
+
+
+def test_a_label_metric_no_run_logged_is_one_line(bench_out):
+    res = _report(bench_out, "--wide", "--metric", "label_acc", "--methods", "cc")
+    assert res.exit_code == 1 and "Traceback" not in res.output, res.output
+    assert "Error: --metric label_acc: no run here logged it" in res.output, res.output

@@ -11,7 +11,7 @@ from pllzoo.cli import cli
 from pllzoo.cli.listing import show_report
 from pllzoo.cli.options import INPUT_FILE
 from pllzoo.cli.outputs import OutputFile, write_text
-from pllzoo.columns import ACC_COLUMNS
+from pllzoo.columns import ACC_COLUMNS, LABEL_COLUMNS
 from pllzoo.errors import PLLZooError
 from pllzoo.model_selection import RULES
 
@@ -85,7 +85,9 @@ def _failed(results: tuple[Path, ...]) -> dict[Path, dict]:
               help="Leave out --methods that have no finished run instead of stopping (table scripts).")
 @click.option("--seeds", default=None, help="Comma-separated seeds to include (default: every seed found).")
 @click.option("--wide", is_flag=True, help="One metric, methods x settings (with --paper numbers beside ours).")
-@click.option("--metric", type=click.Choice(ACC_COLUMNS), default="acc_all", show_default=True, help="Metric of --wide.")
+@click.option("--metric", type=click.Choice((*ACC_COLUMNS, *LABEL_COLUMNS)), default="acc_all", show_default=True,
+              help="Metric of --wide: a test accuracy, or a training-label accuracy (label_acc*: how often the "
+                   "method's targets were largest at the true label).")
 @click.option("--paper", type=INPUT_FILE, default=None,
               help="CSV with columns method,setting,paper: the paper's numbers for --wide.")
 @click.option("--title", default="", help="Title of the --wide table.")
