@@ -224,21 +224,9 @@ def run_sweep(registry: Registry, trials: list[Trial], out: Path, jobs: int = 1,
     at the end, :class:`pllzoo.checkpoint.Skipped`); a clean stop (:class:`pllzoo.checkpoint.Stopped`, a
     signal) propagates.
     """
-    with checkpoint.stop_signals():  # across the trials: each execute() entered it afresh and so forgot a signal
-        # received in a trial's last epoch, and the sweep trained on (an outside review)
-        return _run_trials(registry, trials, out, jobs, on_run, on_epoch, threads)
-
-
-def _run_trials(registry: Registry, trials: list[Trial], out: Path, jobs: int,
-                on_run: Callable[[Trial, RunPlan, str], None] | None,
-                on_epoch: Callable[[Trial, RunPlan, dict[str, Any]], None] | None,
-                threads: int | None) -> dict[int, str]:
-    """:func:`run_sweep`'s loop over the trials, a pending stop request checked before each."""
     failed, held = {}, []
     failed_runs: dict[str, str] = {}  # run id → why it failed in an earlier trial of this sweep: not trained again
-    for t in trials:
-        if checkpoint.stop_requested() is not None:
-            raise checkpoint.signal_stop(f"before trial {t.index}")
+    for i, t in enumerate(trials):
         adopt_finished(out, t)
         report = (lambda p, status, t=t: on_run(t, p, status)) if on_run else None
         epoch = (lambda p, rec, t=t: on_epoch(t, p, rec)) if on_epoch else None
@@ -256,6 +244,9 @@ def _run_trials(registry: Registry, trials: list[Trial], out: Path, jobs: int,
             failed_runs.update({q.run_id: w for q, w in exc.failed})
         except checkpoint.Skipped:  # its held runs stay for the one training them; the next trial goes on
             held.append(str(t.index))
+        if todo and checkpoint.stop_requested() is not None and i + 1 < len(trials):  # a signal in its last epoch:
+            # the next execute() would forget it, and the sweep trained on (an outside review)
+            raise checkpoint.signal_stop(f"before trial {trials[i + 1].index}")
     if held:
         raise checkpoint.Skipped(f"trial(s) {', '.join(held)} left runs in use by another sweep or bench (they train "
                                  f"once it is done)", checkpoint.TIME_LIMIT_EXIT)
