@@ -9,7 +9,7 @@ accuracies; classes without test samples are left out; an empty group gives None
 (the reference prints 0, which reads as a real accuracy).
 
 Training labels (:func:`label_tally`, :func:`label_accuracy`): how often the label update's targets put their
-largest weight on the hidden true label, over the rows an epoch trains on (``train.drop_last`` leaves a last
+largest weight on the hidden true label (a tie counting its share), over the rows an epoch trains on (``train.drop_last`` leaves a last
 partial batch out), overall and per shot group (the release of
 SoLar logs it as its pseudo-labels' accuracy, ``acc_sink``; long-tailed PLL is about classic methods disambiguating
 towards the head, which this shows on the training set itself).
@@ -119,10 +119,12 @@ def approximated_accuracy(logits: torch.Tensor, candidates: torch.Tensor) -> flo
 
 def label_tally(targets: torch.Tensor, y_true: torch.Tensor, num_classes: int) -> torch.Tensor:
     """``float32 [2, K]`` on ``targets``' device: per true class, the rows whose target ``[B, K]`` is largest at
-    their true label ``y_true [B]`` (row 0; ties go to the lowest class index, as ``argmax``), and the rows (row 1).
-    Sums of whole numbers, exact below 2^24 in any order, so deterministic on every device; no host read."""
+    their true label ``y_true [B]`` (row 0), a row whose largest weight is shared by m classes counting 1/m
+    (SoLar's code takes ``argmax``, the lowest index: an outside review saw the uniform targets of a first epoch
+    scored by class order, the head first), and the rows (row 1).  No host read."""
     onehot = torch.nn.functional.one_hot(y_true.long(), num_classes).float()  # [B, K]
-    hit = (targets.argmax(1) == y_true).float()  # [B]
+    top = targets == targets.max(dim=1, keepdim=True).values  # [B, K] the classes of each row's largest weight
+    hit = top.gather(1, y_true.long().view(-1, 1)).squeeze(1).float() / top.sum(1)  # [B] in [0, 1]
     return torch.stack([(onehot * hit[:, None]).sum(0), onehot.sum(0)])
 
 

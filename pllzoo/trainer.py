@@ -130,9 +130,10 @@ class Trainer:
         self.candidates_val = data.candidates_val.to(device, torch.bool) if data.candidates_val is not None else None
         self.groups = shot_groups(data.train_counts)
         # the targets' accuracy on the training rows (metrics.label_tally), where they are the method's own: not
-        # the uniform targets of a method without a label update, nor targets its loss never reads
-        self.tally_labels = (components["label_update"].name != UNIFORM_TARGETS
-                             and "targets" not in components["loss"].ignores)
+        # the uniform targets of a method without a label update (PiCO's loss reads its W from the state, which
+        # its label update also returns as the targets: scored)
+        self.tally_labels = components["label_update"].name != UNIFORM_TARGETS
+        self.label_keys_logged: str | None = None  # a component logs a label_acc* key itself: its values stand
         self.epoch_tally: torch.Tensor | None = None  # [2, K] of the last training epoch, summed over ranks
         # backbone and views by name (None: the process-wide registry; a --jobs worker passes its own)
         self.registry = registry
@@ -278,12 +279,13 @@ class Trainer:
         """Encoder features of the training set (test transform), float32 ``[N, F]``.
 
         ``train_mode=True`` runs the network in train mode (BN batch statistics, as VALEN's
-        official feature pass), in chunks of ``train.eval_batch_size`` rows where a last chunk of one row
-        joins the one before (a one-row chunk made BatchNorm1d raise, an outside review); the network is left
-        in eval mode either way.
+        official feature pass), in chunks of ``train.eval_batch_size`` rows (at least 2) where a last chunk of
+        one row joins the one before (a one-row chunk made BatchNorm1d raise, an outside review); the network
+        is left in eval mode either way.
         """
         self.model.train(train_mode)
-        out, n, size = [], self.x_train.shape[0], self.config.eval_batch_size
+        out, n = [], self.x_train.shape[0]
+        size = max(self.config.eval_batch_size, 2 if train_mode else 1)  # train.eval_batch_size=1 too (a review)
         ends = list(range(size, n, size)) + [n]
         if train_mode and len(ends) > 1 and ends[-1] - ends[-2] == 1:
             del ends[-2]  # a one-row tail joins the chunk before: BatchNorm1d cannot normalise one row in train mode
@@ -508,7 +510,14 @@ class Trainer:
                 extra.update(out)
             metrics = self.test_metrics()
             if self.epoch_tally is not None:  # before the test metrics in the record
-                metrics = label_accuracy(self.epoch_tally, self.groups) | metrics
+                labels = label_accuracy(self.epoch_tally, self.groups)
+                own = sorted(labels.keys() & (logs.keys() | extra.keys()))
+                if own and self.label_keys_logged is None:  # logged before the trainer did: not a clash to refuse
+                    self.label_keys_logged = own[0]
+                    warnings.warn(f"{str(self.record_base.get('method', '(unnamed)'))}: a component logs {own[0]!r}, "
+                                  "a key of the trainer's training-label accuracy; the record keeps the "
+                                  "component's, and leaves the trainer's out", stacklevel=2)
+                metrics = (labels if not own else {}) | metrics
         writers = {k: describe(s, self.components[s]) for k, s in logged_by.items()}
         reserved_clash({**logs, **extra}, {**metrics, **self.record_base}, writers,
                        str(self.record_base.get("method", "(unnamed)")))

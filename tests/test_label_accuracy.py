@@ -4,6 +4,7 @@ steps; only for a method whose targets are its own (not the uniform targets, nor
 
 from __future__ import annotations
 
+import pytest
 import torch
 
 from conftest import make_tiny_data
@@ -52,7 +53,30 @@ def test_the_tally_covers_every_row_once_an_epoch():
 
 
 def test_only_methods_with_their_own_targets_log_it():
-    _, records = _fit("proden")
-    assert all(0 <= r["label_acc"] <= 100 for r in records)
+    for method in ("proden", "pico"):  # PiCO's loss reads its W from the state; its label update returns it
+        _, records = _fit(method)
+        assert all(0 <= r["label_acc"] <= 100 for r in records), method
     _, records = _fit("cc")  # the uniform targets: no disambiguation to score
     assert not any(k.startswith("label_acc") for k in records[-1])
+
+
+def test_a_component_that_logs_label_acc_itself_keeps_its_values():
+    """A review: a plugin logging "label_acc" (before the trainer did) was refused after its first epoch."""
+    from pllzoo.builtin import SoftCrossEntropy
+
+    class Own(SoftCrossEntropy):
+        name = "t.own"
+
+        @hookimpl
+        def pllzoo_loss(self, step, state):
+            step.logs["label_acc"] = torch.tensor(7.0)
+            return super().pllzoo_loss(step=step, state=state)
+
+    reg = get_registry()
+    comps = reg.build_components(reg.method("proden"), {})
+    comps["loss"] = Own()
+    data = make_tiny_data(n=90)
+    with pytest.warns(UserWarning, match="a component logs 'label_acc', a key of the trainer's training-label "
+                                         "accuracy; the record keeps the component's"):
+        records = Trainer(data, comps, CFG, seed=1, device=torch.device("cpu")).fit()
+    assert [r["label_acc"] for r in records] == [7.0, 7.0] and "label_acc_few" not in records[0]

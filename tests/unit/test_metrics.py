@@ -47,16 +47,18 @@ def test_class_without_test_samples_is_left_out():
 
 
 def test_label_tally_and_accuracy_by_hand():
-    """Targets' argmax against the true labels, per true class; a tie goes to the lowest index (row 2)."""
+    """Targets' largest weight against the true labels, per true class; a tie of m classes counts 1/m (row 2:
+    0.5 for class 1, where argmax would give 0)."""
     targets = torch.tensor([[0.7, 0.2, 0.1], [0.1, 0.8, 0.1], [0.5, 0.5, 0.0], [0.0, 0.4, 0.6]])
     y = torch.tensor([0, 0, 1, 2])
     tally = label_tally(targets, y, 3)
-    assert tally.dtype == torch.float32 and tally.tolist() == [[1, 0, 1], [2, 1, 1]]
+    assert tally.dtype == torch.float32 and tally.tolist() == [[1, 0.5, 1], [2, 1, 1]]
     groups = shot_groups(torch.tensor([5, 3, 1]), m=1, f=1)  # Many {0}, Medium {1}, Few {2}
-    assert label_accuracy(tally, groups) == {"label_acc": 50.0, "label_acc_many": 50.0, "label_acc_medium": 0.0,
+    assert label_accuracy(tally, groups) == {"label_acc": 62.5, "label_acc_many": 50.0, "label_acc_medium": 50.0,
                                              "label_acc_few": 100.0}
     # summed over steps; a class with no row so far is left out of its group (None when the group has no other)
     two = label_tally(targets[:2], y[:2], 3) + label_tally(targets[2:3], y[2:3], 3)
-    assert label_accuracy(two, groups) == {"label_acc": 100 / 3, "label_acc_many": 50.0, "label_acc_medium": 0.0,
+    assert label_accuracy(two, groups) == {"label_acc": 50.0, "label_acc_many": 50.0, "label_acc_medium": 50.0,
                                            "label_acc_few": None}
-
+    uniform = torch.tensor([[1 / 3, 1 / 3, 0, 1 / 3], [0.5, 0, 0, 0.5]])  # no disambiguation yet: 1/|S| a row
+    assert label_tally(uniform, torch.tensor([3, 3]), 4)[0].tolist() == pytest.approx([0, 0, 0, 1 / 3 + 1 / 2])

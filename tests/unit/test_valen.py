@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import pytest
@@ -262,6 +263,10 @@ def test_feature_pass_folds_a_one_row_tail():
     seen.clear()
     trainer.embed_train()
     assert seen == [32, 32, 32, 1]
+    trainer.config = dataclasses.replace(cfg, eval_batch_size=1)  # allowed (ge=1): chunks of 2 in train mode
+    seen.clear()
+    assert trainer.embed_train(train_mode=True).shape[0] == 97 and seen == [2] * 47 + [3]
+    trainer.config = cfg
     trainer.model.train()
     with torch.no_grad():  # the folded chunk's rows are normalised together: the same as one pass over them
         whole = trainer.model.features(trainer._normalize(trainer.x_train[64:]))
