@@ -344,6 +344,7 @@ _NAMED_KEY = (  # the hp key an error from planning names (an outside review: fo
     re.compile(r"^unknown hyper-parameter '?([^';\s]+?)'?;"),  # train.x (no quotes) and 'METHOD:slot.x'
     re.compile(r"^--hp ([^\s]+?): method "),  # a METHOD: scope that names no method of the bench
     re.compile(r"^(train\.\w+): unknown (?:model|view) "),
+    re.compile(r"^model '[^']*' \(plugin [^)]*\) takes no argument '[^']*' \(--hp (model\.[^)\s]*)\)"),
 )
 _BAD_PAIR = re.compile(r"^bad --hp '(.*)'; write key=value")
 _DISAGREE = re.compile(r"^--(epochs|batch-size) (\S+) and --hp train\.(\w+)=(.*) disagree; give one$")

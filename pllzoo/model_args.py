@@ -63,7 +63,9 @@ def parse(who: str, factory: Callable[..., Any], entries: Iterable[str]) -> dict
     for entry in entries:
         name, eq, text = str(entry).partition("=")
         name = name.strip()
-        if not eq or name not in params:
+        if not eq:  # only a recorded entry can lack it (--hp splits at "="): a hand-edited config.json
+            raise PLLZooError(f"bad value for model.{name} of {who}: {str(entry)!r} is no NAME=VALUE")
+        if name not in params:
             takes = ", ".join(f"model.{n} (default {render(p.default)})" for n, p in params.items())
             raise UnknownNameError(f"{who} takes no argument {name!r} (--hp model.{name}); "
                                    f"{'it takes ' + takes if takes else 'it takes none'}")

@@ -90,12 +90,23 @@ def machine_change(env: dict[str, Any] | None, threads: int, verbs: tuple[str, s
         return None
     now = {"cpu": cpu_model(), "cpu_capability": torch.backends.cpu.get_cpu_capability(), "torch_threads": threads,
            "torch": md.version("torch")}
-    versions = env.get("versions")
-    was = {k: env.get(k) for k in ("cpu", "cpu_capability", "torch_threads")} | {
-        "torch": versions.get("torch") if isinstance(versions, dict) else None}
-    differ = [k for k in now if was[k] is not None and str(was[k]) != str(now[k])]
+    def values(part: dict[str, Any]) -> dict[str, Any]:
+        versions = part.get("versions")
+        return {k: part.get(k) for k in ("cpu", "cpu_capability", "torch_threads")} | {
+            "torch": versions.get("torch") if isinstance(versions, dict) else None}
+
+    was = values(env)  # the last part's (a resume rewrites env.json)
     say = {"cpu": lambda v: f"CPU {v!r}", "cpu_capability": lambda v: f"torch's {v} kernels",
            "torch_threads": lambda v: f"{v} torch thread{'s' * (str(v) != '1')}", "torch": lambda v: f"torch {v}"}
+    earlier = env.get("earlier_parts") if verbs[0] == "recorded" else None  # a replay repeats every part
+    parts = [values(p) for p in earlier if isinstance(p, dict)] + [was] if isinstance(earlier, list) else [was]
+    mixed = {k: list(dict.fromkeys(str(p[k]) for p in parts if p[k] is not None)) for k in now}
+    mixed = {k: v for k, v in mixed.items() if len(v) > 1}
+    if mixed:  # an outside review: compared with the last part only, a replay as it said differed, one unlike matched
+        told = "; ".join(f"{' then '.join(say[k](v) for v in vs)}" for k, vs in mixed.items())
+        return (f"the run was resumed in parts that ran otherwise ({told}; env.json's earlier_parts), so no replay "
+                "repeats it bit for bit; its numbers may differ from the first epoch on")
+    differ = [k for k in now if was[k] is not None and str(was[k]) != str(now[k])]
     changes = (f"{verbs[0]} with {', '.join(say[k](was[k]) for k in differ)}, {verbs[1]} with "
                f"{', '.join(say[k](now[k]) for k in differ)}") if differ else ""
     if was["cpu"] is None:

@@ -515,6 +515,8 @@ def test_a_clash_of_epochs_says_where_each_value_was_written(tmp_path, file, arg
     (lambda c: c["train"].update(milestones=[1.5]),
      "bad value for train.milestones: (1.5,) (tuple); expected a list of int"),
     (lambda c: c["train"].update(model_args=["hidden=abc"]), "bad value for model.hidden of model 'mlp'"),
+    (lambda c: c["train"].update(model_args=["bogus=1"]), "takes no argument 'bogus' (--hp model.bogus)"),
+    (lambda c: c["train"].update(model_args=["hidden"]), "bad value for model.hidden of model 'mlp' (plugin "),
 ])
 def test_a_bad_value_of_a_replayed_record_says_where_it_was_recorded(out, tmp_path, change, words):
     """An outside review: a hand-edited config.json's bad value read as if typed on the command line; a tuple

@@ -59,3 +59,16 @@ def test_a_replay_on_another_cpu_warns(tmp_path):
     res = CliRunner().invoke(cli, replay)
     assert res.exit_code == 0, res.output
     assert f"--from-run {run}: recorded with torch's AVX9 kernels, replayed with torch's" in res.output, res.output
+
+
+def test_a_run_resumed_in_parts_that_ran_otherwise_says_no_replay_repeats_it():
+    """A review: only the last part was compared, so a replay at its thread count got no warning and differed,
+    while one at the first part's count was told to use the last's."""
+    env = _here(2) | {"earlier_parts": [{"torch_threads": 1, "cpu": env_info("cpu")["cpu"]}, {"torch_threads": 1}]}
+    for threads in (1, 2):
+        said = machine_change(env, threads)
+        assert said == ("the run was resumed in parts that ran otherwise (1 torch thread then 2 torch threads; "
+                        "env.json's earlier_parts), so no replay repeats it bit for bit; its numbers may differ "
+                        "from the first epoch on"), said
+    assert machine_change(env, 1, ("ran", "resumes")).startswith("ran with 2 torch threads, resumes with 1 torch")
+    assert machine_change(_here(1) | {"earlier_parts": [{"torch_threads": 1}]}, 1) is None
