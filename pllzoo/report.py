@@ -29,9 +29,9 @@ SPREAD = "Mean ± sample std over n seeds (one seed: the value alone)"
 HEADERS = {"acc_all": "All", "acc_many": "Many", "acc_medium": "Medium", "acc_few": "Few"}
 LABEL_HEADERS = {"label_acc": "Training-label", "label_acc_many": "Training-label Many",
                  "label_acc_medium": "Training-label Medium", "label_acc_few": "Training-label Few"}
-LABEL_NOTE = ("Training-label accuracy: how often a method's targets were largest at the hidden true label over the "
-              "training rows of the selected epoch; logged by methods with a label update of their own, – for the "
-              "others")
+LABEL_NOTE = ("Training-label accuracy: how often a method's targets were largest at the hidden true label (a tie "
+              "counting its share) over the training rows of the selected epoch; logged by methods with a label "
+              "update of their own, – for the others")
 
 
 @dataclass
