@@ -43,6 +43,7 @@ from typing import Any, Callable
 import pandas as pd
 
 from pllzoo import archive, checkpoint, distributed
+from pllzoo.columns import TRAINER_COLUMNS
 from pllzoo.data.base import fingerprint
 from pllzoo.errors import PLLZooError
 from pllzoo.isolation import plugin_code
@@ -548,6 +549,7 @@ def _write_rows(out: Path, plans: list[RunPlan], finals: list[dict[str, Any] | N
         if len(records):
             rows = order_methods(final_rows(records.drop(columns=["train_counts"])), order)
             extra = [c for c in rows.columns if c not in (*RESULT_COLUMNS, "class_acc", "setting")]
+            extra = [c for c in TRAINER_COLUMNS if c in extra] + [c for c in extra if c not in TRAINER_COLUMNS]
             rows = rows[[*RESULT_COLUMNS, *extra, "setting"]].reset_index(drop=True)
         else:
             rows = pd.DataFrame(columns=[*RESULT_COLUMNS, "run", "setting"])  # a failed row's run id stays

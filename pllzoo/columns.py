@@ -4,3 +4,6 @@ ACC_COLUMNS = ("acc_all", "acc_many", "acc_medium", "acc_few")  # test accuracy:
 RESULT_COLUMNS = ("method", "dataset", "seed", "epoch", *ACC_COLUMNS)  # the leading columns of results.csv
 #: training-label accuracy (pllzoo.metrics.label_accuracy): logged by methods with a label update of their own
 LABEL_COLUMNS = ("label_acc", "label_acc_many", "label_acc_medium", "label_acc_few")
+#: the trainer's own fields of a record after the accuracies, in results.csv's order (then the training-label
+#: accuracies, then what components log, in first-seen order: a results.csv keeps its columns as methods are added)
+TRAINER_COLUMNS = ("stage", "stage_index", "epochs", "final_stage", "lr", "loss", "wall_s", "run", *LABEL_COLUMNS)

@@ -69,7 +69,8 @@ def caption(rule: str, train_counts: list[tuple[int, ...]] | None = None) -> str
     return ". ".join(parts) + "."
 
 
-def summary(records: pd.DataFrame, rule: str = "last", methods: list[str] | None = None) -> pd.DataFrame:
+def summary(records: pd.DataFrame, rule: str = "last", methods: list[str] | None = None, extra: tuple[str, ...] = ()
+            ) -> pd.DataFrame:
     """Per (setting, method): accuracy means, sample stds and n, epochs picked by ``rule``.
 
     Settings keep their first-seen order (the order of the results folders); ``methods`` keeps
@@ -84,7 +85,7 @@ def summary(records: pd.DataFrame, rule: str = "last", methods: list[str] | None
     chosen = order_methods(chosen[chosen["method"].isin(order)], order)
     settings = {s: i for i, s in enumerate(dict.fromkeys(records["setting"]))}
     chosen = chosen.sort_values("setting", key=lambda c: c.map(settings), kind="stable")
-    out = counted(chosen, by=("setting", "method"))
+    out = counted(chosen, by=("setting", "method"), extra=extra)
     counts = chosen.groupby(["setting", "method"], sort=False)["train_counts"].agg(list)
     out = out.assign(train_counts=[counts[(s, m)] for s, m in zip(out["setting"], out["method"])])
     if "epochs" in chosen:
@@ -93,11 +94,11 @@ def summary(records: pd.DataFrame, rule: str = "last", methods: list[str] | None
     return out
 
 
-def counted(frame: pd.DataFrame, by: tuple[str, ...]) -> pd.DataFrame:
+def counted(frame: pd.DataFrame, by: tuple[str, ...], extra: tuple[str, ...] = ()) -> pd.DataFrame:
     """:func:`pllzoo.results.summarise` with each accuracy's own count of runs (``acc_*_count``): a shot group
     without test examples in some seed's split has fewer values than n (:func:`mean_std_cells` says so)."""
-    seen = frame.groupby(list(by), sort=False)[summarised(frame)].count()
-    return summarise(frame, by=by).join(seen.add_suffix("_count"), on=list(by))
+    seen = frame.groupby(list(by), sort=False)[summarised(frame, extra)].count()
+    return summarise(frame, by=by, extra=extra).join(seen.add_suffix("_count"), on=list(by))
 
 
 def lengths_note(rows: pd.DataFrame) -> str:

@@ -657,17 +657,19 @@ def order_methods(df: pd.DataFrame, order: list[str]) -> pd.DataFrame:
     return df.sort_values(["method", "seed"], key=lambda c: c.map(rank) if c.name == "method" else c, kind="stable")
 
 
-def summarised(df: pd.DataFrame) -> list[str]:
-    """The columns :func:`summarise` averages: the test accuracies, and the training-label accuracies where some
-    run of ``df`` logged them."""
-    return [*ACC_COLUMNS, *(c for c in LABEL_COLUMNS if c in df.columns)]
+def summarised(df: pd.DataFrame, extra: tuple[str, ...] = ()) -> list[str]:
+    """The columns :func:`summarise` averages: the test accuracies, and of ``extra`` (training-label accuracies,
+    for ``report --metric label_acc*``) those some run of ``df`` logged, so that a summary.csv keeps its columns
+    whichever methods a bench trains."""
+    return [*ACC_COLUMNS, *(c for c in extra if c in LABEL_COLUMNS and c in df.columns)]
 
 
-def summarise(df: pd.DataFrame, by: tuple[str, ...] = ("method", "dataset")) -> pd.DataFrame:
+def summarise(df: pd.DataFrame, by: tuple[str, ...] = ("method", "dataset"), extra: tuple[str, ...] = ()
+              ) -> pd.DataFrame:
     """Mean, *sample* std (ddof=1; NaN for one seed) and n over seeds of the accuracy columns.
 
     Groups keep their first-seen order.
     """
-    g = df.groupby(list(by), sort=False)[summarised(df)]
+    g = df.groupby(list(by), sort=False)[summarised(df, extra)]
     out = g.mean().add_suffix("_mean").join(g.std(ddof=1).add_suffix("_std")).join(g.size().rename("n"))
     return out.reset_index()

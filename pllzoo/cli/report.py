@@ -156,7 +156,8 @@ def report(results, rule, methods, missing_ok, seeds, wide, metric, paper, title
     if unknown:
         raise PLLZooError(f"--methods: no runs of {', '.join(unknown)}; found {', '.join(sorted(have))}")
     order = wanted or sorted(have)
-    summ = rep.with_failures(rep.summary(records, rule, order),
+    extra = (metric,) if wide and metric in LABEL_COLUMNS else ()  # other summaries keep their columns
+    summ = rep.with_failures(rep.summary(records, rule, order, extra),
                              [f[:3] for f in failures if f[1] in order], order)
     paper_frame = _paper(paper)
     if paper_frame is not None:  # settings spelled otherwise than ours: say so, rather than show no paper column
