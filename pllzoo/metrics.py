@@ -9,10 +9,10 @@ accuracies; classes without test samples are left out; an empty group gives None
 (the reference prints 0, which reads as a real accuracy).
 
 Training labels (:func:`label_tally`, :func:`label_accuracy`): how often the label update's targets put their
-largest weight on the hidden true label (a tie counting its share), over the rows an epoch trains on (``train.drop_last`` leaves a last
-partial batch out), overall and per shot group (the release of
-SoLar logs it as its pseudo-labels' accuracy, ``acc_sink``; long-tailed PLL is about classic methods disambiguating
-towards the head, which this shows on the training set itself).
+largest weight on the hidden true label (a tie counting its share), over the rows an epoch trains on
+(``train.drop_last`` leaves a last partial batch out), overall and per shot group (the release of SoLar logs it as
+its pseudo-labels' accuracy, ``acc_sink``; long-tailed PLL is about classic methods disambiguating towards the
+head, which this shows on the training set itself).
 
 One departure: when more than F classes have no training rows (a ``--subset`` smoke run, more
 classes than rows), the reference's ``few_thr`` is 0, Few is empty ("Few: < 0 (0)") and the
@@ -136,4 +136,3 @@ def label_accuracy(tally: torch.Tensor, groups: ShotGroups) -> dict[str, float |
     return {"label_acc": float(100.0 * hits.sum() / rows.sum()) if rows.sum() > 0 else None,
             "label_acc_many": _group_mean(acc, groups.many), "label_acc_medium": _group_mean(acc, groups.medium),
             "label_acc_few": _group_mean(acc, groups.few)}
-
