@@ -668,7 +668,8 @@ def _warn_on_resume_changes(run_dir: Path, resume: bool, device: str, data_sha: 
     other = data_change(recorded, data_sha, plugins.get("trainer"))
     if other is not None:
         warnings.warn(f"{run_dir.name} trained on other data ({other}); it continues on these")
-    other_cpu = machine_change(recorded, torch.get_num_threads(), ("ran", "resumes")) if device == "cpu" else None
+    other_cpu = (machine_change(recorded, torch.get_num_threads(), ("ran", "resumes"), every_part=False)
+                 if device == "cpu" else None)
     if other_cpu is not None:
         warnings.warn(f"{run_dir.name} {other_cpu}")
 

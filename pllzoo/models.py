@@ -177,6 +177,7 @@ def available_memory() -> int | None:
         pass
     return None
 
+
 def model_who(registry: Registry, name: str) -> str:
     """Backbone ``name`` as messages name it: ``model 'mlp' (plugin builtin)``."""
     return f"model {name!r} (plugin {registry.models[name][1]})"

@@ -259,11 +259,10 @@ def check(ctx: click.Context, plans: list[RunPlan]) -> None:
         warnings.warn(f"--from-run {path}: replayed as run {run_id(planned)}, not {run_id(recorded)}, as "
                       f"{', '.join(differ)} differ (chosen on the command line or not recorded)", stacklevel=2)
     if str(planned.get("device")) == "cpu":
+        from pllzoo.runfolders import machine_change
         from pllzoo.threads import default_threads
 
         threads = ctx.params.get("threads") or default_threads(ctx.params.get("jobs") or 1)
-        from pllzoo.runfolders import machine_change
-
         other_cpu = machine_change(recorded_env_of(Path(path)), threads)
         if other_cpu is not None:
             warnings.warn(f"--from-run {path}: {other_cpu}", stacklevel=2)
@@ -275,4 +274,3 @@ def check(ctx: click.Context, plans: list[RunPlan]) -> None:
     if other is not None:  # a user's file is named by its name, shape and counts only (the run id)
         warnings.warn(f"--from-run {path}: the recorded run trained on other data than these ({other}); it is "
                       "replayed on these", stacklevel=2)
-

@@ -216,7 +216,7 @@ def wide_report(summ: pd.DataFrame, rule: str, metric: str = "acc_all", paper: p
         cap += f" {LABEL_NOTE}."
     if "failed" in summ and summ["failed"].any():
         cap += f" {FAILED_NOTE}."
-    if metric not in ("acc_all", "label_acc"):  # a shot group: which classes it holds, per setting (their counts differ)
+    if metric not in ("acc_all", "label_acc"):  # a shot group: its classes, per setting (their counts differ)
         shots = {s: shot_caption([c for lst in g["train_counts"] for c in lst])
                  for s, g in summ.groupby("setting", sort=False)}
         cap += (f" {next(iter(shots.values()))}." if len(shots) == 1

@@ -74,14 +74,16 @@ def data_change(env: dict[str, Any] | None, data_sha: str, trainer: dict[str, An
     return f"fingerprint {was}, now {data_sha}: {guesses}?"
 
 
-def machine_change(env: dict[str, Any] | None, threads: int, verbs: tuple[str, str] = ("recorded", "replayed")
-                   ) -> str | None:
+def machine_change(env: dict[str, Any] | None, threads: int, verbs: tuple[str, str] = ("recorded", "replayed"),
+                   every_part: bool = True) -> str | None:
     """How this machine, running a CPU run with ``threads`` torch threads, differs from the run's record
     (``env``: its env.json) in what picks the last bits of its numbers, or None: the CPU (model and the
     instruction set torch dispatches to, as :func:`pllzoo.results.env_info` records them), the torch thread
     count and torch's version.  ``verbs``: what the record did and what happens now (a replay; a resume says
-    "ran", "resumes").  An outside review replayed a recorded study on another CPU, got other numbers from
-    epoch 1 and no word why; a record made before env.json named the CPU says so."""
+    "ran", "resumes").  ``every_part``: a replay repeats every part of a resumed run (env.json's
+    ``earlier_parts``); a resume continues from the last only.  An outside review replayed a recorded study on
+    another CPU, got other numbers from epoch 1 and no word why; a record made before env.json named the CPU
+    says so."""
     import importlib.metadata as md
 
     import torch
@@ -90,6 +92,7 @@ def machine_change(env: dict[str, Any] | None, threads: int, verbs: tuple[str, s
         return None
     now = {"cpu": cpu_model(), "cpu_capability": torch.backends.cpu.get_cpu_capability(), "torch_threads": threads,
            "torch": md.version("torch")}
+
     def values(part: dict[str, Any]) -> dict[str, Any]:
         versions = part.get("versions")
         return {k: part.get(k) for k in ("cpu", "cpu_capability", "torch_threads")} | {
@@ -98,7 +101,7 @@ def machine_change(env: dict[str, Any] | None, threads: int, verbs: tuple[str, s
     was = values(env)  # the last part's (a resume rewrites env.json)
     say = {"cpu": lambda v: f"CPU {v!r}", "cpu_capability": lambda v: f"torch's {v} kernels",
            "torch_threads": lambda v: f"{v} torch thread{'s' * (str(v) != '1')}", "torch": lambda v: f"torch {v}"}
-    earlier = env.get("earlier_parts") if verbs[0] == "recorded" else None  # a replay repeats every part
+    earlier = env.get("earlier_parts") if every_part else None
     parts = [values(p) for p in earlier if isinstance(p, dict)] + [was] if isinstance(earlier, list) else [was]
     mixed = {k: list(dict.fromkeys(str(p[k]) for p in parts if p[k] is not None)) for k in now}
     mixed = {k: v for k, v in mixed.items() if len(v) > 1}

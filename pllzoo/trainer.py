@@ -133,7 +133,7 @@ class Trainer:
         # the uniform targets of a method without a label update (PiCO's loss reads its W from the state, which
         # its label update also returns as the targets: scored)
         self.tally_labels = components["label_update"].name != UNIFORM_TARGETS
-        self.label_keys_logged: str | None = None  # a component logs a label_acc* key itself: its values stand
+        self.label_keys_own = False  # a component logs a label_acc* key itself (said once): its values stand
         self.epoch_tally: torch.Tensor | None = None  # [2, K] of the last training epoch, summed over ranks
         # backbone and views by name (None: the process-wide registry; a --jobs worker passes its own)
         self.registry = registry
@@ -512,8 +512,8 @@ class Trainer:
             if self.epoch_tally is not None:  # before the test metrics in the record
                 labels = label_accuracy(self.epoch_tally, self.groups)
                 own = sorted(labels.keys() & (logs.keys() | extra.keys()))
-                if own and self.label_keys_logged is None:  # logged before the trainer did: not a clash to refuse
-                    self.label_keys_logged = own[0]
+                if own and not self.label_keys_own:  # logged before the trainer did: not a clash to refuse
+                    self.label_keys_own = True
                     warnings.warn(f"{str(self.record_base.get('method', '(unnamed)'))}: a component logs {own[0]!r}, "
                                   "a key of the trainer's training-label accuracy; the record keeps the "
                                   "component's, and leaves the trainer's out", stacklevel=2)
