@@ -208,13 +208,14 @@ def tuple_element(annotation: Any, default: Any) -> type | None:
 def parse_value(text: str, annotation: Any, default: Any) -> Any:
     """Parse a command-line string to the type of a field: its annotation's when that is ``int``, ``float``,
     ``bool`` or ``str`` (:func:`basic_type`), else its default's.  ``none`` gives None for an ``X | None`` field;
-    a tuple's items (``700,800``, also in brackets) are parsed as its annotation's element type."""
+    a tuple's items (``700,800``, also in brackets or parentheses) are parsed as its annotation's element type."""
     if _takes_none(annotation) and text.strip().lower() in {"none", "null"}:
         return None
     elem = tuple_element(annotation, default)
     if elem is not None:
         body = text.strip()
-        body = body[1:-1] if body.startswith("[") and body.endswith("]") else body  # [700,800], as a config file's
+        if body[:1] + body[-1:] in ("[]", "()"):  # [700,800], as a config file's; (700, 800), as Python shows it
+            body = body[1:-1]
         items = [t for t in body.replace(";", ",").split(",") if t.strip()]
         return tuple(parse_value(t, elem, None) for t in items)
     kind = basic_type(annotation) or (type(default) if default is not None else annotation)

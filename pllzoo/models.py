@@ -75,6 +75,8 @@ def cnn(num_classes: int, input_shape: tuple[int, ...] = (3, 32, 32), widths: tu
     Conv weights are stored channels-last, so convolutions run (and emit) NHWC whatever the input
     layout: about 1.6x faster fwd+bwd on CPU than NCHW.
     """
+    if not widths or min(widths) < 1:  # no conv block would leave a linear model on the pooled pixels
+        raise ValueError(f"widths must be one or more positive channel counts, got {widths!r}")
     channels = image_channels("cnn", input_shape)
     blocks, c_in = [], channels
     for c_out in widths:
@@ -96,6 +98,8 @@ def linear(num_classes: int, input_shape: tuple[int, ...]) -> PLLNet:
 
 def mlp(num_classes: int, input_shape: tuple[int, ...], hidden: int = 500) -> PLLNet:
     """One-hidden-layer MLP: Flatten → Linear(d, 500) → BatchNorm1d → ReLU; features 500-d."""
+    if hidden < 1:
+        raise ValueError(f"hidden must be a positive width, got {hidden}")
     d = math.prod(input_shape)
     encoder = nn.Sequential(nn.Flatten(1), nn.Linear(d, hidden), nn.BatchNorm1d(hidden), nn.ReLU(inplace=True))
     return PLLNet(encoder, nn.Linear(hidden, num_classes))

@@ -33,6 +33,7 @@ def test_values_parse_by_the_signature_and_render_back():
     assert got == {"width": 16, "scale": 2.0, "act": "gelu", "bias": False, "sizes": (1, 2, 3), "depth": 5}
     assert model_args.canonical(who, factory, ["width=016", "bias=0", "sizes=[1;2]", "scale=1e-1"]) == (
         "bias=false", "scale=0.1", "sizes=1,2", "width=16")  # sorted, each as it parses back
+    assert model_args.canonical(who, factory, ["sizes=(1, 2)"]) == ("sizes=1,2",)  # as Python shows a tuple
     assert model_args.parse(who, factory, model_args.canonical(who, factory, ["sizes=1,2", "scale=0.1"])) == {
         "sizes": (1, 2), "scale": 0.1}
 
@@ -55,6 +56,16 @@ def test_a_factory_without_arguments_says_so():
     with pytest.raises(UnknownNameError, match=r"model 'linear' \(plugin pllzoo.builtin\) takes no argument 'x' "
                                                r"\(--hp model.x\); it takes none$"):
         build_model("linear", 3, (4,), args=("x=1",))
+
+
+@pytest.mark.parametrize("name, shape, entry, why", [
+    ("cnn", (3, 8, 8), "widths=", r"widths must be one or more positive channel counts, got \(\)$"),
+    ("cnn", (3, 8, 8), "widths=8,0", r"got \(8, 0\)$"),
+    ("mlp", (5,), "hidden=0", "hidden must be a positive width, got 0$"),
+])
+def test_a_built_in_backbone_refuses_sizes_that_leave_no_layer(name, shape, entry, why):
+    with pytest.raises(PLLZooError, match=rf"^model '{name}' \(plugin pllzoo.builtin\) failed to build: ValueError: .*{why}"):
+        build_model(name, 3, shape, args=(entry,))
 
 
 def _plan(hp, methods=("proden",)):
