@@ -31,7 +31,9 @@ LABEL_HEADERS = {"label_acc": "Training-label", "label_acc_many": "Training-labe
                  "label_acc_medium": "Training-label Medium", "label_acc_few": "Training-label Few"}
 LABEL_NOTE = ("Training-label accuracy: how often a method's targets were largest at the hidden true label (a tie "
               "counting its share) over the training rows of the selected epoch; logged by methods with a label "
-              "update of their own, – for the others")
+              "update of their own; – where none of a cell's runs logged it (no label update of its own, runs "
+              "recorded before pllzoo kept it, or no training rows of the group) or a method has no run in a "
+              "setting")
 
 
 @dataclass
@@ -188,9 +190,13 @@ def wide_report(summ: pd.DataFrame, rule: str, metric: str = "acc_all", paper: p
 
     ``paper`` has columns ``method``, ``setting``, ``paper`` (the number as printed).
     """
-    if metric in LABEL_COLUMNS and (f"{metric}_mean" not in summ or summ[f"{metric}_mean"].isna().all()):
+    if metric in LABEL_COLUMNS and f"{metric}_mean" not in summ:
         raise PLLZooError(f"--metric {metric}: no run here logged it (methods with a label update of their own log "
                           "it in each epoch's record; runs recorded before pllzoo kept it do not)")
+    if metric in LABEL_COLUMNS and summ[f"{metric}_mean"].isna().all():  # (an outside review: a group logged as
+        raise PLLZooError(f"--metric {metric}: no run shown here has a value of it (methods without a label "  # null)
+                          "update of their own log none, runs recorded before pllzoo kept it neither, and a shot "
+                          "group without training rows in the selected epoch logs null: a --subset can leave one)")
     settings = list(dict.fromkeys(summ["setting"]))
     methods = list(dict.fromkeys(summ["method"]))
     cell = {(r["setting"], r["method"]): ("failed" if _failed_only(r) else _cell(r, metric, int(r["n"])), int(r["n"]))

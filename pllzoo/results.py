@@ -270,16 +270,15 @@ SCORE_SLACK = 1e-3  # percentage points a float32 score may lie past 0 or 100
 
 def _check_record_types(records: list[dict[str, Any]], where: Path | str) -> None:
     """The fields the tables read of each record have the types pllzoo writes: ``method``, ``dataset`` and
-    ``stage`` strings, ``seed``, ``epoch`` and ``epochs`` integers, the accuracies and held-out scores finite
-    numbers or null,
-    ``class_acc`` a list of them (an edited or corrupted log does not, and would sort, average or plot wrongly).
+    ``stage`` strings, ``seed``, ``epoch`` and ``epochs`` integers, the accuracies, training-label accuracies and
+    held-out scores finite percentages or null, ``class_acc`` a list of them (an edited or corrupted log does not, and would sort, average or plot wrongly).
 
     :raises DamagedRun: one line naming the run, the field, the epoch and the value."""
     text = (lambda v: isinstance(v, str), "a string")
     whole = (lambda v: isinstance(v, int) and not isinstance(v, bool), "a whole number")
     checks = {"method": text, "dataset": text, "stage": text, "seed": whole, "epoch": whole, "epochs": whole,
               **{c: (lambda v: v is None or _finite_number(v), "a finite number or null")
-                 for c in (*ACC_COLUMNS, *SCORE_COLUMNS)},
+                 for c in (*ACC_COLUMNS, *SCORE_COLUMNS, *LABEL_COLUMNS)},
               "class_acc": (lambda v: v is None or isinstance(v, list) and all(
                   x is None or _finite_number(x) for x in v), "a list of finite numbers")}
     first = records[0] if records else {}
@@ -292,8 +291,9 @@ def _check_record_types(records: list[dict[str, Any]], where: Path | str) -> Non
             if key in rec and not ok(rec[key]):
                 raise DamagedRun(f"{where}: damaged run (log.jsonl's {key} at epoch {rec.get('epoch')!r} is "
                                  f"{rec[key]!r:.60}, not {what})")
-        for key in (*ACC_COLUMNS, *SCORE_COLUMNS):  # a score summed in float32 may round past a bound by ~1e-5
-            slack = SCORE_SLACK if key in SCORE_COLUMNS else 0.0  # (an outside review: -5.96e-06, a trainer's own)
+        for key in (*ACC_COLUMNS, *SCORE_COLUMNS, *LABEL_COLUMNS):  # a score or a label tally (shares 1/m) summed
+            slack = 0.0 if key in ACC_COLUMNS else SCORE_SLACK  # in float32 may round past a bound by ~1e-5 (an
+            # outside review: -5.96e-06, a trainer's own)
             if rec.get(key) is not None and not -slack <= rec[key] <= 100 + slack:
                 raise DamagedRun(f"{where}: damaged run (log.jsonl's {key} at epoch {rec.get('epoch')!r} is "
                                  f"{rec[key]!r:.60}, not a percentage)")

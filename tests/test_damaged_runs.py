@@ -93,6 +93,8 @@ DAMAGE = {
                      "resuming it from its checkpoint"),
     "accuracy infinite": (_edit("acc_few", "1e999"), "log.jsonl's acc_few at epoch 2 is inf, not a finite number",
                           "resuming it from its checkpoint"),
+    "label accuracy a string": (_edit("label_acc", '"abc"'), "log.jsonl's label_acc at epoch 2 is 'abc', not a "
+                                "finite number or null", "resuming it from its checkpoint"),  # (a report traceback)
     "class accuracies not a list": (_edit("class_acc", '"x"'), "log.jsonl's class_acc at epoch 2 is 'x', not a list",
                                     "resuming it from its checkpoint"),
     # parseable, of the right types, and still not this run's (an outside review: averaged as a second seed)
@@ -100,6 +102,8 @@ DAMAGE = {
                                  "epoch's 'proden': lines of two runs", "resuming it from its checkpoint"),
     "accuracy above 100": (_edit("acc_all", "420.3"), "log.jsonl's acc_all at epoch 2 is 420.3, not a percentage",
                            "resuming it from its checkpoint"),
+    "label accuracy above 100": (_edit("label_acc_few", "420.3"), "log.jsonl's label_acc_few at epoch 2 is 420.3, "
+                                 "not a percentage", "resuming it from its checkpoint"),
     "the log of another seed": (_every("seed", "9"), "log.jsonl's seed is 9, config.json's 1: the log of another run",
                                 "resuming it from its checkpoint"),
     "records without their method": (  # an outside review: report's traceback, and bench's table without the run

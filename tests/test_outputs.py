@@ -238,3 +238,19 @@ def test_env_json_names_the_runs_own_gpu(monkeypatch):
                         lambda d=None: names[d.index if isinstance(d, torch.device) and d.index is not None else 0])
     assert env_info("cuda:1")["gpu"] == "GPU one" and env_info("cuda")["gpu"] == "GPU zero"
     assert env_info("cpu")["gpu"] is None
+
+
+def test_results_csv_keeps_its_columns_as_runs_of_other_methods_are_added(tmp_path):
+    """Adding htc's runs (whose folders sort before solar's) used to put htc's logged columns in front of solar's
+    and move ``eta``: the columns an earlier results.csv had keep their order, the new ones come after them."""
+    args = [*FINISHED_ARGS[3:], "--out", str(tmp_path)]
+    header = []
+    for method in ("solar", "htc"):
+        res = CliRunner().invoke(cli, ["bench", "--methods", method, *args])
+        assert res.exit_code == 0, res.output
+        header.append((tmp_path / "results.csv").read_text().splitlines()[0].split(","))
+    before, after = header
+    assert {"eta", "prior_tv", "loss_head"} <= set(after) and "loss_head" not in before  # each method logged its own
+    kept = [c for c in after if c in before]
+    assert kept == before  # in the earlier order ...
+    assert after[:len(before) - 3] == before[:-3] and after[-3:] == ["setting", "status", "error"]  # ... and first

@@ -4,7 +4,9 @@ wide tables with the paper's numbers, and the files it writes."""
 from __future__ import annotations
 
 import io
+import json
 import math
+import shutil
 
 import pandas as pd
 import pytest
@@ -263,4 +265,29 @@ def test_a_wide_table_of_training_label_accuracy_by_hand(bench_out, tmp_path):
 def test_a_label_metric_no_run_logged_is_one_line(bench_out):
     res = _report(bench_out, "--wide", "--metric", "label_acc", "--methods", "cc")
     assert res.exit_code == 1 and "Traceback" not in res.output, res.output
-    assert "Error: --metric label_acc: no run here logged it" in res.output, res.output
+    assert "Error: --metric label_acc: no run shown here has a value of it" in res.output, res.output
+
+
+def test_a_label_metric_logged_null_says_a_group_may_have_no_training_rows(bench_out, tmp_path):
+    """An outside review: every proden run logged label_acc_few as null (a --subset left Few without training
+    rows), and the error said no run logged it."""
+    out = tmp_path / "out"
+    shutil.copytree(bench_out, out)
+    for log in out.glob("runs/*/log.jsonl"):
+        recs = [{**json.loads(line), **({"label_acc_few": None} if "label_acc_few" in line else {})}
+                for line in log.read_text().splitlines()]
+        log.write_text("".join(json.dumps(r) + "\n" for r in recs))
+    res = _report(out, "--wide", "--metric", "label_acc_few")
+    assert res.exit_code == 1 and "Traceback" not in res.output, res.output
+    assert "a shot group without training rows in the selected epoch logs null" in " ".join(res.output.split())
+    res = _report(bench_out, "--wide", "--metric", "label_acc_few")
+    assert res.exit_code == 0 and "where none of a cell's runs logged it" in " ".join(res.output.split())
+
+
+@pytest.mark.parametrize("args, says", [(["--metric", "label_acc"], "--metric goes with --wide"),
+                                        (["--title", "T"], "--title goes with --wide"),
+                                        (["--metric", "acc_few", "--title", "T"], "--metric and --title go with")])
+def test_metric_and_title_without_wide_are_refused(bench_out, args, says):
+    """An outside review: ``report OUT --metric label_acc`` printed the test-accuracy tables, exit 0."""
+    res = _report(bench_out, *args)
+    assert res.exit_code == 1 and says in res.output, res.output

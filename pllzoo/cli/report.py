@@ -100,6 +100,11 @@ def report(results, rule, methods, missing_ok, seeds, wide, metric, paper, title
 
     if paper is not None and not wide:
         raise PLLZooError("--paper goes with --wide (the paper's numbers beside ours, one metric)")
+    given = [f"--{name}" for name in ("metric", "title")  # (an outside review: test accuracy printed for label_acc)
+             if click.get_current_context().get_parameter_source(name) is not click.core.ParameterSource.DEFAULT]
+    if given and not wide:
+        raise PLLZooError(f"{' and '.join(given)} go{'es' if len(given) == 1 else ''} with --wide (one metric, "
+                          "methods x settings); without it the tables show every test accuracy")
     firsts: dict[Path, Path] = {}
     for folder in results:  # a folder given twice (a shell glob, say) counts once
         if folder.resolve() in firsts:
