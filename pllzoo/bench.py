@@ -562,9 +562,8 @@ def _write_rows(out: Path, plans: list[RunPlan], finals: list[dict[str, Any] | N
         if len(records):
             rows = order_methods(final_rows(records.drop(columns=["train_counts"])), order)
             extra = [c for c in rows.columns if c not in (*RESULT_COLUMNS, "class_acc", "setting")]
-            logged = sorted((c for c in extra if c not in TRAINER_COLUMNS),  # components' logs: the columns an
-                            key=_header_order(Path(out) / "results.csv"))  # earlier results.csv had keep its order
-            extra = [c for c in TRAINER_COLUMNS if c in extra] + logged
+            extra = [c for c in TRAINER_COLUMNS if c in extra] + [c for c in extra if c not in TRAINER_COLUMNS]
+            extra.sort(key=_header_order(Path(out) / "results.csv"))  # the columns an earlier results.csv had first
             rows = rows[[*RESULT_COLUMNS, *extra, "setting"]].reset_index(drop=True)
         else:
             rows = pd.DataFrame(columns=[*RESULT_COLUMNS, "run", "setting"])  # a failed row's run id stays

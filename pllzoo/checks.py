@@ -104,10 +104,10 @@ def check_offset(slot: str, comp: Component, offset: object, logits: torch.Tenso
         raise _bad(slot, comp, hook, "returned a non-finite offset (NaN or inf)")
 
 
-def check_targets(slot: str, comp: Component, targets: object, candidates: torch.Tensor, values: bool) -> None:
-    """Targets of a batch: float ``[B, K]``; with ``values``: finite, ≥ 0, 0 outside ``candidates``
-    (float ``[B, K]``), rows summing to 1."""
-    hook = "pllzoo_label_update"
+def check_targets(slot: str, comp: Component, targets: object, candidates: torch.Tensor, values: bool,
+                  hook: str = "pllzoo_label_update") -> None:
+    """Targets of a batch (``hook``'s answer; ``pllzoo_loss``'s ``step.trained_targets``): float ``[B, K]``; with
+    ``values``: finite, ≥ 0, 0 outside ``candidates`` (float ``[B, K]``), rows summing to 1."""
     t = _float_of_shape(slot, comp, hook, targets, "targets", candidates)
     if not values:
         return

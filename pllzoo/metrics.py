@@ -8,11 +8,13 @@ the reference's values).  A group's accuracy is the mean of its classes'
 accuracies; classes without test samples are left out; an empty group gives None
 (the reference prints 0, which reads as a real accuracy).
 
-Training labels (:func:`label_tally`, :func:`label_accuracy`): how often the label update's targets put their
-largest weight on the hidden true label (a tie counting its share), over the rows an epoch trains on
-(``train.drop_last`` leaves a last partial batch out), overall and per shot group (the release of SoLar logs it as
-its pseudo-labels' accuracy, ``acc_sink``; long-tailed PLL is about classic methods disambiguating towards the
-head, which this shows on the training set itself).
+Training labels (:func:`label_tally`, :func:`label_accuracy`): how often the label update's targets (or those
+the loss says it trained on, ``step.trained_targets``: PiCO's W after its loss's update) put their largest weight
+on the hidden true label (a tie counting its share), over every row of the epoch's batches, a selection's
+unselected rows too, as SoLar's release counts them (``train.drop_last`` leaves a last partial batch out),
+overall and per shot group (the release of SoLar logs it as its pseudo-labels' accuracy, ``acc_sink``;
+long-tailed PLL is about classic methods disambiguating towards the head, which this shows on the training set
+itself).
 
 One departure: when more than F classes have no training rows (a ``--subset`` smoke run, more
 classes than rows), the reference's ``few_thr`` is 0, Few is empty ("Few: < 0 (0)") and the

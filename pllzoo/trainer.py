@@ -130,8 +130,8 @@ class Trainer:
         self.candidates_val = data.candidates_val.to(device, torch.bool) if data.candidates_val is not None else None
         self.groups = shot_groups(data.train_counts)
         # the targets' accuracy on the training rows (metrics.label_tally), where they are the method's own: not
-        # the uniform targets of a method without a label update (PiCO's loss reads its W from the state, which
-        # its label update also returns as the targets: scored)
+        # the uniform targets of a method without a label update; those the loss trained on where it says
+        # (step.trained_targets: PiCO's W after its loss's update, an outside review: one epoch behind otherwise)
         self.tally_labels = components["label_update"].name != UNIFORM_TARGETS
         self.label_keys_own = False  # a component logs a label_acc* key itself (said once): its values stand
         self.epoch_tally: torch.Tensor | None = None  # [2, K] of the last training epoch, summed over ranks
@@ -580,7 +580,8 @@ class Trainer:
                                    check=self.check or b == 0, views=step_views if group > 1 else None)
             loss_sum += loss.detach()
             if tally is not None:
-                tally += label_tally(step.targets, step.batch.y_true, self.data.num_classes)
+                trained = step.targets if step.trained_targets is None else step.trained_targets
+                tally += label_tally(trained, step.batch.y_true, self.data.num_classes)
             for key, value in step.logs.items():  # a later step's entries too: by their shape, no host read
                 logged = step_log(key, value, str(self.record_base.get("method", "(unnamed)")))
                 log_sums[key] = log_sums.get(key, 0.0) + logged
@@ -685,6 +686,8 @@ class Trainer:
                 inputs["step.mask"] = step.mask
             loss = self.calls.role("loss", step=step, state=self.state)
             check_loss("loss", comps["loss"], loss, values, logits.device)
+            if step.trained_targets is not None:
+                check_targets("loss", comps["loss"], step.trained_targets, batch.candidates, values, "pllzoo_loss")
             self.optimizer.zero_grad(set_to_none=True)
             loss.backward()
             if values:

@@ -60,6 +60,56 @@ def test_only_methods_with_their_own_targets_log_it():
     assert not any(k.startswith("label_acc") for k in records[-1])
 
 
+def test_the_targets_a_loss_says_it_trained_on_are_tallied():
+    """``step.trained_targets``: a loss training on other targets than the label update's (PiCO's W after the
+    update its loss makes) has those scored; here the first candidate's, under PRODEN's label update."""
+    from pllzoo.builtin import SoftCrossEntropy
+
+    class TrainsOnFirst(SoftCrossEntropy):
+        name = "t.trains_on_first"
+
+        @hookimpl
+        def pllzoo_loss(self, step, state):
+            step.trained_targets = FirstCandidate().pllzoo_label_update(step=step)
+            return super().pllzoo_loss(step=step, state=state)
+
+    _, want = _fit("proden", FirstCandidate())
+    reg = get_registry()
+    comps = reg.build_components(reg.method("proden"), {})
+    comps["loss"] = TrainsOnFirst()
+    records = Trainer(make_tiny_data(n=90), comps, CFG, seed=1, device=torch.device("cpu")).fit()
+    assert [r["label_acc"] for r in records] == [r["label_acc"] for r in want]
+
+
+def test_pico_scores_the_w_its_loss_trains_on():
+    """An outside review: PiCO's label_acc scored W before the update its loss makes (l.5), one epoch behind the
+    W it trained on (its second epoch showed the first's uniform-tie share)."""
+    from pllzoo.metrics import label_tally
+    from pllzoo_baselines.pico import PiCOConfidence
+
+    tallies: list[torch.Tensor] = []
+
+    class Watched(PiCOConfidence):
+        @hookimpl
+        def pllzoo_post_step(self, step, state):  # W of the batch's rows after the step: what l.6 trained on
+            tallies.append(label_tally(state.confidence[step.batch.index], step.batch.y_true, data.num_classes))
+
+        @hookimpl
+        def pllzoo_on_epoch_start(self, epoch):
+            tallies.clear()
+
+    reg = get_registry()
+    comps = reg.build_components(reg.method("pico"), {})
+    comps["label_update"] = Watched(comps["label_update"].hp)
+    data = make_tiny_data(n=90)
+    epochs: list[float] = []
+    records = Trainer(data, comps, CFG, seed=1, device=torch.device("cpu"),
+                      on_epoch=lambda rec: epochs.append(label_accuracy(sum(tallies), shot_groups(
+                          data.train_counts))["label_acc"])).fit()
+    assert [r["label_acc"] for r in records] == pytest.approx(epochs, abs=1e-4)
+    assert records[1]["label_acc"] != records[0]["label_acc"]  # W moved in the second epoch (prot_start = 1)
+
+
 def test_a_component_that_logs_label_acc_itself_keeps_its_values():
     """A review: a plugin logging "label_acc" (before the trainer did) was refused after its first epoch."""
     from pllzoo.builtin import SoftCrossEntropy

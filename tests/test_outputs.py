@@ -242,15 +242,15 @@ def test_env_json_names_the_runs_own_gpu(monkeypatch):
 
 def test_results_csv_keeps_its_columns_as_runs_of_other_methods_are_added(tmp_path):
     """Adding htc's runs (whose folders sort before solar's) used to put htc's logged columns in front of solar's
-    and move ``eta``: the columns an earlier results.csv had keep their order, the new ones come after them."""
+    and move ``eta``, and a run with label_acc* joining runs without (cc's; runs recorded before pllzoo kept it)
+    shifted every column after them: the columns an earlier results.csv had keep their order, new ones come after."""
     args = [*FINISHED_ARGS[3:], "--out", str(tmp_path)]
     header = []
-    for method in ("solar", "htc"):
+    for method in ("cc", "solar", "htc"):
         res = CliRunner().invoke(cli, ["bench", "--methods", method, *args])
         assert res.exit_code == 0, res.output
         header.append((tmp_path / "results.csv").read_text().splitlines()[0].split(","))
-    before, after = header
-    assert {"eta", "prior_tv", "loss_head"} <= set(after) and "loss_head" not in before  # each method logged its own
-    kept = [c for c in after if c in before]
-    assert kept == before  # in the earlier order ...
-    assert after[:len(before) - 3] == before[:-3] and after[-3:] == ["setting", "status", "error"]  # ... and first
+    assert "label_acc" not in header[0] and {"label_acc", "eta", "prior_tv"} <= set(header[1])
+    assert "loss_head" in header[2] and "loss_head" not in header[1]  # each method logged its own
+    for before, after in zip(header, header[1:]):
+        assert after[:len(before) - 3] == before[:-3] and after[-3:] == ["setting", "status", "error"]

@@ -190,7 +190,8 @@ class PiCOLoss(Component):
                                 supervised, dist)
         self._enqueue(state, dist.gather(k), pseudo_all)
         step.logs["contrastive"] = cont.detach()
-        return soft_cross_entropy(step.logits, state.confidence[idx]).mean() + self.hp.loss_weight * cont  # l.6
+        step.trained_targets = state.confidence[idx]  # W after l.5: what l.6 trains on (the training-label accuracy)
+        return soft_cross_entropy(step.logits, step.trained_targets).mean() + self.hp.loss_weight * cont  # l.6
 
     @staticmethod
     def _enqueue(state: PLLState, k: torch.Tensor, labels: torch.Tensor) -> None:
