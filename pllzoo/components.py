@@ -246,8 +246,9 @@ def check_compatible(method_name: str, components: Mapping[str, Component], trai
                      complete: Collection[str] | None = None) -> None:
     """Raise ``PLLZooError`` unless every ``need`` is provided, no key has two writers, at most one
     component answers each of :data:`SINGLE_HOOKS` (:func:`single_answerers`), and (``training``) no component
-    would change nothing: a logit offset that nothing reads from a component whose outputs nothing uses, an
-    estimator (of shipped components only) whose outputs nothing reads and that plans stages of its own, a
+    would change nothing: a logit offset that nothing reads from a component whose outputs nothing uses, a
+    component (of shipped components only: an estimator, VALEN's loss) whose outputs nothing reads and that plans
+    stages of its own, a
     selection in front of a loss that ``ignores`` the mask, or a label update in front of a loss that ``ignores``
     the targets when nothing else reads them or what the label update provides.  ``training=False`` (``pllzoo
     evaluate``, which only re-scores a trained model) leaves that last check out: there the recipe's other
@@ -291,18 +292,22 @@ def _check_effective(method_name: str, components: Mapping[str, Component], offs
                 f"incompatible recipe {method_name!r}: {comp.slot} {comp.name!r} offsets the logits that label "
                 f"updates read, but none of the others reads them or uses what it provides ({listed}); it would "
                 f"change nothing (a component that reads the offset declares reads = {{'logit_offset'}})")
-    estimator = components.get("estimator")
-    if estimator is not None and offset_slot != "estimator" and estimator.provides and \
-            components.keys() <= set(complete) and _plans_extra_stages(estimator):  # an outside component may
-        others = [c for c in components.values() if c is not estimator]  # read a key it does not declare
-        if not estimator.provides & set().union(*(c.needs | c.reads for c in others)):
+    for slot, comp in components.items():  # a component that plans stages to make what nothing reads
+        if slot == offset_slot or not comp.provides or not components.keys() <= set(complete) or \
+                not _plans_extra_stages(comp):  # (an outside component may read a key it does not declare)
+            continue
+        others = [c for c in components.values() if c is not comp]
+        if not comp.provides & set().union(*(c.needs | c.reads for c in others)):
             listed = ", ".join(f"{c.slot} {c.name!r}" for c in others)
-            raise PLLZooError(  # an outside review: proden+estimator=solar.prior trained 20 pre-estimation epochs
-                # for a prior nothing read, and reported numbers that differed only by the random stream
-                f"incompatible recipe {method_name!r}: estimator {estimator.name!r} provides "
-                f"{', '.join(map(repr, sorted(estimator.provides)))}, which none of the others reads ({listed}); "
-                f"it would change nothing but its own stages (e.g. +predict=pllzoo.logit_adjust reads the prior; "
-                f"set up to plan no stage of its own, it is kept: it then only logs its estimate)")
+            hint = ("e.g. +predict=pllzoo.logit_adjust reads the prior; set up to plan no stage of its own, it is "
+                    "kept: it then only logs its estimate" if slot == "estimator" else
+                    "the label update of its own recipe reads it")
+            raise PLLZooError(  # outside reviews: proden+estimator=solar.prior trained 20 pre-estimation epochs for
+                # a prior nothing read; proden+loss=valen.loss trained VALEN's encoder and decoder for a Dirichlet
+                # nothing read (its alpha, beta, gamma, knn changed no number): each differed by its stages alone
+                f"incompatible recipe {method_name!r}: {slot} {comp.name!r} provides "
+                f"{', '.join(map(repr, sorted(comp.provides)))}, which none of the others reads ({listed}); "
+                f"it would change nothing but its own stages ({hint})")
     loss, selection = components.get("loss"), components.get("selection")
     if loss is not None and selection is not None and "mask" in loss.ignores and selection.name != SELECT_ALL:
         raise PLLZooError(

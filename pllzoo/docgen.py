@@ -97,16 +97,18 @@ every key a component writes).
 A recipe in which a component would change nothing is refused too: a logit offset (`pllzoo_logit_offset`)
 that no component `reads` (`"logit_offset"`: PRODEN's, CORR's and HTC's label updates read
 `step.label_probs`) from a component whose `provides` nothing needs or reads (e.g. `pico+estimator=records.prior`;
-`lws+estimator=records.prior+predict=pllzoo.logit_adjust` is fine: the prediction uses its `prior`), an estimator
-of shipped components whose `provides` none of the others needs or reads and that plans stages of its own
+`lws+estimator=records.prior+predict=pllzoo.logit_adjust` is fine: the prediction uses its `prior`), a shipped
+component whose `provides` none of the others needs or reads and that plans stages of its own
 (`proden+estimator=solar.prior`: SoLar's pre-estimation stage would train for a prior nothing reads; with
-`--hp estimator.est_epochs=0` it plans none, only logs `prior`/`prior_tv`, and is kept), a
+`--hp estimator.est_epochs=0` it plans none, only logs `prior`/`prior_tv`, and is kept; `proden+loss=valen.loss`:
+VALEN's encoder and decoder would train for a Dirichlet only `valen.targets` reads), a
 selection other than `pllzoo.all` in front of a loss that `ignores` the `"mask"` (HTC's loss selects its own rows;
 PiCO's averages over the whole batch),
 and a label update other than `pllzoo.uniform` in front of a loss that `ignores` the `"targets"` (CC's, MSE's and EXP's
 losses read the candidate rows) unless another component `reads` `"targets"` (SoLar's selection: so
 `cc+label_update=proden.confidence` is refused, `cc+label_update=proden.confidence+selection=solar.classwise+estimator=solar.prior`
-is not) or what the label update `provides`.
+is not) or what the label update `provides`.  A component that only works with another's keys says so in
+`needs` (PiCO's W moves with the prototypes of `pico.loss`: `pico.confidence` needs `pico_prototypes`).
 """
 
 WHO_ANSWERS = """\

@@ -277,8 +277,11 @@ class Registry:
         except KeyError:
             valid = self._valid(self.components[slot])
             elsewhere = [s for s, names in self.components.items() if name in names]
-            hint = f" (it is a {' and '.join(elsewhere)} component)" if elsewhere else \
-                self._near(name, self.components[slot])
+            which = " and ".join(elsewhere)
+            own = [n for n in self.components[slot] if n.startswith(f"{name}.")]  # loss=cc: cc.loss
+            hint = (f" (it is {'an' if which[:1] in 'aeiou' else 'a'} {which} component)" if elsewhere else
+                    " (did you mean 'none'?)" if str(name).lower() == "none" else
+                    f" (did you mean {own[0]!r}?)" if len(own) == 1 else self._near(name, self.components[slot]))
             raise UnknownNameError(f"unknown {slot} component {name!r}{hint}; valid: {valid}"
                                    f"{self._failed_note()}") from None
 

@@ -26,8 +26,8 @@ def _views(shared_data, methods, hp=None, dataset="cifar10lt"):
 
 
 def test_pico_plans_its_own_strong_view_and_an_explicit_one_wins(shared_data):
-    assert _views(shared_data, ["pico", "proden", "pico+loss=proden.loss"]) == {
-        "pico": "pico-strong", "proden": "strong", "pico+loss=proden.loss": "strong"}
+    assert _views(shared_data, ["pico", "proden", "pico+label_update=proden.confidence"]) == {  # pico.loss's own
+        "pico": "pico-strong", "proden": "strong", "pico+label_update=proden.confidence": "pico-strong"}
     assert _views(shared_data, ["pico", "proden"], {"pico:train.strong_view": "strong"}) == {
         "pico": "strong", "proden": "strong"}
     assert _views(shared_data, ["pico"], {"train.strong_view": "simaugment"}) == {"pico": "simaugment"}

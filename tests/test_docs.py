@@ -117,9 +117,15 @@ def _shipped_components():
     return [(f"{s} {n}", cls) for s in SLOTS for n, (cls, _) in sorted(reg.components[s].items())]
 
 
+#: keys a shipped component needs without touching them: another component moves what it answers (PiCO's W moves
+#: only in pico.loss, with its prototypes; without them it would be the uniform targets under PiCO's name)
+_NEEDED_UNTOUCHED = {"label_update pico.confidence": {"pico_prototypes"}}
+
+
 @pytest.mark.parametrize("label,cls", _shipped_components(), ids=lambda x: x if isinstance(x, str) else "")
 def test_shipped_component_declares_what_it_reads_and_writes(label, cls):
     used, assigned = _keys_used(cls)
+    used |= _NEEDED_UNTOUCHED.get(label, set())
     declared = set(cls.needs) | set(cls.provides)
     assert used == declared, f"{label}: touches {sorted(used)}, declares {sorted(declared)}"
     assert assigned <= set(cls.provides), f"{label}: assigns {sorted(assigned - set(cls.provides))} undeclared"

@@ -141,6 +141,14 @@ def test_a_label_update_in_front_of_a_loss_without_targets_is_refused_unless_som
                                      "others reads"),
     ("corr+estimator=solar.prior", "it would change nothing but its own stages"),
     ("htc+estimator=solar.prior", "which none of the others reads"),
+    # outside reviews: VALEN's encoder and decoder trained for a Dirichlet nothing read (alpha, beta, gamma, knn
+    # changed no number); PiCO's W without pico.loss stayed the uniform targets under PiCO's name
+    ("proden+loss=valen.loss", "loss 'valen.loss' provides 'valen_adj', 'valen_dirichlet', which none of the others "
+                               "reads"),
+    ("valen+label_update=proden.confidence", "it would change nothing but its own stages"),
+    ("proden+label_update=pico.confidence", "label_update 'pico.confidence' needs 'pico_prototypes'"),
+    ("corr+label_update=pico.confidence", "needs 'pico_prototypes'"),
+    ("pico+loss=proden.loss", "needs 'pico_prototypes'"),
 ])
 def test_shipped_recipes_that_would_change_nothing_fail_before_training(method, why, tmp_path):
     res = CliRunner().invoke(cli, ["bench", "--methods", method, "--dataset", "synthetic-lt", "--subset", "300",
@@ -184,6 +192,10 @@ def test_a_swap_of_the_recipes_own_and_swaps_in_another_order_are_named(tmp_path
     assert res.exit_code == 0, res.output
     text = " ".join(res.output.split())
     assert "solar+selection=solar.classwise: selection=solar.classwise is the recipe's own; it trains as 'solar'" in text
+    other = "solar+selection=solar.classwise+estimator=records.prior"  # an outside review: said "as 'solar'"
+    res = CliRunner().invoke(cli, [*args[:2], other, *args[3:]])
+    assert res.exit_code == 0 and f"{other}: selection=solar.classwise is the recipe's own; it trains as " \
+        "solar+estimator=records.prior does" in " ".join(res.output.split()), res.output
     assert f"{mixed[1]} and {mixed[0]} are the same recipe" in text
     scoped = CliRunner().invoke(cli, [*args, "--hp", f"{mixed[1]}:selection.rho_end=0.5"])
     assert scoped.exit_code == 0 and "are the same recipe" not in " ".join(scoped.output.split())

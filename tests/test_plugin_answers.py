@@ -565,6 +565,17 @@ def test_a_recipe_naming_an_unknown_component_names_the_recipe_and_its_plugin(lo
         reg.method("t-lazy+selection=x.y")
 
 
+@pytest.mark.parametrize("swap, hint", [
+    ("selection=solar.prior", "(it is an estimator component)"),  # not "a estimator"
+    ("predict=None", "(did you mean 'none'?)"),
+    ("loss=cc", "(did you mean 'cc.loss'?)"),  # a method's name for its loss
+])
+def test_an_unknown_component_of_a_method_string_hints_at_the_one_meant(registry, swap, hint):
+    with pytest.raises(UnknownNameError) as err:
+        registry.method(f"proden+{swap}")
+    assert hint in str(err.value)
+
+
 @dataclasses.dataclass(frozen=True)
 class Ordered:
     low: float = hp(0.0, "lower end")

@@ -291,3 +291,15 @@ def test_metric_and_title_without_wide_are_refused(bench_out, args, says):
     """An outside review: ``report OUT --metric label_acc`` printed the test-accuracy tables, exit 0."""
     res = _report(bench_out, *args)
     assert res.exit_code == 1 and says in res.output, res.output
+
+
+def test_methods_may_be_spaced_as_bench_takes_them(tmp_path):
+    """An outside review: ``report --methods 'proden + selection=…'`` found no runs of the name bench recorded."""
+    out = tmp_path / "out"
+    mixed = "proden+selection=solar.classwise+estimator=solar.prior"
+    res = CliRunner().invoke(cli, ["bench", "--methods", mixed, "--dataset", "synthetic-lt", "--subset", "200",
+                                   "--batch-size", "64", "--epochs", "1", "--threads", "1", "--hp",
+                                   "estimator.est_epochs=0", "--out", str(out)])
+    assert res.exit_code == 0, res.output
+    res = _report(out, "--methods", " proden + selection = solar.classwise + estimator=solar.prior ")
+    assert res.exit_code == 0 and mixed in " ".join(res.output.split()), res.output

@@ -216,6 +216,9 @@ class PiCOConfidence(Confidence):
 
     HParams = PiCOConfidenceHParams
     distributed = True  # W is written at the batch rows by pico.loss: "rows" (inherited sync)
+    # W moves only in pico.loss (l.5), whose prototypes it follows: in front of another loss it would stay the uniform
+    # targets under PiCO's name (an outside review: bit-identical to +label_update=pllzoo.uniform)
+    needs = frozenset({"pico_prototypes"})
     reads = frozenset()  # W moves with the prototypes, never from step.label_probs: a logit offset changes nothing
 
     @hookimpl
