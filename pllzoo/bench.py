@@ -531,11 +531,17 @@ def _stop_before(p: RunPlan, deadline: float | None) -> None:
 
 
 def _header_order(path: Path) -> Callable[[str], int]:
-    """A sort key putting the columns of ``path``'s header (an earlier results.csv) first, in its order; the rest
-    after them, as they come (a stable sort): a results.csv keeps its columns as runs of other methods are added."""
+    """A sort key putting the columns of ``path``'s header (an earlier results.csv that lists a finished run) first,
+    in its order; the rest after them, as they come (a stable sort): a results.csv keeps its columns as runs of other
+    methods are added.  A results.csv of failed or no runs has only the leading and trailing columns: not an order
+    to keep (a bench stopped by its time limit and resumed writes what one uninterrupted bench writes)."""
     try:
         with open(path, newline="", encoding="utf-8") as f:
-            header = next(csv.reader(f), [])
+            rows = csv.reader(f)
+            header = next(rows, [])
+            status = header.index("status") if "status" in header else None
+            if status is None or not any(len(r) > status and r[status] == "ok" for r in rows):
+                header = []
     except (OSError, UnicodeDecodeError, csv.Error):
         header = []
     place = {c: i for i, c in enumerate(header)}

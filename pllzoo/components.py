@@ -31,6 +31,7 @@ from __future__ import annotations
 import dataclasses
 import difflib
 import inspect
+import re
 from types import MappingProxyType
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Collection, Mapping
@@ -160,6 +161,12 @@ class Method:
 
     def slots(self) -> dict[str, str | None]:
         return {s: getattr(self, s) for s in SLOTS}
+
+
+def scope_name(method: str) -> str:
+    """A method string as ``Registry.method`` names it (``proden + selection = x`` → ``proden+selection=x``): what
+    an ``--hp`` scope and ``report --methods`` are compared with."""
+    return re.sub(r"\s*([+=])\s*", r"\1", method.strip())
 
 
 def parse_method_string(text: str) -> tuple[str, dict[str, str | None]]:

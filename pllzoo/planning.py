@@ -14,7 +14,7 @@ from typing import Any, Callable
 import torch
 
 from pllzoo import prefetch
-from pllzoo.components import Method, declared_strong_view, parse_method_string, views_of
+from pllzoo.components import Method, declared_strong_view, parse_method_string, scope_name, views_of
 from pllzoo.data.base import DataOptions, PLLData
 from pllzoo.augment import make_view
 from pllzoo.data.holdout import hold_out, subsample
@@ -55,12 +55,6 @@ class RunPlan:
 # Registered names hold no ``=`` (components.check_name), so in a mixed scope (``proden+selection=solar.classwise``)
 # every ``=`` follows a slot name after a ``+``: the first match is the key, whatever ``:`` or ``=`` the value holds.
 _KEY = re.compile(r"(?:^|:)\s*([A-Za-z_]\w*(?:\.[A-Za-z_]\w*)+)\s*=")
-
-
-def scope_name(method: str) -> str:
-    """A method string as ``Registry.method`` names it (``proden + selection = x`` → ``proden+selection=x``): what
-    an ``--hp`` scope is compared with."""
-    return re.sub(r"\s*([+=])\s*", r"\1", method.strip())
 
 
 def parse_overrides(pairs: tuple[str, ...] | list[str]) -> dict[str, str]:

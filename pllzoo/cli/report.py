@@ -153,7 +153,7 @@ def report(results, rule, methods, missing_ok, seeds, wide, metric, paper, title
         failures = [f for f in failures if f[3] in kept]
         if records.empty and not failures:
             raise PLLZooError(f"--seeds {seeds}: no runs of these seeds; found seeds {', '.join(map(str, found))}")
-    from pllzoo.planning import scope_name
+    from pllzoo.components import scope_name
 
     wanted = [scope_name(m) for m in methods.split(",") if m.strip()] if methods else None  # as bench names them
     have = set(records["method"]) | {f[1] for f in failures}

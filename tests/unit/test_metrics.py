@@ -62,3 +62,10 @@ def test_label_tally_and_accuracy_by_hand():
                                            "label_acc_few": None}
     uniform = torch.tensor([[1 / 3, 1 / 3, 0, 1 / 3], [0.5, 0, 0, 0.5]])  # no disambiguation yet: 1/|S| a row
     assert label_tally(uniform, torch.tensor([3, 3]), 4)[0].tolist() == pytest.approx([0, 0, 0, 1 / 3 + 1 / 2])
+
+
+def test_few_holds_the_untrained_classes_when_more_than_f_have_no_rows():
+    """The module's one departure: with more than F classes without training rows the reference's few_thr is 0 and
+    Few empty; here it is at least 1, so Few holds them (K = 9, F = 3, four classes of 0 rows)."""
+    groups = shot_groups(torch.tensor([0, 0, 0, 0, 5, 5, 10, 10, 10]))
+    assert groups.few_thr == 1 and groups.few.tolist() == [True] * 4 + [False] * 5

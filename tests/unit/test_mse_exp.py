@@ -42,3 +42,20 @@ def test_full_candidate_set_guard():
         both = torch.cat([CANDS, full])
         out = comp.per_sample(torch.cat([LOGITS, LOGITS]), both)
         assert torch.isfinite(out).all() and float(out[1]) == 0.0  # masked: no supervision
+
+
+def test_mse_and_exp_average_over_the_rows_that_carry_supervision():
+    """A row whose candidate set is every class (|S| = K) says nothing and is left out of the mean, with no selection
+    or an all-True one (a review: the mean over both rows, the row counted as 0, passed every other test)."""
+    from pllzoo import PLLState, Stage
+    from pllzoo.run import Batch, Step
+
+    logits = torch.tensor([[0.5, 0.3, 0.2], [0.1, 0.2, 0.7]]).log()
+    cands = torch.tensor([[1.0, 1.0, 0.0], [1.0, 1.0, 1.0]])  # row 1: |S| = K
+    for cls, fn in ((MSELoss, mse_loss), (EXPLoss, exp_loss)):
+        comp = cls(ComplementaryHParams(cr=False, mixup=False))
+        for mask in (None, torch.ones(2, dtype=torch.bool)):
+            step = Step(batch=Batch(torch.arange(2), torch.zeros(2, 1), cands, torch.zeros(2, dtype=torch.long)),
+                        logits=logits, probs=logits.softmax(1), forward=None, generator=None, epoch=1,
+                        stage=Stage(), nominal_batch_size=2, mask=mask)
+            torch.testing.assert_close(comp.pllzoo_loss(step, PLLState()), fn(logits[:1], cands[:1])[0])

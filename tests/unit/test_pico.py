@@ -125,3 +125,50 @@ def test_only_the_key_encoder_sees_the_strong_view(registry):
     assert counts[True][0] == 2 * counts[True][2]
     tabular = registry.build_components(registry.method("pico"), {}, ("lost", "tabular"))
     assert tabular["loss"].hp.query_strong_pass and "strong" in tabular["loss"].views
+
+
+def test_one_pico_step_by_hand():
+    """One call of pico.loss against its algorithm box: the pseudo-label of l.2 is argmax(p ⊙ Y) (here the largest
+    probability lies outside the candidate set), the key encoder moves to moco_m·key + (1 − moco_m)·query (l.4),
+    and W of the batch's rows becomes m·W + (1 − m)·onehot(argmax(s ⊙ Y)) with s scored against the prototypes from
+    before the batch (l.5); the pseudo-labels are enqueued with the keys (l.6).  (A review's mutations of each of
+    these passed every other PiCO test.)"""
+    from types import SimpleNamespace
+
+    from pllzoo import PLLState, Stage
+    from pllzoo.pllnet import PLLNet
+    from pllzoo.run import Batch, Step
+    from pllzoo_baselines.pico import PiCOHParams, PiCOLoss
+
+    torch.manual_seed(0)
+    net = PLLNet(torch.nn.Identity(), torch.nn.Linear(3, 3))
+    comp = PiCOLoss(PiCOHParams(low_dim=2, queue=4))
+    comp.pllzoo_modules(SimpleNamespace(model=net))
+    comp.epochs, comp.epoch, comp.m = 10, 1, 0.9  # epoch ≥ prot_start (1): supervised, l.5 applies
+    key_before = [p.clone() for p in comp.key.parameters()]
+    query = [p.detach().clone() for p in comp.query.parameters()]
+    x = torch.tensor([[0.3, -0.2, 0.5], [-0.4, 0.1, 0.2]])
+    cands = torch.tensor([[1.0, 1.0, 0.0], [0.0, 1.0, 1.0]])
+    probs = torch.tensor([[0.1, 0.2, 0.7], [0.5, 0.2, 0.3]])  # argmax off the candidates: 2 and 0
+    protos = F.normalize(torch.tensor([[1.0, 0.0], [0.0, 1.0], [-1.0, -1.0]]), dim=1)
+    w0 = torch.tensor([[0.0, 0.3, 0.7], [0.6, 0.4, 0.0], [1.0, 0.0, 0.0]])  # rows 1, 0 the batch's; 2 not in it
+    state = PLLState({"confidence": w0.clone(), "pico_prototypes": protos.clone(),
+                      "pico_queue": torch.zeros(4, 2), "pico_queue_labels": torch.full((4,), -1),
+                      "pico_queue_ptr": torch.zeros((), dtype=torch.long)})
+    step = Step(batch=Batch(torch.tensor([1, 0]), x, cands, torch.zeros(2, dtype=torch.long)), logits=probs.log(),
+                probs=probs, forward=net, generator=torch.Generator(), epoch=1, stage=Stage(), nominal_batch_size=2,
+                features=x)
+    step.batch.x_strong = x
+    comp.pllzoo_loss(step=step, state=state)
+
+    for k, k0, q in zip(comp.key.parameters(), key_before, query):  # l.4
+        torch.testing.assert_close(k, 0.999 * k0 + 0.001 * q)
+    pseudo = torch.tensor([1, 2])  # argmax(p ⊙ Y): not argmax(p) = (2, 0)
+    assert state.pico_queue_labels[:2].tolist() == pseudo.tolist()  # enqueued with the keys
+    with torch.no_grad():
+        s = torch.softmax(F.normalize(comp.head(x), dim=1) @ protos.T, dim=1)  # the prototypes before the batch
+    onehot = F.one_hot((s * cands).argmax(1), 3).float()
+    want = w0.clone()
+    want[[1, 0]] = 0.9 * w0[[1, 0]] + 0.1 * onehot
+    torch.testing.assert_close(state.confidence, want)
+    torch.testing.assert_close(step.trained_targets, want[[1, 0]])  # what l.6 trained on, for label_acc

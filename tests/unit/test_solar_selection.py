@@ -266,6 +266,11 @@ def test_tau_is_strict_and_configurable():
     assert mask.tolist() == [True, True, False, True, False, False]  # row 3 still small-loss in class 1
     _, _, mask = _select(epoch=2, tau=1.0)
     assert mask.tolist() == [True, True, False, True, False, False]
+    # high confidence alone (no small-loss rows), where only τ decides row 3 (a review: ">=" passed the above)
+    _, _, mask = _select(epoch=2, mode="confidence", tau=0.999)
+    assert mask.tolist() == [False] * 6
+    _, _, mask = _select(epoch=2, mode="confidence", tau=0.998)
+    assert mask.tolist() == [False, False, False, True, False, False]
 
 
 def test_rho_ramp_drives_the_quota():
