@@ -41,7 +41,9 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 from PIL import Image
-from torchvision.transforms import v2
+
+if TYPE_CHECKING:
+    from torchvision.transforms import v2
 
 from pllzoo.errors import PLLZooError
 
@@ -130,39 +132,43 @@ def _uniform_bins(lo: float, hi: float) -> Callable[[int, int, int], tuple[float
     return lambda n, h, w: _midpoints(lo, hi, n)
 
 
-class _ReferenceRandAugment(v2.RandAugment):
-    """torchvision's RandAugment with the reference RandomAugment's magnitude ranges, unsigned.
-
-    torchvision applies enhance ops with factor ``1 + magnitude``, so factor v in [0.05, 0.95]
-    is magnitude in [-0.95, -0.05]; Solarize uses threshold ``255 · magnitude`` on PIL images.
-    """
-
-    _AUGMENTATION_SPACE = {
-        "Identity": (lambda n, h, w: None, False),
-        "ShearX": (_uniform_bins(-0.3, 0.3), False),
-        "ShearY": (_uniform_bins(-0.3, 0.3), False),
-        "TranslateX": (lambda n, h, w: _midpoints(-0.3 * w, 0.3 * w, n), False),
-        "TranslateY": (lambda n, h, w: _midpoints(-0.3 * h, 0.3 * h, n), False),
-        "Rotate": (_uniform_bins(-30.0, 30.0), False),
-        "Brightness": (_uniform_bins(-0.95, -0.05), False),
-        "Color": (_uniform_bins(-0.95, -0.05), False),
-        "Contrast": (_uniform_bins(-0.95, -0.05), False),
-        "Sharpness": (_uniform_bins(-0.95, -0.05), False),
-        "Posterize": (_uniform_bins(4.0, 8.0), False),  # int(v): 4..7 bits
-        "Solarize": (_uniform_bins(0.0, 256.0 / 255.0), False),  # threshold in [0, 256]
-        "AutoContrast": (lambda n, h, w: None, False),
-        "Equalize": (lambda n, h, w: None, False),
-    }
-
-
-# one single-op instance per magnitude bin, so each op of each sample gets its own magnitude
-_RANDAUG: dict[str, list[v2.RandAugment]] = {
-    "reference": [_ReferenceRandAugment(num_ops=1, magnitude=b, num_magnitude_bins=NUM_BINS) for b in range(NUM_BINS)],
-    "torchvision": [v2.RandAugment(num_ops=1, magnitude=b, num_magnitude_bins=NUM_BINS) for b in range(NUM_BINS)],
+#: torchvision's RandAugment ops with the reference RandomAugment's magnitude ranges, unsigned: torchvision applies
+#: enhance ops with factor ``1 + magnitude``, so factor v in [0.05, 0.95] is magnitude in [-0.95, -0.05]; Solarize
+#: uses threshold ``255 · magnitude`` on PIL images
+REFERENCE_SPACE = {
+    "Identity": (lambda n, h, w: None, False),
+    "ShearX": (_uniform_bins(-0.3, 0.3), False),
+    "ShearY": (_uniform_bins(-0.3, 0.3), False),
+    "TranslateX": (lambda n, h, w: _midpoints(-0.3 * w, 0.3 * w, n), False),
+    "TranslateY": (lambda n, h, w: _midpoints(-0.3 * h, 0.3 * h, n), False),
+    "Rotate": (_uniform_bins(-30.0, 30.0), False),
+    "Brightness": (_uniform_bins(-0.95, -0.05), False),
+    "Color": (_uniform_bins(-0.95, -0.05), False),
+    "Contrast": (_uniform_bins(-0.95, -0.05), False),
+    "Sharpness": (_uniform_bins(-0.95, -0.05), False),
+    "Posterize": (_uniform_bins(4.0, 8.0), False),  # int(v): 4..7 bits
+    "Solarize": (_uniform_bins(0.0, 256.0 / 255.0), False),  # threshold in [0, 256]
+    "AutoContrast": (lambda n, h, w: None, False),
+    "Equalize": (lambda n, h, w: None, False),
 }
+RANGES = ("reference", "torchvision")
+
+
+@functools.cache
+def _randaug(ranges: str) -> list[v2.RandAugment]:
+    """One single-op RandAugment per magnitude bin, so each op of each sample gets its own magnitude; built on first
+    use (torchvision's import takes seconds, which a run on tabular data, or ``pllzoo report``, need not wait)."""
+    from torchvision.transforms import v2
+
+    kind = v2.RandAugment if ranges == "torchvision" else type(
+        "ReferenceRandAugment", (v2.RandAugment,), {"_AUGMENTATION_SPACE": REFERENCE_SPACE})
+    return [kind(num_ops=1, magnitude=b, num_magnitude_bins=NUM_BINS) for b in range(NUM_BINS)]
+
 
 def _simclr(size: tuple[int, int]) -> v2.Compose:
     """PiCO's SimCLR transform with its crop resized to ``size`` (PiCO: 32, CIFAR's)."""
+    from torchvision.transforms import v2
+
     return v2.Compose([
         v2.RandomResizedCrop(size, scale=(0.2, 1.0), antialias=True),
         v2.RandomHorizontalFlip(),
@@ -199,9 +205,9 @@ def randaugment(
     :param x: uint8 [B, 3, H, W].
     :returns: uint8 [B, 3, H, W].
     """
-    if ranges not in _RANDAUG:
-        raise PLLZooError(f"unknown RandAugment ranges {ranges!r}; valid: {', '.join(_RANDAUG)}")
-    table = _RANDAUG[ranges]
+    if ranges not in RANGES:
+        raise PLLZooError(f"unknown RandAugment ranges {ranges!r}; valid: {', '.join(RANGES)}")
+    table = _randaug(ranges)
     bins = torch.randint(NUM_BINS, (x.shape[0], num_ops), generator=gen, device=gen.device).tolist()  # [B][ops]
 
     def apply(i: int, img: Image.Image) -> Image.Image:
@@ -224,6 +230,8 @@ def pico_strong(x: torch.Tensor, gen: torch.Generator) -> torch.Tensor:
     4-pixel shift instead, after the ops.  The crop is resized to the input's own size (32 on CIFAR), as
     the key encoder reads what the query encoder reads.  uint8 [B, 3, H, W] in and out.
     """
+    from torchvision.transforms import v2
+
     crop_flip = v2.Compose([v2.RandomResizedCrop(tuple(x.shape[2:]), scale=(0.2, 1.0), antialias=True),
                             v2.RandomHorizontalFlip()])
     return cutout(randaugment(_per_sample_pil(x, gen, lambda i, img: crop_flip(img)), gen, 3), gen)

@@ -24,7 +24,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import torch
-import torchvision
 from torch import nn
 
 from pllzoo import model_args
@@ -44,6 +43,8 @@ def resnet18(num_classes: int, input_shape: tuple[int, ...] = (3, 32, 32)) -> PL
     torchvision already initialises convs Kaiming-normal (fan_out, ReLU) and BN to 1/0 (no
     zero-init of residual BN); the replacement stem conv gets the same Kaiming init.
     """
+    import torchvision  # seconds to import: only where a backbone of it is built
+
     channels = image_channels("resnet18", input_shape)
     net = torchvision.models.resnet18(weights=None, num_classes=num_classes)
     net.conv1 = nn.Conv2d(channels, 64, kernel_size=3, stride=1, padding=1, bias=False)

@@ -24,7 +24,6 @@ from collections import OrderedDict
 from pathlib import Path
 
 import torch
-import torchvision
 from torch import nn
 
 from pllzoo.errors import PLLZooError
@@ -71,6 +70,8 @@ def resnet18_imagenet(num_classes: int, input_shape: tuple[int, ...] = (3, 224, 
     """torchvision's ResNet-18 with its ImageNet weights (from a local file) and a new ``Linear(512, K)`` head."""
     if image_channels("resnet18-imagenet", input_shape) != 3:
         raise PLLZooError(f"model 'resnet18-imagenet' takes RGB images (3 channels), got input shape {input_shape}")
+    import torchvision  # seconds to import: only where its backbone is built
+
     net = torchvision.models.resnet18(weights=None)  # the 1000-class ImageNet network, then its weights
     net.load_state_dict(local_weights(RESNET18_IMAGENET, "resnet18-imagenet"))
     head = nn.Linear(512, num_classes)  # PyTorch's default init, from the run's seeded RNG

@@ -130,7 +130,7 @@ def test_randaugment_differs_per_sample(ranges: str) -> None:
 
 
 def test_reference_table_covers_torchvision_ops_with_reference_ranges() -> None:
-    ours, theirs = A._ReferenceRandAugment._AUGMENTATION_SPACE, v2.RandAugment._AUGMENTATION_SPACE
+    ours, theirs = A.REFERENCE_SPACE, v2.RandAugment._AUGMENTATION_SPACE
     assert set(ours) == set(theirs)  # fails if torchvision renames or adds ops
     n = A.NUM_BINS
     for op in ["Brightness", "Color", "Contrast", "Sharpness"]:
