@@ -28,6 +28,9 @@ pytestmark = pytest.mark.skipif(
 RTOL, ATOL = 1e-5, 1e-6  # measured: losses and logs ≤ 2.8e-7 relative, state ≤ 2.4e-7 (SoLar: ≤ 9.5e-7, its queue
 # of log-probabilities and confidences; its prior exact), weights ≤ 1.2e-7 (float32)
 CFG = TrainConfig(model="mlp-nobn", epochs=3, lr=0.02, weight_decay=1e-4, batch_size=16)
+#: a torchrun case whose sibling in the default suite covers the same path (each launch costs two interpreters and
+#: a rendezvous): run with -m slow, which keeps the default suite near ten minutes on two cores
+SLOW_SIBLING = pytest.mark.slow
 MIXUP = {"loss.mixup": True}  # tabular defaults turn the protocol's mixup off: force it on (D7)
 SOLAR_FAST = {"estimator.est_epochs": 0, "label_update.queue_length": 1, "loss.warmup_epochs": 0,
               "selection.warmup_epochs": 0}
@@ -200,9 +203,9 @@ def test_not_ready_recipes_are_refused_before_training(small_jobs):
 
 
 @pytest.mark.parametrize("method, overrides", [
-    ("corr-records", {}),
+    pytest.param("corr-records", {}, marks=SLOW_SIBLING),
     ("solar", {**SOLAR_FAST, "estimator.est_epochs": 1, "label_update.queue_length": 2}),  # the queue restored
-    ("pico", {"loss.queue": 32}),  # prototypes, queue, head and key encoder restored
+    pytest.param("pico", {"loss.queue": 32}, marks=SLOW_SIBLING),  # prototypes, queue, head and key encoder restored
     ("valen", {"loss.warm_up": 1, "loss.gamma": 1.0}),  # the kNN graph, d, enc and dec restored
 ], ids=["corr-records", "solar", "pico", "valen"])
 def test_resume_a_one_process_checkpoint_with_two_processes(tmp_path, test_model, method, overrides):
@@ -528,7 +531,7 @@ def test_processes_that_planned_different_runs_end_the_bench_alike(small_jobs):
     assert "seed 2" not in differs and "; rank 1: proden__synthetic-lt__s2-" in differs
 
 
-@pytest.mark.parametrize("method", ["ranktest-boom", "ranktest-all"])
+@pytest.mark.parametrize("method", ["ranktest-boom", pytest.param("ranktest-all", marks=SLOW_SIBLING)])
 def test_a_run_failing_on_one_process_ends_the_bench_soon(tmp_path, method):
     """A run that fails on rank 1 alone (its device, say): rank 1 waits failure_wait_s (5 s here) for the others
     to report the same failure, then ends the bench; rank 0, whose collective then fails, ends it too, naming
@@ -555,7 +558,7 @@ def test_a_run_failing_on_one_process_ends_the_bench_soon(tmp_path, method):
     assert "boom on rank 1" in rows["error"][0]  # the first cause, not rank 0's closed connection
 
 
-@pytest.mark.parametrize("alone", [0, 1])
+@pytest.mark.parametrize("alone", [0, pytest.param(1, marks=SLOW_SIBLING)])
 def test_a_process_that_cannot_plan_ends_the_bench_on_every_process(tmp_path, alone):
     """One process refused before planning (here an unknown method; an outside review met a plugin that failed to
     import on one rank): the others waited in the comparison of plans until the process group's timeout, then
@@ -676,7 +679,7 @@ def _rankfail_torchrun(tmp_path, methods: str, mode: str = "raise", *more: str, 
                           env=env, capture_output=True, text=True, timeout=200)
 
 
-@pytest.mark.parametrize("mode", ["raise", "exit"])
+@pytest.mark.parametrize("mode", ["raise", pytest.param("exit", marks=SLOW_SIBLING)])
 def test_torchrun_a_lone_failure_leaves_results_csv_with_its_cause(tmp_path, mode):
     """Under torchrun, rank 1 failing alone: torchrun stops rank 0 (SIGTERM) as soon as rank 1 has exited; rank 0
     used to die mid-write (exit -15, results.csv lost once, a lock left behind), and after a crash that left no
@@ -704,6 +707,7 @@ def test_torchrun_a_lone_failure_leaves_results_csv_with_its_cause(tmp_path, mod
     assert mode != "raise" or "The first cause: rankfail seed 1 failed on rank 1: " in error, error[-500:]
 
 
+@SLOW_SIBLING  # test_not_ready_recipes_are_refused_before_training checks the refusal in one process
 def test_torchrun_a_component_not_ready_for_ddp_refuses_the_bench_before_any_run(tmp_path):
     """An outside review: it used to fail each of its runs (one failed row each, torch's launcher traceback) and
     did not say how a component opts in; now the bench is refused on every process before anything trains."""

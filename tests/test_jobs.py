@@ -202,7 +202,9 @@ def test_time_limit_with_jobs_stops_each_run_and_resume_finishes_them(registry, 
     assert len(pd.read_csv(out / "results.csv")) == 2
 
 
-@pytest.mark.parametrize("name, whom", [("SIGTERM", "group"), ("SIGTERM", "parent"), ("SIGINT", "parent")])
+@pytest.mark.parametrize("name, whom", [  # the parent's cases with -m slow: each runs a --jobs 2 bench
+    ("SIGTERM", "group"), pytest.param("SIGTERM", "parent", marks=pytest.mark.slow),
+    pytest.param("SIGINT", "parent", marks=pytest.mark.slow)])
 def test_sigterm_to_the_bench_or_its_group_stops_every_run_cleanly(tmp_path, name, whom):
     """``--jobs 2`` and SIGTERM to the bench's process (``kill``) or its whole group (``timeout``, a batch
     system): one line says so, each running run ends its epoch with a checkpoint, none starts after,
