@@ -256,6 +256,19 @@ def _finite_number(v: Any) -> bool:
     return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
 
 
+def _finite_numbers(v: Any) -> bool:
+    """A list of :func:`_finite_number` or null (``class_acc``); a plain loop, as a report reads millions of them."""
+    if not isinstance(v, list):
+        return False
+    for x in v:
+        if type(x) is float:  # the common case first (six times faster than the general test)
+            if not math.isfinite(x):
+                return False
+        elif x is not None and not _finite_number(x):
+            return False
+    return True
+
+
 RUN_KEYS = ("method", "dataset", "seed")  # what names a run in its records and its config.json
 
 
@@ -279,8 +292,7 @@ def _check_record_types(records: list[dict[str, Any]], where: Path | str) -> Non
     checks = {"method": text, "dataset": text, "stage": text, "seed": whole, "epoch": whole, "epochs": whole,
               **{c: (lambda v: v is None or _finite_number(v), "a finite number or null")
                  for c in (*ACC_COLUMNS, *SCORE_COLUMNS, *LABEL_COLUMNS)},
-              "class_acc": (lambda v: v is None or isinstance(v, list) and all(
-                  x is None or _finite_number(x) for x in v), "a list of finite numbers")}
+              "class_acc": (lambda v: v is None or _finite_numbers(v), "a list of finite numbers")}
     first = records[0] if records else {}
     for rec in records:
         missing = [k for k in REQUIRED_KEYS if k not in rec]
@@ -303,8 +315,9 @@ def _check_record_types(records: list[dict[str, Any]], where: Path | str) -> Non
                                  f"{rec[key]!r:.60}, its first epoch's {first[key]!r:.60}: lines of two runs)")
 
 
-def _check_types(records: list[dict[str, Any]], config: dict[str, Any], where: Path) -> None:
-    """What the tables read of a run has the types pllzoo writes (an edited or corrupted file does not).
+def _check_types(records: list[dict[str, Any]], config: dict[str, Any], where: Path, checked: bool = False) -> None:
+    """What the tables read of a run has the types pllzoo writes (an edited or corrupted file does not);
+    ``checked``: the records' own types were (:func:`check_log`), so only the config's are.
 
     :raises DamagedRun: one line naming the run and the value."""
     def number(v: Any) -> bool:
@@ -317,7 +330,8 @@ def _check_types(records: list[dict[str, Any]], config: dict[str, Any], where: P
     for key in ("phi", "imb", "holdout", "subset"):
         if not number(data.get(key)):
             raise DamagedRun(f"{where}: damaged run (config.json's data.{key} is {data[key]!r}, not a number)")
-    _check_record_types(records, where)
+    if not checked:
+        _check_record_types(records, where)
 
 
 #: config keys that vary from seed to seed, or that the setting label and the method name already say
@@ -582,7 +596,7 @@ def _read(out_dirs: tuple[Path, ...], finished_only: bool, damaged: list[tuple[P
             try:
                 recs = src.records()
                 config = src.config(recs[0])
-                _check_types(recs, config, src.where)
+                _check_types(recs, config, src.where, checked=src.done)  # a finished run's log: check_log'd
                 if src.done and src.archived is None:
                     _check_checkpoint(src.where)
             except DamagedRun as exc:
