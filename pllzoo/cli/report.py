@@ -12,6 +12,7 @@ from pllzoo.cli.listing import show_report
 from pllzoo.cli.options import INPUT_FILE
 from pllzoo.cli.outputs import OutputFile, write_text
 from pllzoo.columns import ACC_COLUMNS, LABEL_COLUMNS
+from pllzoo.components import scope_name
 from pllzoo.errors import PLLZooError
 from pllzoo.model_selection import RULES
 
@@ -153,8 +154,6 @@ def report(results, rule, methods, missing_ok, seeds, wide, metric, paper, title
         failures = [f for f in failures if f[3] in kept]
         if records.empty and not failures:
             raise PLLZooError(f"--seeds {seeds}: no runs of these seeds; found seeds {', '.join(map(str, found))}")
-    from pllzoo.components import scope_name
-
     wanted = [scope_name(m) for m in methods.split(",") if m.strip()] if methods else None  # as bench names them
     have = set(records["method"]) | {f[1] for f in failures}
     unknown = sorted(set(wanted or ()) - have)
