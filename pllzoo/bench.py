@@ -30,7 +30,6 @@ bench on all of them (:func:`_failed_alone`).
 from __future__ import annotations
 
 import contextlib
-import csv
 import itertools
 import json
 import os
@@ -530,24 +529,6 @@ def _stop_before(p: RunPlan, deadline: float | None) -> None:
         raise checkpoint.time_stop("before it started")  # (the part's first run trains an epoch all the same)
 
 
-def _header_order(path: Path) -> Callable[[str], int]:
-    """A sort key putting the columns of ``path``'s header (an earlier results.csv that lists a finished run) first,
-    in its order; the rest after them, as they come (a stable sort): a results.csv keeps its columns as runs of other
-    methods are added.  A results.csv of failed or no runs has only the leading and trailing columns: not an order
-    to keep (a bench stopped by its time limit and resumed writes what one uninterrupted bench writes)."""
-    try:
-        with open(path, newline="", encoding="utf-8") as f:
-            rows = csv.reader(f)
-            header = next(rows, [])
-            status = header.index("status") if "status" in header else None
-            if status is None or not any(len(r) > status and r[status] == "ok" for r in rows):
-                header = []
-    except (OSError, UnicodeDecodeError, csv.Error):
-        header = []
-    place = {c: i for i, c in enumerate(header)}
-    return lambda c: place.get(c, len(place))
-
-
 def _write_rows(out: Path, plans: list[RunPlan], finals: list[dict[str, Any] | None],
                 failed: dict[int, str] | None = None) -> pd.DataFrame:
     """``OUT/results.csv``, rebuilt under :func:`results_lock`: the final rows of every finished run under
@@ -569,7 +550,6 @@ def _write_rows(out: Path, plans: list[RunPlan], finals: list[dict[str, Any] | N
             rows = order_methods(final_rows(records.drop(columns=["train_counts"])), order)
             extra = [c for c in rows.columns if c not in (*RESULT_COLUMNS, "class_acc", "setting")]
             extra = [c for c in TRAINER_COLUMNS if c in extra] + [c for c in extra if c not in TRAINER_COLUMNS]
-            extra.sort(key=_header_order(Path(out) / "results.csv"))  # the columns an earlier results.csv had first
             rows = rows[[*RESULT_COLUMNS, *extra, "setting"]].reset_index(drop=True)
         else:
             rows = pd.DataFrame(columns=[*RESULT_COLUMNS, "run", "setting"])  # a failed row's run id stays

@@ -101,7 +101,8 @@ that no component `reads` (`"logit_offset"`: PRODEN's, CORR's and HTC's label up
 component whose `provides` none of the others needs or reads and that plans stages of its own
 (`proden+estimator=solar.prior`: SoLar's pre-estimation stage would train for a prior nothing reads; with
 `--hp estimator.est_epochs=0` it plans none, only logs `prior`/`prior_tv`, and is kept; `proden+loss=valen.loss`:
-VALEN's encoder and decoder would train for a Dirichlet only `valen.targets` reads), a
+VALEN's encoder and decoder would train for a Dirichlet only `valen.targets` reads; the rule reads stages, so with
+`--hp loss.warm_up=0` it plans none and is kept, its encoder and decoder training for nothing), a
 selection other than `pllzoo.all` in front of a loss that `ignores` the `"mask"` (HTC's loss selects its own rows;
 PiCO's averages over the whole batch),
 and a label update other than `pllzoo.uniform` in front of a loss that `ignores` the `"targets"` (CC's, MSE's and EXP's

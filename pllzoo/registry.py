@@ -280,7 +280,7 @@ class Registry:
             which = " and ".join(elsewhere)
             own = [n for n in self.components[slot] if n.startswith(f"{name}.")]  # loss=cc: cc.loss
             hint = (f" (it is {'an' if which[:1] in 'aeiou' else 'a'} {which} component)" if elsewhere else
-                    " (did you mean 'none'?)" if str(name).lower() == "none" else
+                    " (did you mean 'none'?)" if str(name).lower() == "none" and slot in OPTIONAL_SLOTS else
                     f" (did you mean {own[0]!r}?)" if len(own) == 1 else self._near(name, self.components[slot]))
             raise UnknownNameError(f"unknown {slot} component {name!r}{hint}; valid: {valid}"
                                    f"{self._failed_note()}") from None

@@ -510,6 +510,11 @@ class Trainer:
                 extra.update(out)
             metrics = self.test_metrics()
             if self.epoch_tally is not None:  # before the test metrics in the record
+                if not bool(torch.isfinite(self.epoch_tally).all()):  # (a review: a NaN record, its run "damaged")
+                    raise PLLZooError(f"the training-label accuracy of {stage.name} epoch {epoch + 1} is not finite: "
+                                      "the targets tallied (the label update's, or those a loss set in "
+                                      "step.trained_targets) hold NaN or inf; rerun with --check to name the "
+                                      "component")
                 labels = label_accuracy(self.epoch_tally, self.groups)
                 own = sorted(labels.keys() & (logs.keys() | extra.keys()))
                 if own and not self.label_keys_own:  # logged before the trainer did: not a clash to refuse
@@ -687,7 +692,8 @@ class Trainer:
             loss = self.calls.role("loss", step=step, state=self.state)
             check_loss("loss", comps["loss"], loss, values, logits.device)
             if step.trained_targets is not None:
-                check_targets("loss", comps["loss"], step.trained_targets, batch.candidates, values, "pllzoo_loss")
+                check_targets("loss", comps["loss"], step.trained_targets, batch.candidates, values,
+                              "pllzoo_loss, in step.trained_targets,")
             self.optimizer.zero_grad(set_to_none=True)
             loss.backward()
             if values:

@@ -81,6 +81,30 @@ def test_the_targets_a_loss_says_it_trained_on_are_tallied():
     assert [r["label_acc"] for r in records] == [r["label_acc"] for r in want]
 
 
+def test_non_finite_trained_targets_past_the_checked_step_are_one_line():
+    """A review: a loss setting NaN step.trained_targets after an epoch's first (checked) step wrote a NaN
+    label_acc, and the bench then called its own new run damaged."""
+    from pllzoo.builtin import SoftCrossEntropy
+    from pllzoo.errors import PLLZooError
+
+    class LateNaN(SoftCrossEntropy):
+        name = "t.late_nan"
+
+        @hookimpl
+        def pllzoo_loss(self, step, state):
+            if step.batch.size < CFG.batch_size:  # the epoch's last step (90 rows at batch 16): not checked
+                step.trained_targets = torch.full_like(step.targets, float("nan"))
+            return super().pllzoo_loss(step=step, state=state)
+
+    reg = get_registry()
+    comps = reg.build_components(reg.method("proden"), {})
+    comps["loss"] = LateNaN()
+    trainer = Trainer(make_tiny_data(n=90), comps, CFG, seed=1, device=torch.device("cpu"))
+    with pytest.raises(PLLZooError, match=r"^the training-label accuracy of train epoch 1 is not finite: .*"
+                                          r"step.trained_targets.* --check to name the component$"):
+        trainer.fit()
+
+
 def test_pico_scores_the_w_its_loss_trains_on():
     """An outside review: PiCO's label_acc scored W before the update its loss makes (l.5), one epoch behind the
     W it trained on (its second epoch showed the first's uniform-tie share)."""
