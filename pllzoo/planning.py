@@ -344,13 +344,11 @@ def _say_same_recipes(registry: Registry, names: list[str], hp: dict[str, str]) 
         base, swaps = parse_method_string(text)
         own = registry.methods[base][0]
         same = [f"{s}={c or 'none'}" for s, c in swaps.items() if c == getattr(own, s)]
-        if same and len(same) == len(swaps):
-            warnings.warn(f"{text}: {', '.join(same)} {'is' if len(same) == 1 else 'are'} the recipe's own; it "
-                          f"trains as {base!r} does, under its own name and run id", stacklevel=3)
-        elif same:  # (an outside review: "trains as 'solar' does" of solar+selection=solar.classwise+estimator=...)
+        if same:  # what it trains as: the base, or the base with its other swaps (an outside review)
             rest = "+".join(f"{s}={c or 'none'}" for s, c in swaps.items() if c != getattr(own, s))
             warnings.warn(f"{text}: {', '.join(same)} {'is' if len(same) == 1 else 'are'} the recipe's own; it "
-                          f"trains as {base}+{rest} does, under its own name and run id", stacklevel=3)
+                          f"trains as {f'{base}+{rest}' if rest else repr(base)} does, under its own name and run id",
+                          stacklevel=3)
         key = (base, frozenset((s, c) for s, c in swaps.items() if c != getattr(own, s)))
         other = seen.setdefault(key, text)
         if other != text and not {text, other} & scoped:

@@ -284,7 +284,8 @@ SCORE_SLACK = 1e-3  # percentage points a float32 score may lie past 0 or 100
 def _check_record_types(records: list[dict[str, Any]], where: Path | str) -> None:
     """The fields the tables read of each record have the types pllzoo writes: ``method``, ``dataset`` and
     ``stage`` strings, ``seed``, ``epoch`` and ``epochs`` integers, the accuracies, training-label accuracies and
-    held-out scores finite percentages or null, ``class_acc`` a list of them (an edited or corrupted log does not, and would sort, average or plot wrongly).
+    held-out scores finite percentages or null, ``class_acc`` a list of them (an edited or corrupted log does not,
+    and would sort, average or plot wrongly).
 
     :raises DamagedRun: one line naming the run, the field, the epoch and the value."""
     text = (lambda v: isinstance(v, str), "a string")
