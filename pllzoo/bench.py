@@ -53,7 +53,7 @@ from pllzoo.planning import (DEVICE_VIEWS, RunPlan, _route, carve, check_seeds, 
                              parse_overrides, plan, train_config)
 from pllzoo.plugins import one_line
 from pllzoo.registry import Registry
-from pllzoo.results import (RESULT_COLUMNS, env_info, final_rows, load, order_methods, plugins_env, write_json,
+from pllzoo.results import (RESULT_COLUMNS, env_info, final_rows, load, order_methods, plugins_env, run_id, write_json,
                             write_jsonl)
 from pllzoo.run import BOOKKEEPING_FIELDS
 from pllzoo.runfolders import (data_change, finished_records, machine_change, recorded_env, recover, recover_abandoned,
@@ -115,12 +115,14 @@ def execute(
     threads = threads or default_threads(jobs)
     runs_dir = Path(out) / "runs"
     runs_dir.mkdir(parents=True, exist_ok=True)
+    _migrate(out)
+    archived, archived_env, archived_damage = archive.finished(out)  # run id → records, env, damage of OUT's archive
+    if not overwrite:
+        _take_fetch_twins(plans, runs_dir, archived)
     for p in plans:  # a file of the user's where a run folder goes: set aside and lost, silently (an outside review)
         if (runs_dir / p.run_id).exists() and not (runs_dir / p.run_id).is_dir():
             raise PLLZooError(f"cannot write the results under --out {out}: {runs_dir / p.run_id} is a file, where "
                               "pllzoo keeps a folder; move it away")
-    _migrate(out)
-    archived, archived_env, archived_damage = archive.finished(out)  # run id → records, env, damage of OUT's archive
     shas: dict[int, str] = {}  # id(p.data) → its fingerprint, made only for runs that are reused
 
     def reuse_warning(p: RunPlan, env: dict[str, Any] | None, where: str) -> str:
@@ -297,6 +299,25 @@ def _migrate(out: Path) -> None:
     if moved:
         warnings.warn(f"{out}: moved {len(moved)} run(s) recorded under old run ids (with machine paths, or float "
                       f"milestones) to their new ids, e.g. {next(iter(moved))} -> {next(iter(moved.values()))}")
+
+
+def _take_fetch_twins(plans: list[RunPlan], runs_dir: Path, archived: dict[str, Any]) -> None:
+    """Plan a run under its *fetch twin*'s id where OUT has the twin and not the run: the same config but for
+    ``data.download`` (``--offline``), which says how the data came, not what they are (an outside review:
+    ``--resume --offline`` after a bench without it started the run over; a finished run was trained again).
+
+    ``download`` stays hashed into the run id: every id recorded so far (with and without ``--offline``) keeps
+    its name.  The run then records the twin's value, as the twin did; nothing reads it back but ``--from-run``,
+    whose ``--offline`` it sets, and the command line's ``--offline`` still governs this bench's loading."""
+    for p in plans:
+        data = p.config.get("data")
+        if not isinstance(data, dict) or not isinstance(data.get("download"), bool):
+            continue
+        if (runs_dir / p.run_id).exists() or p.run_id in archived:
+            continue
+        twin = {**p.config, "data": {**data, "download": not data["download"]}}
+        if (runs_dir / run_id(twin)).is_dir() or run_id(twin) in archived:
+            p.config = twin
 
 
 def agree_on_plans(plans: list[RunPlan] | None, failed: BaseException | None = None) -> None:

@@ -77,6 +77,20 @@ def test_config_file_names_the_same_runs_as_the_command_line(out):
     assert _runs(out) == before  # the same three run ids: reused, none trained
 
 
+def test_a_home_relative_out_in_a_config_file_is_the_folder_under_home(out, monkeypatch):
+    # an outside review: `out = "~/res"` trained into a folder named `~` of the current one
+    monkeypatch.setenv("HOME", str(out.parent))
+    monkeypatch.chdir(out.parent)
+    before = _runs(out)
+    path = _write(out.parent / "home.toml", TOML + f'out = "~/{out.name}"\n')
+    res = _run(["--config", str(path), "--epochs", "2", "--hp", "train.lr=0.05"])
+    assert res.exit_code == 0, res.output
+    assert _runs(out) == before and not (out.parent / "~").exists()
+    res = CliRunner().invoke(cli, ["report", f"~/{out.name}", "--md", "~/table.md"])
+    assert res.exit_code == 0, res.output
+    assert "| Method | All |" in (out.parent / "table.md").read_text() and not (out.parent / "~").exists()
+
+
 def test_config_from_standard_input_names_the_same_runs(out):
     before = _runs(out)
     res = CliRunner().invoke(cli, ["bench", "--config", "-", "--epochs", "2", "--hp", "train.lr=0.05", "--out",

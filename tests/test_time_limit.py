@@ -98,6 +98,27 @@ def test_a_run_stopped_mid_way_resumes_in_the_next_bench(registry, tmp_path, mon
     _assert_same_runs(out, tmp_path / "full", plans)
 
 
+def test_offline_resumes_and_reuses_the_runs_a_bench_without_it_started(registry, tmp_path, monkeypatch):
+    # an outside review: --offline is in the hashed config, so `--resume --offline` started the run over
+    fake_clock.install(monkeypatch)
+    online, offline, again, fresh = (
+        bench.plan(registry, ["cc"], "synthetic-lt", [1], DataOptions(download=d, subset=256), epochs=3, device="cpu")
+        for d in (True, False, False, False))
+    assert offline[0].run_id != online[0].run_id  # recorded ids keep their names
+    out, run = tmp_path / "out", tmp_path / "out" / "runs" / online[0].run_id
+    with pytest.raises(Stopped, match="cc seed 1: stopped after epoch 2/3"):
+        bench.execute(registry, online, out, time_limit=25 / 60)
+    bench.execute(registry, offline, out, resume=True)
+    assert [p.name for p in (out / "runs").iterdir() if p.is_dir()] == [run.name]
+    assert [r["epoch"] for r in read_jsonl(run / "log.jsonl")] == [1, 2, 3]  # resumed, not started over
+    assert offline[0].config["data"]["download"] is True  # as the run recorded
+    finished = (run / "log.jsonl").stat().st_mtime_ns
+    bench.execute(registry, again, out)
+    assert (run / "log.jsonl").stat().st_mtime_ns == finished  # reused, not trained again
+    bench.execute(registry, fresh, out, overwrite=True)  # a retrained run records how its data came now
+    assert (out / "runs" / fresh[0].run_id).is_dir() and fresh[0].config["data"]["download"] is False
+
+
 def test_time_limit_must_be_positive(registry, tmp_path):
     plans = _plans(registry, ["proden"], epochs=1)
     with pytest.raises(PLLZooError, match="must be > 0"):

@@ -8,6 +8,7 @@ from pathlib import Path
 import click
 
 from pllzoo.cli import cli
+from pllzoo.cli.options import UserPath
 
 
 def prune(out: Path) -> tuple[int, dict[str, list[Path]]]:
@@ -36,7 +37,7 @@ def prune(out: Path) -> tuple[int, dict[str, list[Path]]]:
 
 
 @cli.command()
-@click.argument("results", nargs=-1, required=True, type=click.Path(exists=True, file_okay=False, path_type=Path))
+@click.argument("results", nargs=-1, required=True, type=UserPath(exists=True, file_okay=False))
 @click.option("--prune", "do_prune", is_flag=True,
               help="Then remove the run folders that hold nothing but what the archive holds (not checkpoints).")
 @click.option("--rebuild", is_flag=True,

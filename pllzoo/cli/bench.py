@@ -28,7 +28,7 @@ import click
 from pllzoo import configfile, replay  # click callbacks of --config/--from-run; neither loads torch
 from pllzoo.cli import cli, complete, warn_failed_plugins
 from pllzoo.cli.listing import show_report
-from pllzoo.cli.options import FINITE, PositiveFinite, run_options
+from pllzoo.cli.options import FINITE, PositiveFinite, UserPath, run_options
 from pllzoo.errors import PLLZooError
 from pllzoo.hparams import parse_value
 
@@ -90,7 +90,7 @@ def _continue_command(ctx: click.Context, resume: bool = True) -> str:
 
 
 
-class _Folder(click.Path):
+class _Folder(UserPath):
     """A folder path that is not empty: ``--out ""`` would write into the current folder (give ``.`` for it)."""
 
     def convert(self, value, param, ctx):
@@ -99,7 +99,7 @@ class _Folder(click.Path):
         return super().convert(value, param, ctx)
 
 
-_OUT = _Folder(path_type=Path)
+_OUT = _Folder()
 
 @cli.command(cls=_KeepsArgs)
 @click.option("--methods", required=True, shell_complete=complete.methods,
@@ -136,12 +136,12 @@ _OUT = _Folder(path_type=Path)
 @click.option("--time-limit", type=PositiveFinite(), default=None, metavar="MINUTES",
               help="Stop the whole bench at an epoch boundary, with a checkpoint, before MINUTES; exit status 75. "
                    "Finished runs are kept; the same command with --resume continues.")
-@click.option("--config", "config", type=click.Path(path_type=Path, dir_okay=False), default=None, is_eager=True,
+@click.option("--config", "config", type=UserPath(dir_okay=False), default=None, is_eager=True,
               expose_value=False, callback=configfile.use_config,
               help="Options from a TOML/YAML file, or - for TOML on standard input (keys: the long option names, hp: a "
                    "table or key=value list); "
                    "options given on the command line win (docs/config-example.toml).")
-@click.option("--from-run", "from_run", type=click.Path(path_type=Path), default=None, is_eager=True,
+@click.option("--from-run", "from_run", type=UserPath(), default=None, is_eager=True,
               expose_value=False, callback=replay.use_run, metavar="RUN_DIR",
               help="Replay OUT/runs/<run-id> exactly from its config.json (from OUT/runs.jsonl.xz when the folder "
                    "is gone); beside it only options that change no "
@@ -153,7 +153,7 @@ _OUT = _Folder(path_type=Path)
               help="Send each run's start, epoch records and end to the observer NAME that a plugin registered "
                    "(pllzoo plugins lists them), e.g. an experiment tracker; repeatable (default: PLLZOO_OBSERVE, "
                    "space-separated). An observer that fails is one warning and is disabled for that run.")
-@click.option("--tensorboard", type=_Folder(path_type=Path), default=None, metavar="DIR",
+@click.option("--tensorboard", type=_Folder(), default=None, metavar="DIR",
               help="Write every epoch's scalars (loss, lr, accuracies, method logs) to DIR/<run-id>/ for TensorBoard; "
                    "short for --observe pllzoo.tensorboard=DIR. Needs: pip install 'pllzoo[tensorboard]'.")
 @click.option("--dry-run/--no-dry-run", default=False,

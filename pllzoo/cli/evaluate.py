@@ -9,15 +9,16 @@ import click
 
 from pllzoo.cli import cli, complete
 from pllzoo.cli.listing import show_report
+from pllzoo.cli.options import UserPath
 from pllzoo.cli.outputs import OutputFile, write_text
 from pllzoo.columns import ACC_COLUMNS
 
 
 @cli.command()
-@click.argument("runs", nargs=-1, required=True, type=click.Path(exists=True, file_okay=False, path_type=Path))
+@click.argument("runs", nargs=-1, required=True, type=UserPath(exists=True, file_okay=False))
 @click.option("--predict", default=None, shell_complete=complete.predictors, help="Predict component to use, e.g. solar.la (SoLar-LA with --hp predict.zeta=2).")
 @click.option("--hp", "hps", multiple=True, help="Override: slot.field=value, e.g. predict.zeta=2.")
-@click.option("--data-dir", type=click.Path(path_type=Path), default=None,
+@click.option("--data-dir", type=UserPath(), default=None,
               help="Offline data folder, as bench's --data-dir (runs record no machine path; default: "
                    "$PLLZOO_CACHE/data, ~/.cache/pllzoo/data unless set).")
 @click.option("--device", default="auto", show_default=True, help="auto | cpu | cuda[:i].")

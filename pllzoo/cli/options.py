@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import os
 from pathlib import Path
 from typing import Any, Callable
 
@@ -39,12 +40,25 @@ class PositiveFinite(click.FloatRange):
         return _finite(self, super().convert(value, param, ctx), value, param, ctx)
 
 
-class InputFile(click.Path):
+class UserPath(click.Path):
+    """A path as the shell would give it: ``~`` and ``~user`` expanded (a config file or a Python call passes them
+    literally; an outside review: ``out = "~/res"`` trained into a folder named ``~``).  ``path_type``: Path."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(path_type=Path, **kwargs)
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        if isinstance(value, (str, os.PathLike)) and str(value).startswith("~"):
+            value = Path(value).expanduser()
+        return super().convert(value, param, ctx)
+
+
+class InputFile(UserPath):
     """A regular file to read (``--paper``, ``--space-file``): a folder, a device or a pipe is refused before
     anything is read (an outside review: ``/dev/zero`` was read forever)."""
 
     def __init__(self) -> None:
-        super().__init__(exists=True, dir_okay=False, path_type=Path)
+        super().__init__(exists=True, dir_okay=False)
 
     def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Path:
         path = Path(super().convert(value, param, ctx))
@@ -59,7 +73,7 @@ INPUT_FILE = InputFile()
 _RUN_OPTIONS = (
     click.option("--epochs", type=int, default=None, help="Epochs of the final stage (default: the dataset's)."),
     click.option("--batch-size", type=int, default=None, help="Training batch size (default: the dataset's)."),
-    click.option("--data-dir", type=click.Path(path_type=Path), default=None, help="Offline data folder."),
+    click.option("--data-dir", type=UserPath(), default=None, help="Offline data folder."),
     click.option("--split", type=click.Choice(["uniform", "balanced"]), default="uniform", show_default=True,
                  help="Test protocol of the real-world .mat sets."),
     click.option("--phi", type=FINITE, default=None, help="Partial rate (CIFAR; any value < 0 selects the non-uniform matrix, recorded as -1)."),

@@ -16,6 +16,7 @@ from typing import Any, Iterator
 
 import click
 
+from pllzoo.cli.options import UserPath
 from pllzoo.errors import PLLZooError
 
 FIGURE_SUFFIXES = (".png", ".pdf", ".svg", ".svgz", ".jpg", ".jpeg", ".eps", ".ps", ".tif", ".tiff", ".webp")
@@ -30,13 +31,13 @@ BENCH_FILES = frozenset({"results.csv", "summary.csv", "summary.md", "runs.jsonl
 RUN_FILES = ("log.jsonl", "config.json", "env.json", "checkpoint.pt")
 
 
-class OutputFile(click.Path):
+class OutputFile(UserPath):
     """A file a command writes; ``suffixes``: the ones allowed (a path without one gets the first)."""
 
     name = "file"
 
     def __init__(self, suffixes: tuple[str, ...] = ()) -> None:
-        super().__init__(dir_okay=False, path_type=Path)
+        super().__init__(dir_okay=False)
         self.suffixes = suffixes
 
     def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Path:

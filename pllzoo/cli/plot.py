@@ -7,12 +7,13 @@ from pathlib import Path
 import click
 
 from pllzoo.cli import cli
+from pllzoo.cli.options import UserPath
 from pllzoo.cli.outputs import FIGURE_SUFFIXES, OutputFile, writing
 from pllzoo.errors import PLLZooError
 
 
 @cli.command()
-@click.argument("results", nargs=-1, required=True, type=click.Path(exists=True, file_okay=False, path_type=Path))
+@click.argument("results", nargs=-1, required=True, type=UserPath(exists=True, file_okay=False))
 @click.option("--methods", default=None, help="Comma-separated methods to draw (default: all).")
 @click.option("--out", type=OutputFile(FIGURE_SUFFIXES), default=None,
               help="Figure path, PNG unless its suffix names another format (default: figure1.png in the first RESULTS).")

@@ -9,7 +9,7 @@ import click
 
 from pllzoo.cli import cli
 from pllzoo.cli.listing import show_report
-from pllzoo.cli.options import INPUT_FILE
+from pllzoo.cli.options import INPUT_FILE, UserPath
 from pllzoo.cli.outputs import OutputFile, write_text
 from pllzoo.columns import ACC_COLUMNS, LABEL_COLUMNS
 from pllzoo.components import scope_name
@@ -77,7 +77,7 @@ def _failed(results: tuple[Path, ...]) -> dict[Path, dict]:
 
 
 @cli.command()
-@click.argument("results", nargs=-1, required=True, type=click.Path(exists=True, file_okay=False, path_type=Path))
+@click.argument("results", nargs=-1, required=True, type=UserPath(exists=True, file_okay=False))
 @click.option("--select", "rule", type=click.Choice(RULES), default="last", show_default=True,
               help="Model selection: last epoch, held-out covering rate (heldout) or approximated accuracy "
                    "(approx; both need bench --holdout), or oracle (best on test; labelled).")

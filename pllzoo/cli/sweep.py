@@ -16,7 +16,7 @@ import click
 
 from pllzoo.cli import cli, complete, warn_failed_plugins
 from pllzoo.cli.bench import _csv, _KeepsArgs, _seeds, started_as
-from pllzoo.cli.options import FINITE, INPUT_FILE, run_options
+from pllzoo.cli.options import FINITE, INPUT_FILE, UserPath, run_options
 from pllzoo.errors import PLLZooError
 from pllzoo.model_selection import RULES
 
@@ -55,7 +55,7 @@ filled the machine's memory."""
               help="Torch CPU threads per run, as pllzoo bench's --threads (default: the CPUs this process may use, "
                    "divided by --jobs).")
 @click.option("--offline", is_flag=True, help="Never download data.")
-@click.option("--out", type=click.Path(path_type=Path), default=Path("results/sweep"), show_default=True)
+@click.option("--out", type=UserPath(), default=Path("results/sweep"), show_default=True)
 @click.option("--dry-run", is_flag=True, help="Print the plan and the estimate, then stop: nothing trained or written.")
 def sweep(methods, dataset, seeds, specs, space_file, trials, draw_seed, rule, holdout, epochs, batch_size,
           data_dir, split, phi, imb, imb_type, subset, hps, device, jobs, threads, offline, out, dry_run) -> None:
