@@ -18,7 +18,8 @@ internal and may move.
   :class:`DatasetSpec`, :class:`PLLData`, :class:`DataOptions`, :class:`TrainDefaults`,
   :func:`image_folder_dataset`, :func:`pll_from_images`.
 * Run observers: :class:`Observer` (base class), :class:`RunInfo`, :class:`RunSummary`.
-* The registry: :func:`get_registry`.
+* The registry: :func:`get_registry`; :func:`register_plugin` / :func:`unregister_plugin` add a plugin object
+  without packaging it (a notebook).
 """
 
 from typing import TYPE_CHECKING, Any
@@ -37,7 +38,7 @@ _LAZY = {
     "NoHParams": "pllzoo.hparams", "as_dict": "pllzoo.hparams", "describe": "pllzoo.hparams", "hp": "pllzoo.hparams",
     "masked_mean": "pllzoo.losses", "normalize_rows": "pllzoo.losses", "soft_cross_entropy": "pllzoo.losses",
     "mixup_loss": "pllzoo.mixup",
-    "get_registry": "pllzoo.registry",
+    "get_registry": "pllzoo.registry", "register_plugin": "pllzoo.registry", "unregister_plugin": "pllzoo.registry",
     "Batch": "pllzoo.run", "Run": "pllzoo.run", "Stage": "pllzoo.run", "Step": "pllzoo.run",
     "TrainConfig": "pllzoo.run",
     "PLLState": "pllzoo.state",
@@ -54,7 +55,7 @@ if TYPE_CHECKING:  # pragma: no cover  (what type checkers and IDEs see)
     from pllzoo.hparams import NoHParams, as_dict, describe, hp
     from pllzoo.losses import masked_mean, normalize_rows, soft_cross_entropy
     from pllzoo.mixup import mixup_loss
-    from pllzoo.registry import get_registry
+    from pllzoo.registry import get_registry, register_plugin, unregister_plugin
     from pllzoo.run import Batch, Run, Stage, Step, TrainConfig
     from pllzoo.state import PLLState
     from pllzoo.data.base import DataOptions, DatasetSpec, PLLData, TrainDefaults
@@ -86,5 +87,5 @@ __all__ = [
     "PLLZooError", "UnknownNameError",
     "PLLNet", "DatasetSpec", "PLLData", "DataOptions", "TrainDefaults", "image_folder_dataset", "pll_from_images",
     "Observer", "RunInfo", "RunSummary",
-    "get_registry", "__version__",
+    "get_registry", "register_plugin", "unregister_plugin", "__version__",
 ]

@@ -156,6 +156,27 @@ def torch_globals_kept() -> Iterator[None]:
 
 
 @contextlib.contextmanager
+def callers_torch_kept(keep: bool = True) -> Iterator[None]:
+    """Around a command called in-process (a notebook, a script calling :data:`pllzoo.cli.cli`): torch's thread
+    count and global random state as the caller had them, afterwards (an outside review: ``--threads`` and the
+    trainer's seeds stayed set in the caller's session).  Nothing to keep where torch was not imported before
+    the command, or when ``keep`` is false (the ``pllzoo`` program, which ends with the command)."""
+    torch = sys.modules.get("torch")
+    if not keep or torch is None:
+        yield
+        return
+    threads, state = torch.get_num_threads(), torch.random.get_rng_state()
+    cuda = torch.cuda.get_rng_state_all() if torch.cuda.is_initialized() else None
+    try:
+        yield
+    finally:
+        torch.set_num_threads(threads)
+        torch.random.set_rng_state(state)
+        if cuda is not None:
+            torch.cuda.set_rng_state_all(cuda)
+
+
+@contextlib.contextmanager
 def plugin_code() -> Iterator[None]:
     """Around code that runs plugins' hooks: torch's settings kept (:func:`torch_globals_kept`), stdout to
     stderr."""

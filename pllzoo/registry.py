@@ -544,22 +544,63 @@ class _Staged:
 
 
 _REGISTRY: Registry | None = None
+_ADDED: dict[str, object] = {}  # register_plugin's plugins, by name: part of every registry built after
 
 
 def get_registry() -> Registry:
-    """The process-wide registry, built on first use (entry points loaded once)."""
+    """The process-wide registry, built on first use (entry points loaded once, then :func:`register_plugin`'s
+    plugins)."""
     global _REGISTRY
     if _REGISTRY is None:
         with contextlib.redirect_stdout(sys.stderr):  # a plugin printing at import: stdout is for results (--json)
             pm, infos = make_plugin_manager()
+            for name, plugin in _ADDED.items():
+                pm.register(plugin, name=name)
             _REGISTRY = Registry.build(pm, infos)
     return _REGISTRY
 
 
 def reset_registry() -> None:
-    """Forget the cached registry (tests, or after installing a plugin in-process)."""
+    """Forget the cached registry (tests, or after installing a plugin in-process); :func:`register_plugin`'s
+    plugins stay."""
     global _REGISTRY
     _REGISTRY = None
+
+
+def register_plugin(plugin: object, name: str) -> Registry:
+    """Add ``plugin`` (a module, class or object with ``@hookimpl`` functions, as an entry point names) to this
+    process's registry, without packaging it: from a notebook or a script, :func:`get_registry` and the CLI called
+    in-process (``pllzoo.cli.cli([...], standalone_mode=False)``) list and run what it registers.  Checked as an
+    installed plugin is; the new registry is returned.  ``--jobs`` workers and torchrun processes do not see it
+    (they load installed plugins): a bench there refuses its runs in one line.
+
+    :raises PLLZooError: ``name`` is taken (a plugin of that name is loaded), or the plugin failed its checks
+        (the reason; nothing of it is registered)."""
+    if not isinstance(name, str) or not name.strip():
+        raise PLLZooError(f"register_plugin: name must be a non-empty string, got {name!r}")
+    if name in _ADDED or any(p.name == name for p in get_registry().plugins):
+        raise PLLZooError(f"register_plugin: a plugin named {name!r} is loaded already; unregister_plugin({name!r}) "
+                          "first, or pick another name")
+    _ADDED[name] = plugin
+    reset_registry()
+    reg = get_registry()
+    failed = next((p for p in reg.failures() if p.name == name), None)
+    if failed is not None:
+        del _ADDED[name]
+        reset_registry()
+        raise PLLZooError(f"register_plugin: plugin {name!r} failed its checks: {failed.error}")
+    return reg
+
+
+def unregister_plugin(name: str) -> None:
+    """Remove a plugin :func:`register_plugin` added (the next :func:`get_registry` is built without it).
+
+    :raises PLLZooError: no plugin of that name was added so."""
+    if name not in _ADDED:
+        raise PLLZooError(f"unregister_plugin: {name!r} was not added by register_plugin "
+                          f"(added: {', '.join(sorted(_ADDED)) or 'none'})")
+    del _ADDED[name]
+    reset_registry()
 
 
 def _own_class(cls: type) -> type:

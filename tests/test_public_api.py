@@ -13,10 +13,12 @@ from __future__ import annotations
 import ast
 import json
 import re
+import subprocess
 import sys
 import types
 from pathlib import Path
 
+import pandas as pd
 import pytest
 from click.testing import CliRunner
 
@@ -87,6 +89,56 @@ def test_readme_plugin_example_runs(registry, tmp_path, monkeypatch):
                        device="cpu")
     rows = bench.execute(reg, plans, tmp_path, threads=1)
     assert list(rows["status"]) == ["ok"] * len(added) and rows["acc_all"].notna().all()
+
+
+def test_a_plugin_object_registered_in_process_runs_from_the_cli_and_the_callers_state_is_kept(tmp_path,
+                                                                                           monkeypatch):
+    # an outside review: pm.register on get_registry()'s manager was a silent no-op; an in-process bench left
+    # torch's thread count, its global random state and warnings.showwarning changed in the caller's session
+    import warnings
+
+    import torch
+
+    example = types.ModuleType("readme_example")
+    monkeypatch.setitem(sys.modules, "readme_example", example)
+    exec(compile(_readme_plugin_example(), "README.md", "exec"), example.__dict__)
+    pllzoo.registry.reset_registry()
+    try:
+        reg = pllzoo.register_plugin(example, name="readme_example")
+        assert "example" in reg.list_methods() and pllzoo.get_registry() is reg
+        with pytest.raises(PLLZooError, match="loaded already"):
+            pllzoo.register_plugin(example, name="readme_example")
+        pllzoo.registry.reset_registry()  # what register_plugin added stays
+        threads, shown = torch.get_num_threads(), warnings.showwarning
+        torch.set_num_threads(2)
+        torch.manual_seed(7)
+        expected = torch.rand(3)
+        torch.manual_seed(7)
+        cli(["bench", "--methods", "example,proden+selection=example.smallloss", *TINY, "--out", str(tmp_path)],
+            standalone_mode=False)
+        assert torch.get_num_threads() == 2 and torch.equal(torch.rand(3), expected)
+        assert warnings.showwarning is shown
+        rows = pd.read_csv(tmp_path / "results.csv")
+        assert list(rows["method"]) == ["example", "proden+selection=example.smallloss"]
+        pllzoo.unregister_plugin("readme_example")
+        assert "example" not in pllzoo.get_registry().list_methods()
+        with pytest.raises(PLLZooError, match="was not added"):
+            pllzoo.unregister_plugin("readme_example")
+    finally:
+        torch.set_num_threads(threads)
+        pllzoo.registry._ADDED.pop("readme_example", None)
+        pllzoo.registry.reset_registry()
+
+
+@pytest.mark.parametrize("nested, ignored", [(False, True), (True, False)])
+def test_the_program_ignores_late_signals_but_a_caller_keeps_its_handlers(nested, ignored):
+    # the console script calls main() at module level; IPython's `%run -m pllzoo` calls it from its own frames
+    call = "runpy.run_module('pllzoo', run_name='__main__', alter_sys=True)"
+    body = f"def f():\n    {call}\ntry:\n    f()\n" if nested else f"try:\n    {call}\n"
+    code = ("import runpy, signal, sys\nsys.argv = ['pllzoo', '--version']\n" + body +
+            "except SystemExit:\n    pass\nprint(signal.getsignal(signal.SIGINT) == signal.SIG_IGN)\n")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert done.stdout.splitlines()[-1] == str(ignored), done.stdout + done.stderr
 
 
 # ---------------------------------------------------------------------------------------------- env.json

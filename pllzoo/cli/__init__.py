@@ -15,13 +15,15 @@ import warnings
 import click
 
 from pllzoo import __version__, configfile, interrupts
+from pllzoo.isolation import callers_torch_kept
 from pllzoo.errors import PLLZooError, UsageError
 
 
 class _Group(click.Group):
     def invoke(self, ctx: click.Context):
         try:
-            with interrupts.watch():  # a KeyboardInterrupt that a plugin raises is not Ctrl-C (checkpoint.from_signal)
+            # a KeyboardInterrupt that a plugin raises is not Ctrl-C (checkpoint.from_signal)
+            with interrupts.watch(), callers_torch_kept(keep=not interrupts.ending):
                 return super().invoke(ctx)
         except UsageError as exc:  # an unknown name, a bad value from a config file: exit 2, as click's own
             _debug_traceback(exc)
@@ -85,9 +87,11 @@ def _one_line_warning(message, category, filename, lineno, file=None, line=None)
 
 @click.group(cls=_Group)
 @click.version_option(__version__, prog_name="pllzoo")
-def cli() -> None:
+@click.pass_context
+def cli(ctx: click.Context) -> None:
     """pllzoo: partial-label learning methods, head to head, on long-tailed data."""
-    warnings.showwarning = _one_line_warning
+    shown, warnings.showwarning = warnings.showwarning, _one_line_warning
+    ctx.call_on_close(lambda: setattr(warnings, "showwarning", shown))  # the caller's, in-process
     _encodable_output()
 
 
@@ -115,8 +119,24 @@ from pllzoo.cli import sweep as _sweep  # noqa: E402,F401
 
 
 def main() -> None:
-    interrupts.ending = True
+    """The ``pllzoo`` program (the console script, ``python -m pllzoo``).  Called from other code (IPython's
+    ``%run -m pllzoo``, a script), it leaves the caller's signal handlers, warnings and torch state as they were."""
+    interrupts.ending = _the_program(sys._getframe(1))
     try:
         cli()
     finally:  # the process is ending: a repeat Ctrl-C or SIGTERM must not land in torch's exit finalizers
         interrupts.ignore_from_now()
+
+
+def _the_program(frame) -> bool:
+    """Whether the process ends with the command: :func:`main` called by the console script (a module-level line
+    of the outermost frame) or by ``python -m pllzoo`` (runpy's frames and ``pllzoo/__main__.py``), not from a
+    session that goes on (an outside review: IPython's ``%run -m pllzoo`` left Ctrl-C ignored)."""
+    own = []
+    while frame is not None:
+        spec = frame.f_globals.get("__spec__")
+        if frame.f_globals.get("__name__") != "runpy" and getattr(spec, "name", None) != "pllzoo.__main__":
+            own.append(frame)
+        frame = frame.f_back
+    return not own or (len(own) == 1 and own[0].f_back is None and own[0].f_code.co_name == "<module>")
+
