@@ -247,10 +247,15 @@ def to_rich(report: Report) -> Table:
 
 
 def to_markdown(report: Report, heading: str = "###") -> str:
-    lines = [f"{heading} {report.title}", "", "| " + " | ".join(report.headers) + " |",
-             "|" + "---|" * len(report.headers)]
-    lines += ["| " + " | ".join(row) + " |" for row in report.rows]
+    lines = [f"{heading} {report.title}", "", _md_row(report.headers), "|" + "---|" * len(report.headers)]
+    lines += [_md_row(row) for row in report.rows]
     return "\n".join(lines) + f"\n\n{report.caption}\n"
+
+
+def _md_row(cells: list[str]) -> str:
+    """One Markdown table row; a ``|`` inside a cell (a dataset file ``a|b.mat``, a plugin's method name) is
+    escaped, or the row had a cell more than its header (an outside review)."""
+    return "| " + " | ".join(str(c).replace("|", "\\|").replace("\n", " ") for c in cells) + " |"
 
 
 def to_csv(summ: pd.DataFrame, rule: str, paper: pd.DataFrame | None = None, metric: str | None = None) -> str:

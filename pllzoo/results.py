@@ -41,11 +41,21 @@ from pllzoo.model_selection import select_epochs
 from pllzoo.portable import WHERE_FROM_KEYS, portable
 
 
+ID_BYTES = 240
+"""The longest run id (UTF-8 bytes): a file name holds 255, and ``runs/.<id>.tmp-<pid>`` adds up to 13."""
+
+
 def run_id(config: dict[str, Any]) -> str:
-    """``<method>__<dataset>__s<seed>-<hash of the whole config>``, filesystem-safe."""
+    """``<method>__<dataset>__s<seed>-<hash of the whole config>``, filesystem-safe.  A name part that would make
+    the id longer than :data:`ID_BYTES` is cut (the hash still tells the runs apart; such ids were refused by
+    the file system before: an outside review's 240-character ``.mat`` file name)."""
     blob = json.dumps(config, sort_keys=True, default=str).encode()
     safe = "".join(c if c.isalnum() or c in "-_.=+" else "_" for c in f"{config['method']}__{config['dataset']}")
-    return f"{safe}__s{config['seed']}-{hashlib.sha1(blob).hexdigest()[:8]}"
+    tail = f"__s{config['seed']}-{hashlib.sha1(blob).hexdigest()[:8]}"
+    room = ID_BYTES - len(tail.encode())
+    if len(safe.encode()) > room:
+        safe = safe.encode()[:room].decode(errors="ignore")  # a character cut in two is left out
+    return safe + tail
 
 
 def write_json(path: Path, obj: Any) -> None:

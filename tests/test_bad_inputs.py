@@ -429,3 +429,19 @@ def test_a_file_name_that_is_no_utf8_names_its_dataset_in_text(tmp_path):
     assert list(pd.read_csv(out / "results.csv")["dataset"]) == ["caf\\xe9-lait"]
     res = CliRunner().invoke(cli, ["report", str(out), "--csv", str(tmp_path / "r.csv")])
     assert res.exit_code == 0 and "caf\\xe9-lait" in (tmp_path / "r.csv").read_text()
+
+
+@pytest.mark.skipif(sys.platform in ("win32", "darwin"), reason="a C locale without UTF-8 coercion: Linux")
+def test_a_non_ascii_run_folder_under_an_ascii_locale_is_one_line(tmp_path):
+    """An outside review: `LC_ALL=C PYTHONCOERCECLOCALE=0` and a dataset named `café` ended in a traceback
+    (UnicodeEncodeError is no OSError) where the run folder is made."""
+    import os
+    import subprocess
+
+    _write_mat(tmp_path / "café.mat")
+    env = {**os.environ, "LC_ALL": "C", "PYTHONCOERCECLOCALE": "0", "PYTHONUTF8": "0"}
+    done = subprocess.run([sys.executable, "-m", "pllzoo", "bench", "--methods", "proden", "--dataset",
+                           "café.mat", *TINY, "--out", "out"], cwd=tmp_path, env=env, capture_output=True, text=True)
+    assert done.returncode == 1 and "Traceback" not in done.stderr, done.stderr
+    assert done.stderr.splitlines()[-1].startswith("Error: cannot name a file 'é' in this locale's file-system "
+                                                   "encoding (ascii); set a UTF-8 locale"), done.stderr

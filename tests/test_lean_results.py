@@ -377,3 +377,13 @@ def test_archive_names_a_run_folder_it_leaves_out_as_damaged(out):
     said = _archive(out)
     assert f"left out {runs[0]}: damaged run (no config.json); fix or remove the folder" in said, said
     assert str(runs[1]) not in said and "2 runs (2 from runs/)" in said, said
+
+
+def test_a_run_id_is_cut_to_a_file_name_and_short_ones_keep_their_names():
+    # an outside review: a 240-character .mat file name gave a run folder name the file system refused
+    short = {"method": "proden", "dataset": "lost", "seed": 1, "train": {"lr": 0.05}}
+    assert run_id(short).startswith("proden__lost__s1-") and len(run_id(short)) == len("proden__lost__s1-") + 8
+    long = {**short, "method": "proden+selection=solar.classwise", "dataset": "ü" * 100 + "x" * 100}
+    ids = {run_id({**long, "train": {"lr": lr}}) for lr in (0.05, 0.1)}
+    assert len(ids) == 2 and all(len(i.encode()) <= 240 and i.startswith("proden+selection") for i in ids)
+    assert all(i.encode().decode() == i and "__s1-" in i for i in ids)

@@ -72,3 +72,12 @@ def test_a_method_trained_at_one_of_the_settings_is_labelled_with_it(tmp_path):
     assert sorted(zip(summ["setting"], summ["method"])) == [(f"{base} [train.epochs=1]", "proden"),
                                                            (f"{base} [train.epochs=2]", "cc"),
                                                            (f"{base} [train.epochs=2]", "proden")]
+
+
+def test_a_pipe_or_newline_in_a_markdown_cell_keeps_the_columns():
+    # an outside review: a dataset file `a|b.mat` gave a wide table's header a cell more than its rule row
+    from pllzoo.report import Report, to_markdown
+
+    text = to_markdown(Report("t", ["Method", "a|b uniform"], [["x|y", "1\n2"]], "cap"))
+    rows = [line for line in text.splitlines() if line.startswith("|")]
+    assert rows == ["| Method | a\\|b uniform |", "|---|---|", "| x\\|y | 1 2 |"]

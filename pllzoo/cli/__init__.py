@@ -35,6 +35,14 @@ class _Group(click.Group):
             interrupts.ignore_from_now()  # a repeat press would only break the exit
             click.echo("interrupted (Ctrl-C)", err=True)
             ctx.exit(130)
+        except UnicodeEncodeError as exc:  # a non-ASCII path under a locale without UTF-8 (LC_ALL=C, no coercion)
+            if exc.encoding.replace("-", "").lower() != sys.getfilesystemencoding().replace("-", "").lower():
+                raise
+            _debug_traceback(exc)
+            raise click.ClickException(
+                f"cannot name a file {exc.object[exc.start:exc.end]!r} in this locale's file-system encoding "
+                f"({sys.getfilesystemencoding()}); set a UTF-8 locale (e.g. LC_ALL=C.UTF-8) or use ASCII names"
+            ) from None
         except OSError as exc:  # what no command turned into its own line: a full disk under stdout, a
             if exc.errno == errno.EPIPE:  # read-only folder; a closed pipe (`| head`) is click's to end quietly
                 raise
