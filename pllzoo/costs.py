@@ -208,7 +208,7 @@ def estimate_line(costs: list[RunCost], run_s: dict[str, float], timed: list[str
         per.setdefault(c.method, run_s[c.run_id])
     each = ", ".join(f"{m} {_about(s)}" for m, s in per.items())
     return (f"estimate: {_about(total)} in all ({each} per run), from a timing of the first steps of "
-            f"{', '.join(timed)}; epoch-end passes and checkpoints not included")
+            f"{', '.join(timed)}; epoch-end passes, checkpoints and a filled queue's extra cost not included")
 
 
 DEEP_MODELS = ("resnet", "wrn")  # the shipped backbones too slow on a CPU at a paper's length (the name rule, which

@@ -9,8 +9,11 @@ a handful.  It leaves no trace: the global random states (python, numpy, torch, 
 the runs that follow are bit-for-bit those of a bench that never timed, and nothing is written.
 
 What it does not see: a method's epoch-end or stage-start passes over the training set (SoLar's
-prior re-estimation, VALEN's graph), checkpoints, and the strong-view worker processes
-(``--view-workers``); the estimate built on it (:mod:`pllzoo.costs`) says so.
+prior re-estimation, VALEN's graph), checkpoints, the strong-view worker processes (``--view-workers``),
+and work that grows as a run fills its buffers: SoLar's Sinkhorn problem is its first batches alone, a
+queue of 64 batches later (an outside review: at K = 1000 a full-queue step cost 7× the timed one; since
+the listed candidates of ``pllzoo_solar.kernel_queue`` less, benchmarks/large-k/).  The estimate built on it
+(:mod:`pllzoo.costs`) says so.
 """
 
 from __future__ import annotations

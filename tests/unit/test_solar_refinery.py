@@ -278,6 +278,40 @@ def test_kernel_queue_equals_solving_from_scratch(calls, hp):
     assert torch.equal(kq.e[: kq.rows], fresh.v.exp()) and torch.equal(kq.cand[: kq.rows], fresh.v.isfinite())
 
 
+def test_kernel_queue_lists_its_candidates_for_the_sparse_path(calls):
+    """With sparse candidate sets (density ≤ 0.15) the CSR mat-vecs take the queue's listed candidates instead
+    of scanning the [Ñ, K] mask (an outside review: the scan was most of a step at K = 1000): the same q as a
+    solve from scratch, bit for bit, through the ring's wrap-around, an incomplete batch and rows with more
+    candidates than any before (the list widens)."""
+    from pllzoo_solar.kernel import candidate_entries
+
+    k, b = 20, 32
+    comp = SinkhornRefinery(RefineryHParams(queue_length=3))
+    state = PLLState({"prior": torch.full((k,), 1.0 / k)})
+    comp.pllzoo_setup_stage(SimpleNamespace(num_classes=k, config=SimpleNamespace(batch_size=b),
+                                            candidates=torch.ones(4, k, dtype=torch.bool),
+                                            device=torch.device("cpu")), state)
+    widths, sparse = [], []
+    steps = _random_steps(14, k, b, seed=2)
+    g = torch.Generator().manual_seed(2)
+    for t, step in enumerate(steps):  # two candidates a row, three after step 8: density 0.1, then 0.15
+        cand = torch.zeros_like(step.batch.candidates)
+        cand.scatter_(1, torch.rand(cand.shape, generator=g).argsort(1)[:, :2 + (t > 8)], 1.0)
+        step.batch.candidates = cand
+    for step in steps:
+        q = comp.pllzoo_label_update(step, state)
+        scores, r, kw, got = calls[-1]
+        expected = sinkhorn(scores, r, **{key: v for key, v in kw.items() if key != "kernel"})
+        assert torch.equal(q, expected.q[-step.batch.size:]) and torch.equal(got.log_beta, expected.log_beta)
+        sparse.append(got.sparse)
+        widths.append(comp._kq.classes.shape[1])
+    kq = comp._kq
+    rows, cols = kq._entries(kq.rows)
+    want_rows, want_cols = candidate_entries(kq.cand[:kq.rows])
+    assert torch.equal(rows, want_rows) and torch.equal(cols, want_cols)
+    assert sum(sparse[3:9]) >= 2 and sum(sparse[9:]) >= 3 and widths[-1] > widths[0] > 1  # took the list; it widened
+
+
 def test_kernel_queue_rebuilt_after_a_restore():
     """A restored state (new tensors, as ``PLLState.load_state_dict`` makes) continues exactly as an
     uninterrupted run; the host copy of ``queue_filled`` is read once, from the restored state."""

@@ -11,7 +11,10 @@ max there, so the kernel is the stored exp(v) and no O(ÑK) pass runs before the
 (:func:`pllzoo_solar.kernel.build_kernel`).
 
 Also kept per slot: the candidate mask (bool, and as float 1 − mask for the relaxed kernel, so that no
-O(ÑK) bool pass runs per step) and each row's share of the counts (subtracted when the row leaves).
+O(ÑK) bool pass runs per step), each row's share of the counts (subtracted when the row leaves; uint8, as
+they are 0 or 1), and on the CPU, where the CSR mat-vecs run, each row's candidate classes (padded to the
+most candidates a row had so far), from which a step lists the problem's entries in O(Ñ·s_max), not O(ÑK)
+(an outside review: at K = 1000 the scan was most of a SoLar step).
 
 Layout: each buffer has ``rows + B`` rows; the queue's slots come first and the current batch is
 written after them, so the problem [queue; batch] is the contiguous view ``[:rows + b]`` and needs no
@@ -28,6 +31,7 @@ import weakref
 import torch
 from torch import Tensor
 
+from pllzoo.syncs import host_reads_are_free
 from pllzoo_solar.kernel import Kernel, RowKernel, build_kernel, row_kernel, row_stats
 
 
@@ -45,17 +49,22 @@ class KernelQueue:
         self.noncand = torch.ones(size, device=device)  # 1.0 outside the candidates (the relaxed kernel)
         self.shift = torch.full((size[0],), float("-inf"), device=device)  # row shifts
         self.stats = torch.zeros(3, k, dtype=torch.long, device=device)  # RowKernel.stats of the queue rows
-        self.shares = torch.zeros(rows, 3, k, dtype=torch.long, device=device)  # each slot's share of them
+        self.shares = torch.zeros(rows, 3, k, dtype=torch.uint8, device=device)  # each slot's share of them
         self.queue = self.logc[:rows]  # the queue's log-scores [rows, K], one view object: ``state.queue``
         self._lent: weakref.ref[Kernel] | None = None  # the last kernel over the buffers, while alive
+        # each row's candidate classes, ascending, padded (CPU only: the sparse path is the host's)
+        self.listed = host_reads_are_free(torch.device(device))
+        self.classes = torch.zeros(size[0], 1, dtype=torch.long, device=device)  # [rows + B, s_max]
+        self.count = torch.zeros(size[0], dtype=torch.long, device=device)  # [rows + B] candidates per row
         if queue is not None:  # a restored queue: its rows once (unwritten rows stay empty)
             self.logc[:rows] = queue
             rk = row_kernel(queue, lam, check=False, shares=True)
             v = torch.where(torch.isnan(rk.v), float("-inf"), rk.v)  # unwritten rows: -inf - (-inf)
             self.v[:rows], self.e[:rows], self.shift[:rows], self.cand[:rows] = v, v.exp(), rk.shift, v.isfinite()
             self.noncand[:rows] = (~v.isfinite()).float()
-            self.shares = row_stats(v)
+            self.shares = row_stats(v).to(torch.uint8)
             self.stats = self.shares.sum(0)
+            self._list(self.cand[:rows], torch.arange(rows, device=device))
 
     @property
     def full(self) -> bool:
@@ -73,8 +82,13 @@ class KernelQueue:
         lo, hi = self.rows, self.rows + log_c.shape[0]
         self.logc[lo:hi], self.v[lo:hi], self.e[lo:hi], self.shift[lo:hi] = log_c, rk.v, e, rk.shift
         self.cand[lo:hi], self.noncand[lo:hi] = rk.shares[:, 0], 1 - rk.shares[:, 0]
+        entries = None
+        if self.listed:
+            self._list(self.cand[lo:hi], torch.arange(lo, hi, device=log_c.device))
+            entries = lambda: self._entries(hi)  # noqa: E731  (listed only if the solve takes the sparse path)
         rows = RowKernel(self.v[:hi], self.shift[:hi], self.stats + rk.stats)
-        kernel = build_kernel(rows, r, m=self.e[:hi], cand=self.cand[:hi], noncand=self.noncand[:hi], host=host)
+        kernel = build_kernel(rows, r, m=self.e[:hi], cand=self.cand[:hi], noncand=self.noncand[:hi],
+                              entries=entries, host=host)
         self._lent = weakref.ref(kernel)
         return self.logc[:hi], kernel
 
@@ -89,9 +103,34 @@ class KernelQueue:
         if lent is not None:  # a result that outlives its step (tests keep them) keeps its rows
             lent.freeze()
         log_c, v, e, shift = log_c[-b:], rk.v[-b:], e[-b:], rk.shift[-b:]
-        shares = rk.shares[-b:]  # [b, 3, K]
+        shares = rk.shares[-b:].to(torch.uint8)  # [b, 3, K]
         self.stats += shares.sum(0) - self.shares.index_select(0, slots).sum(0)  # the rows overwritten leave
         for buf, rows in ((self.logc, log_c), (self.v, v), (self.e, e), (self.shift, shift), (self.shares, shares),
                           (self.cand, shares[:, 0].bool()), (self.noncand, (1 - shares[:, 0]).float())):
             buf.index_copy_(0, slots, rows)
+        if self.listed:
+            self._list(shares[:, 0].bool(), slots)
         self.filled = min(self.filled + b, self.rows)
+
+    def _list(self, cand: Tensor, slots: Tensor) -> None:
+        """Write the candidate classes of rows ``cand`` (bool [b, K]) into ``slots`` of :attr:`classes`, widening
+        it when a row has more candidates than any before (O(bK))."""
+        count = cand.sum(1)  # [b]
+        width = int(count.max()) if count.numel() else 0
+        if width > self.classes.shape[1]:
+            wider = self.classes.new_zeros(self.classes.shape[0], width)
+            wider[:, :self.classes.shape[1]] = self.classes
+            self.classes = wider
+        row, col = torch.nonzero(cand, as_tuple=True)  # sorted by (row, class)
+        place = torch.arange(row.numel(), device=row.device) - (torch.cumsum(count, 0) - count)[row]
+        padded = self.classes.new_zeros(cand.shape[0], self.classes.shape[1])
+        padded[row, place] = col
+        self.classes.index_copy_(0, slots, padded)
+        self.count.index_copy_(0, slots, count)
+
+    def _entries(self, hi: int) -> tuple[Tensor, Tensor]:
+        """The candidates of rows ``:hi`` as (row, class) pairs sorted by (row, class) (O(hi·s_max))."""
+        count = self.count[:hi]
+        listed = torch.arange(self.classes.shape[1], device=count.device) < count[:, None]  # [hi, s_max]
+        rows = torch.repeat_interleave(torch.arange(hi, device=count.device), count)
+        return rows, self.classes[:hi][listed]

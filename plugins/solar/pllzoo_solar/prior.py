@@ -76,22 +76,41 @@ def candidate_mle(candidates: torch.Tensor, tol: float = 1e-8, max_iter: int = 5
     of ``--phi < 0`` and real-world sets need not), so the log-likelihood is
     Σ_i log Σ_{j∈S_i} π_j up to a constant.  EM for the mixture weights: the E-step gives each row
     the posterior w_ij ∝ π_j·1[j ∈ S_i], the M-step sets π to their mean.  Identical rows are
-    merged first (at most 2^K − 1 patterns), so one iteration costs O(#patterns · K).  Stops when
-    an update changes π by less than ``tol`` in L1, or after ``max_iter`` iterations; float64
+    merged first (at most 2^K − 1 patterns), so one iteration costs O(#patterns · K); where that
+    is large (many classes: few rows are then identical) the iteration runs on the patterns'
+    candidates alone, O(nnz), the same update in another summation order (an outside review: at
+    K = 200, 50,000 rows, 0.5 s an iteration over ~800 iterations; :data:`SPARSE_EM_ENTRIES`).  Stops
+    when an update changes π by less than ``tol`` in L1, or after ``max_iter`` iterations; float64
     inside, float32 out.
     """
-    patterns, counts = torch.unique(candidates.double(), dim=0, return_counts=True)
-    weight = counts.to(patterns.dtype) / counts.sum()
+    patterns, counts = torch.unique(candidates.to(torch.uint8), dim=0, return_counts=True)
+    weight = counts.double() / counts.sum()
     k = candidates.shape[1]
-    pi = torch.full((k,), 1.0 / k, dtype=patterns.dtype, device=candidates.device)
+    pi = torch.full((k,), 1.0 / k, dtype=torch.float64, device=candidates.device)
+    if patterns.numel() > SPARSE_EM_ENTRIES:
+        rows, cols = patterns.nonzero(as_tuple=True)
+
+        def update(pi: torch.Tensor) -> torch.Tensor:
+            mass = torch.zeros_like(weight).index_add_(0, rows, pi[cols])  # [P] Σ_{j∈S_i} π_j
+            share = weight / mass.clamp_min(1e-30)  # [P]
+            return pi * torch.zeros_like(pi).index_add_(0, cols, share[rows])
+    else:
+        dense = patterns.double()
+
+        def update(pi: torch.Tensor) -> torch.Tensor:
+            post = dense * pi
+            return weight @ (post / post.sum(1, keepdim=True).clamp_min(1e-30))
     for _ in range(max_iter):
-        post = patterns * pi
-        new = weight @ (post / post.sum(1, keepdim=True).clamp_min(1e-30))
+        new = update(pi)
         done = float((new - pi).abs().sum()) < tol
         pi = new
         if done:
             break
     return pi.float()
+
+
+SPARSE_EM_ENTRIES = 2**22
+"""Above this many pattern entries (#patterns · K) :func:`candidate_mle` iterates over candidates only."""
 
 
 def initial_prior(init: str, candidates: torch.Tensor, true_counts: torch.Tensor) -> torch.Tensor:

@@ -274,7 +274,7 @@ def solve(kern: Kernel, *, max_iter: int = 50, tol: float = 1e-3, stop: Literal[
         top = kern.row_shift.max()
         overflow = (r.log() - _LOG_F32_MAX - kern.col_shift - top, -_LOG_F32_MAX + top - kern.row_shift)
     host, n = kern.host or kern.sparse, m.shape[0]
-    mv, rmv = _sparse_matvecs(kern.cand, m, kern.per_class) if kern.sparse else (
+    mv, rmv = _sparse_matvecs(kern.cand, m, kern.per_class, kern.entries) if kern.sparse else (
         (lambda b: m @ b), (lambda c: c @ m))  # the candidate kernel
     a = kern.row_shift  # c₀: the reference's c = 1/Ñ carried through the row normalisation, clamped at e⁻⁶⁰
     cold = (a - a.max()).clamp_min(-60.0).exp() / n  # relative so that underflowing rows cannot empty a column
