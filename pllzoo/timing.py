@@ -11,9 +11,9 @@ the runs that follow are bit-for-bit those of a bench that never timed, and noth
 What it does not see: a method's epoch-end or stage-start passes over the training set (SoLar's
 prior re-estimation, VALEN's graph), checkpoints, the strong-view worker processes (``--view-workers``),
 and work that grows as a run fills its buffers: SoLar's Sinkhorn problem is its first batches alone, a
-queue of 64 batches later (an outside review: at K = 1000 a full-queue step cost 7× the timed one; since
-the listed candidates of ``pllzoo_solar.kernel_queue`` less, benchmarks/large-k/).  The estimate built on it
-(:mod:`pllzoo.costs`) says so.
+queue of 64 batches later (an outside review measured a full-queue step at 7× the timed one at K = 1000,
+before the queue listed its candidates: benchmarks/large-k/).  The estimate built on it (:mod:`pllzoo.costs`)
+says so.
 """
 
 from __future__ import annotations
