@@ -118,7 +118,7 @@ def execute(
     _migrate(out)
     archived, archived_env, archived_damage = archive.finished(out)  # run id → records, env, damage of OUT's archive
     if not overwrite:
-        _take_fetch_twins(plans, runs_dir, archived)
+        take_fetch_twins(plans, out, archived)
     for p in plans:  # a file of the user's where a run folder goes: set aside and lost, silently (an outside review)
         if (runs_dir / p.run_id).exists() and not (runs_dir / p.run_id).is_dir():
             raise PLLZooError(f"cannot write the results under --out {out}: {runs_dir / p.run_id} is a file, where "
@@ -301,14 +301,19 @@ def _migrate(out: Path) -> None:
                       f"milestones) to their new ids, e.g. {next(iter(moved))} -> {next(iter(moved.values()))}")
 
 
-def _take_fetch_twins(plans: list[RunPlan], runs_dir: Path, archived: dict[str, Any]) -> None:
+def take_fetch_twins(plans: list[RunPlan], out: Path, archived: dict[str, Any] | None = None) -> None:
     """Plan a run under its *fetch twin*'s id where OUT has the twin and not the run: the same config but for
     ``data.download`` (``--offline``), which says how the data came, not what they are (an outside review:
     ``--resume --offline`` after a bench without it started the run over; a finished run was trained again).
 
     ``download`` stays hashed into the run id: every id recorded so far (with and without ``--offline``) keeps
     its name.  The run then records the twin's value, as the twin did; nothing reads it back but ``--from-run``,
-    whose ``--offline`` it sets, and the command line's ``--offline`` still governs this bench's loading."""
+    whose ``--offline`` it sets, and the command line's ``--offline`` still governs this bench's loading.  The CLI
+    calls it before it shows the plan (whose estimate and progress go by run id); :func:`execute` again, after
+    moving runs recorded under old ids (``archived``: OUT's archive, read here when not given)."""
+    runs_dir = Path(out) / "runs"
+    if archived is None:
+        archived = archive.finished(out)[0] if (Path(out) / archive.NAME).exists() else {}
     for p in plans:
         data = p.config.get("data")
         if not isinstance(data, dict) or not isinstance(data.get("download"), bool):

@@ -129,7 +129,8 @@ def record_failure(run_dir: Path, exc: BaseException) -> str:
     :func:`pllzoo.bench._train`) and return its one-line reason (:func:`describe`).  Both paths
     of ``pllzoo bench`` record a failed run through this."""
     run_dir.mkdir(parents=True, exist_ok=True)
-    (run_dir / "error.txt").write_text("".join(traceback.format_exception(type(exc), exc, exc.__traceback__)))
+    (run_dir / "error.txt").write_text("".join(traceback.format_exception(type(exc), exc, exc.__traceback__)),
+                                           encoding="utf-8")
     debug_traceback(exc)  # PLLZOO_DEBUG=1: on the terminal too (an outside review: only the bench's own was shown)
     return describe(exc)
 

@@ -6,7 +6,8 @@ input, ``--data-dir``) and ``data.path`` (the ``.mat`` file a loader found there
 (:mod:`pllzoo.portable`), so the same run has the same id on every machine.
 
 Runs recorded before that carry those keys, and ids hashed over them (and runs recorded with
-``train.milestones`` as floats, :func:`pllzoo.portable.portable`).  :func:`migrate` moves them
+``train.milestones`` as floats, :func:`pllzoo.portable.portable`; and runs whose id was longer than
+:data:`pllzoo.results.ID_BYTES`, recorded before such ids were cut).  :func:`migrate` moves them
 over: it drops the keys from each ``config.json``, renames the folder to the new id and rewrites
 the old ids in the folder's tables (``results.csv`` and any other ``.csv``/``.md``/``.txt`` file
 beside ``runs/``).  It is idempotent, and ``pllzoo bench`` runs it on its output folder before it
@@ -45,6 +46,8 @@ def legacy_runs(runs_dir: Path) -> dict[str, str]:
             continue
         if json.dumps(portable(config), sort_keys=True) != json.dumps(config, sort_keys=True):  # 1.0 == 1 in Python
             moves[name] = run_id(portable(config))
+        elif name == run_id(config, cut=False) != run_id(config):  # recorded before long ids were cut
+            moves[name] = run_id(config)
     return moves
 
 
@@ -88,13 +91,13 @@ def rename_ids(out: Path, moved: dict[str, str]) -> list[Path]:
         if not path.is_file() or path.suffix not in TABLE_SUFFIXES or "runs" in path.relative_to(out).parts[:-1]:
             continue
         try:
-            text = path.read_text()
+            text = path.read_text(encoding="utf-8")
         except (OSError, UnicodeDecodeError):
             continue
         new = pattern.sub(lambda m: moved[m.group(1)], text)
         if new != text:
             tmp = Path(str(path) + ".tmp")
-            tmp.write_text(new)
+            tmp.write_text(new, encoding="utf-8")
             os.replace(tmp, path)
             changed.append(path)
     return changed

@@ -571,8 +571,9 @@ def register_plugin(plugin: object, name: str) -> Registry:
     """Add ``plugin`` (a module, class or object with ``@hookimpl`` functions, as an entry point names) to this
     process's registry, without packaging it: from a notebook or a script, :func:`get_registry` and the CLI called
     in-process (``pllzoo.cli.cli([...], standalone_mode=False)``) list and run what it registers.  Checked as an
-    installed plugin is; the new registry is returned.  ``--jobs`` workers and torchrun processes do not see it
-    (they load installed plugins): a bench there refuses its runs in one line.
+    installed plugin is; the new registry is returned.  ``--jobs`` workers get it when it lives in a module they
+    can import (one defined in ``__main__`` or a notebook is refused there in one line); torchrun's processes
+    load installed plugins only.
 
     :raises PLLZooError: ``name`` is taken (a plugin of that name is loaded), or the plugin failed its checks
         (the reason; nothing of it is registered)."""
@@ -583,7 +584,12 @@ def register_plugin(plugin: object, name: str) -> Registry:
                           "first, or pick another name")
     _ADDED[name] = plugin
     reset_registry()
-    reg = get_registry()
+    try:
+        reg = get_registry()
+    except Exception as exc:  # noqa: BLE001 - pluggy's refusal (an object added already, a bad hook signature)
+        del _ADDED[name]
+        reset_registry()
+        raise PLLZooError(f"register_plugin: plugin {name!r} was refused: {one_line(exc)}") from exc
     failed = next((p for p in reg.failures() if p.name == name), None)
     if failed is not None:
         del _ADDED[name]

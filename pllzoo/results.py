@@ -41,32 +41,34 @@ from pllzoo.model_selection import select_epochs
 from pllzoo.portable import WHERE_FROM_KEYS, portable
 
 
-ID_BYTES = 240
-"""The longest run id (UTF-8 bytes): a file name holds 255, and ``runs/.<id>.tmp-<pid>`` adds up to 13."""
+ID_BYTES = 237
+"""The longest run id (UTF-8 bytes): a file name holds 255, and the longest name made of one, a sweep's
+``runs/.<id>.adopting-<pid>``, adds up to 18 (a pid of 7 digits)."""
 
 
-def run_id(config: dict[str, Any]) -> str:
+def run_id(config: dict[str, Any], cut: bool = True) -> str:
     """``<method>__<dataset>__s<seed>-<hash of the whole config>``, filesystem-safe.  A name part that would make
-    the id longer than :data:`ID_BYTES` is cut (the hash still tells the runs apart; such ids were refused by
-    the file system before: an outside review's 240-character ``.mat`` file name)."""
+    the id longer than :data:`ID_BYTES` is cut (the hash still tells the runs apart; an outside review's
+    240-character ``.mat`` file name gave an id the file system refused); runs recorded under an uncut id
+    (``cut=False``) are moved to it (:mod:`pllzoo.migrate`)."""
     blob = json.dumps(config, sort_keys=True, default=str).encode()
     safe = "".join(c if c.isalnum() or c in "-_.=+" else "_" for c in f"{config['method']}__{config['dataset']}")
     tail = f"__s{config['seed']}-{hashlib.sha1(blob).hexdigest()[:8]}"
     room = ID_BYTES - len(tail.encode())
-    if len(safe.encode()) > room:
+    if cut and len(safe.encode()) > room:
         safe = safe.encode()[:room].decode(errors="ignore")  # a character cut in two is left out
     return safe + tail
 
 
 def write_json(path: Path, obj: Any) -> None:
     tmp = Path(str(path) + ".tmp")
-    tmp.write_text(json.dumps(obj, indent=2, sort_keys=True, default=str) + "\n")
+    tmp.write_text(json.dumps(obj, indent=2, sort_keys=True, default=str) + "\n", encoding="utf-8")
     os.replace(tmp, path)
 
 
 def write_jsonl(path: Path, records: Iterable[dict[str, Any]]) -> None:
     tmp = Path(str(path) + ".tmp")
-    tmp.write_text("".join(json.dumps(r, default=str) + "\n" for r in records))
+    tmp.write_text("".join(json.dumps(r, default=str) + "\n" for r in records), encoding="utf-8")
     os.replace(tmp, path)
 
 

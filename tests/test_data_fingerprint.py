@@ -167,14 +167,18 @@ def test_evaluate_of_a_users_file_named_like_a_builtin_says_to_pass_it(tmp_path,
 
 
 def test_runs_that_differ_only_in_how_the_data_came_count_once(tmp_path, shared_data):
-    """--offline changes the run id (data.download is recorded) but not the data: no "[data.download=...]"
+    """--offline changes the run id (data.download is recorded) but not the data: a bench into the same OUT reuses
+    the run trained without it (bench.take_fetch_twins); run into another OUT, it has no "[data.download=...]"
     setting of its own, and the seed with two such runs counts once, with a warning naming the one left out."""
-    out = tmp_path / "out"
+    out, other = tmp_path / "out", tmp_path / "other"
     args = ["bench", "--methods", "proden", "--dataset", "lost", "--data-dir", str(shared_data), "--epochs", "1",
-            "--threads", "1", "--out", str(out)]
-    assert CliRunner().invoke(cli, [*args, "--seeds", "1,2"]).exit_code == 0
-    assert CliRunner().invoke(cli, [*args, "--seeds", "1", "--offline"]).exit_code == 0
-    res = CliRunner().invoke(cli, ["report", str(out), "--csv", str(tmp_path / "t.csv")])
+            "--threads", "1"]
+    assert CliRunner().invoke(cli, [*args, "--seeds", "1,2", "--out", str(out)]).exit_code == 0
+    res = CliRunner().invoke(cli, [*args, "--seeds", "1", "--offline", "--out", str(out)])  # OUT's run: reused
+    assert res.exit_code == 0 and "reusing finished run" in res.output and len(list(out.glob("runs/*/"))) == 2, \
+        res.output
+    assert CliRunner().invoke(cli, [*args, "--seeds", "1", "--offline", "--out", str(other)]).exit_code == 0
+    res = CliRunner().invoke(cli, ["report", str(out), str(other), "--csv", str(tmp_path / "t.csv")])
     assert res.exit_code == 0, res.output
     import pandas as pd
 

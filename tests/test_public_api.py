@@ -108,6 +108,9 @@ def test_a_plugin_object_registered_in_process_runs_from_the_cli_and_the_callers
         assert "example" in reg.list_methods() and pllzoo.get_registry() is reg
         with pytest.raises(PLLZooError, match="loaded already"):
             pllzoo.register_plugin(example, name="readme_example")
+        with pytest.raises(PLLZooError, match="'again' was refused: ValueError"):  # pluggy: one object, two names
+            pllzoo.register_plugin(example, name="again")
+        assert "example" in pllzoo.get_registry().list_methods()  # nothing of the refused one stays behind
         pllzoo.registry.reset_registry()  # what register_plugin added stays
         threads, shown = torch.get_num_threads(), warnings.showwarning
         torch.set_num_threads(2)
@@ -135,7 +138,8 @@ def test_the_program_ignores_late_signals_but_a_caller_keeps_its_handlers(nested
     # the console script calls main() at module level; IPython's `%run -m pllzoo` calls it from its own frames
     call = "runpy.run_module('pllzoo', run_name='__main__', alter_sys=True)"
     body = f"def f():\n    {call}\ntry:\n    f()\n" if nested else f"try:\n    {call}\n"
-    code = ("import runpy, signal, sys\nsys.argv = ['pllzoo', '--version']\n" + body +
+    code = ("import runpy, signal, sys\nsignal.signal(signal.SIGINT, signal.default_int_handler)\n"  # nohup's
+            "sys.argv = ['pllzoo', '--version']\n" + body +
             "except SystemExit:\n    pass\nprint(signal.getsignal(signal.SIGINT) == signal.SIG_IGN)\n")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert done.stdout.splitlines()[-1] == str(ignored), done.stdout + done.stderr

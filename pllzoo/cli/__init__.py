@@ -40,9 +40,9 @@ class _Group(click.Group):
                 raise
             _debug_traceback(exc)
             raise click.ClickException(
-                f"cannot name a file {exc.object[exc.start:exc.end]!r} in this locale's file-system encoding "
-                f"({sys.getfilesystemencoding()}); set a UTF-8 locale (e.g. LC_ALL=C.UTF-8) or use ASCII names"
-            ) from None
+                f"cannot encode {exc.object[exc.start:exc.end]!r} in this locale's encoding "
+                f"({sys.getfilesystemencoding()}), e.g. in a file name; set a UTF-8 locale (e.g. LC_ALL=C.UTF-8) "
+                "or use ASCII names") from None
         except OSError as exc:  # what no command turned into its own line: a full disk under stdout, a
             if exc.errno == errno.EPIPE:  # read-only folder; a closed pipe (`| head`) is click's to end quietly
                 raise

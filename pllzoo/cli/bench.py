@@ -305,6 +305,8 @@ def _run_plans(ctx, dist, reg, plans, observers, part, out, resume, overwrite, j
         click.echo(f"shard {part[0]}/{part[1]}: {len(plans)} run(s) of the grid", err=True)
     if not plans:  # more shards than runs (a large array job): nothing to do is not an error
         return
+    if not overwrite:  # runs of OUT trained with(out) --offline: their ids, before the plan and progress use them
+        bench_lib.take_fetch_twins(plans, Path(out))
     if not dist.is_main:  # torchrun: train rank 0's runs with it, write and print nothing
         if dry_run:
             return
@@ -408,7 +410,7 @@ def _write_atomic(path: Path, text: str) -> None:
     """Write ``text`` to ``path`` through ``path.tmp``; on failure no ``.tmp`` stays."""
     tmp = path.with_name(path.name + ".tmp")
     try:
-        tmp.write_text(text)
+        tmp.write_text(text, encoding="utf-8")
         os.replace(tmp, path)
     finally:
         tmp.unlink(missing_ok=True)

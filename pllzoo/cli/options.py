@@ -42,14 +42,15 @@ class PositiveFinite(click.FloatRange):
 
 class UserPath(click.Path):
     """A path as the shell would give it: ``~`` and ``~user`` expanded (a config file or a Python call passes them
-    literally; an outside review: ``out = "~/res"`` trained into a folder named ``~``).  ``path_type``: Path."""
+    literally; an outside review: ``out = "~/res"`` trained into a folder named ``~``); a user without a home
+    folder leaves the path as it is.  ``path_type``: Path."""
 
     def __init__(self, **kwargs: Any) -> None:
         super().__init__(path_type=Path, **kwargs)
 
     def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
         if isinstance(value, (str, os.PathLike)) and str(value).startswith("~"):
-            value = Path(value).expanduser()
+            value = os.path.expanduser(value)  # as the shell: ``~nosuchuser/x`` stays as it is
         return super().convert(value, param, ctx)
 
 

@@ -109,7 +109,7 @@ def write_text(path: Path, text: str) -> None:
         real = path.resolve() if path.is_symlink() else path  # a link is written through, not replaced
         tmp = real.with_name(f".{real.name}.tmp")
         try:
-            tmp.write_text(text)
+            tmp.write_text(text, encoding="utf-8")
             os.replace(tmp, real)
         finally:
             tmp.unlink(missing_ok=True)

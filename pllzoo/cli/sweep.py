@@ -155,7 +155,7 @@ def sweep(methods, dataset, seeds, specs, space_file, trials, draw_seed, rule, h
     keys = list(zip(scores["trial"], scores["run"]))
     scores.assign(overrides=[runs[k] for k in keys], winner=[k in set(zip(best["trial"], best["run"])) for k in keys]).to_csv(
         Path(out) / "sweep.csv", index=False, float_format="%.4f")
-    (Path(out) / "sweep.md").write_text(to_markdown(table))
+    (Path(out) / "sweep.md").write_text(to_markdown(table), encoding="utf-8")
     click.echo(f"sweep: {Path(out) / 'sweep.csv'}")
     if failed:
         first = min(failed)

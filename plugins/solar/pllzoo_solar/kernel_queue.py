@@ -64,7 +64,8 @@ class KernelQueue:
             self.noncand[:rows] = (~v.isfinite()).float()
             self.shares = row_stats(v).to(torch.uint8)
             self.stats = self.shares.sum(0)
-            self._list(self.cand[:rows], torch.arange(rows, device=device))
+            if self.listed:
+                self._list(self.cand[:rows], torch.arange(rows, device=device))
 
     @property
     def full(self) -> bool:
@@ -83,7 +84,7 @@ class KernelQueue:
         self.logc[lo:hi], self.v[lo:hi], self.e[lo:hi], self.shift[lo:hi] = log_c, rk.v, e, rk.shift
         self.cand[lo:hi], self.noncand[lo:hi] = rk.shares[:, 0], 1 - rk.shares[:, 0]
         entries = None
-        if self.listed:
+        if self._listing(host):
             self._list(self.cand[lo:hi], torch.arange(lo, hi, device=log_c.device))
             entries = lambda: self._entries(hi)  # noqa: E731  (listed only if the solve takes the sparse path)
         rows = RowKernel(self.v[:hi], self.shift[:hi], self.stats + rk.stats)
@@ -108,9 +109,15 @@ class KernelQueue:
         for buf, rows in ((self.logc, log_c), (self.v, v), (self.e, e), (self.shift, shift), (self.shares, shares),
                           (self.cand, shares[:, 0].bool()), (self.noncand, (1 - shares[:, 0]).float())):
             buf.index_copy_(0, slots, rows)
-        if self.listed:
+        if self._listing(host_reads_are_free(log_c.device)):
             self._list(shares[:, 0].bool(), slots)
         self.filled = min(self.filled + b, self.rows)
+
+    def _listing(self, host: bool) -> bool:
+        """Whether to keep listing the candidates: while host reads are free (the list's width is read on the host);
+        once they are not (a device, ``pllzoo.syncs.count_syncs``), never again, as rows went unlisted."""
+        self.listed = self.listed and host
+        return self.listed
 
     def _list(self, cand: Tensor, slots: Tensor) -> None:
         """Write the candidate classes of rows ``cand`` (bool [b, K]) into ``slots`` of :attr:`classes`, widening
