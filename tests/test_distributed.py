@@ -206,7 +206,7 @@ def test_not_ready_recipes_are_refused_before_training(small_jobs):
     pytest.param("corr-records", {}, marks=SLOW_SIBLING),
     ("solar", {**SOLAR_FAST, "estimator.est_epochs": 1, "label_update.queue_length": 2}),  # the queue restored
     pytest.param("pico", {"loss.queue": 32}, marks=SLOW_SIBLING),  # prototypes, queue, head and key encoder restored
-    ("valen", {"loss.warm_up": 1, "loss.gamma": 1.0}),  # the kNN graph, d, enc and dec restored
+    pytest.param("valen", {"loss.warm_up": 1, "loss.gamma": 1.0}, marks=SLOW_SIBLING),  # kNN graph, d, enc, dec
 ], ids=["corr-records", "solar", "pico", "valen"])
 def test_resume_a_one_process_checkpoint_with_two_processes(tmp_path, test_model, method, overrides):
     """A checkpoint is the same for any G: one process stops after its second epoch, two processes finish the run;

@@ -35,7 +35,9 @@ def test_sync_rewrites_a_block_from_its_file(tmp_path):
 
 @pytest.mark.skipif(shutil.which("pllzoo") is None, reason="the pllzoo command is not installed")
 @pytest.mark.parametrize("study, files", [
-    ("realworld", ["table-uniform.md", "table-uniform.csv", "table-balanced.md", "shots-uniform.md"]),
+    # the real-world study's four reports read ~550 archived runs each (the longest default test): -m slow
+    pytest.param("realworld", ["table-uniform.md", "table-uniform.csv", "table-balanced.md", "shots-uniform.md"],
+                 marks=pytest.mark.slow),
     ("cifar10lt-cpu", ["results-phi0.5/table.md", "results-phi0.5/table.csv"]),
     ("gpu", ["results/table-resnet18.md", "results/table-resnet18.csv", "results/table-cnn.md"]),
     ("composition", ["table.md", "table.csv", "table-cpu.md", "table-cpu.csv"]),
