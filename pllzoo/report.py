@@ -254,7 +254,7 @@ def to_markdown(report: Report, heading: str = "###") -> str:
 
 def _md_row(cells: list[str]) -> str:
     """One Markdown table row; a ``|`` inside a cell (a dataset file ``a|b.mat``, a plugin's method name) is
-    escaped, or the row had a cell more than its header (an outside review)."""
+    escaped (unescaped, the row had a cell more than its header: an outside review), a line break is a blank."""
     return "| " + " | ".join(str(c).replace("|", "\\|").replace("\n", " ") for c in cells) + " |"
 
 

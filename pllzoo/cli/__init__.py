@@ -15,8 +15,8 @@ import warnings
 import click
 
 from pllzoo import __version__, configfile, interrupts
-from pllzoo.isolation import callers_torch_kept
 from pllzoo.errors import PLLZooError, UsageError
+from pllzoo.isolation import callers_torch_kept
 
 
 class _Group(click.Group):
@@ -147,4 +147,3 @@ def _the_program(frame) -> bool:
             own.append(frame)
         frame = frame.f_back
     return not own or (len(own) == 1 and own[0].f_back is None and own[0].f_code.co_name == "<module>")
-
