@@ -179,7 +179,11 @@ class _FakeRun:
         return self._probs
 
 
-def test_offline_epoch_end_uses_predict_train():
+@pytest.mark.parametrize("block", [8192, 3])  # the votes by row blocks (3: blocks of 3, 3, 2 rows) are the same
+def test_offline_epoch_end_uses_predict_train(block, monkeypatch):
+    import pllzoo_solar.prior as prior
+
+    monkeypatch.setattr(prior, "VOTE_ROWS", block)
     comp, state, run = PriorEstimator(PriorHParams(gamma2=0.01)), PLLState(), _FakeRun(gamma=0.5)
     comp.pllzoo_setup_stage(run, state)
     torch.testing.assert_close(state.prior, torch.full((3,), 1 / 3))
