@@ -584,18 +584,19 @@ def register_plugin(plugin: object, name: str) -> Registry:
                           "first, or pick another name")
     _ADDED[name] = plugin
     reset_registry()
+    cause: Exception | None = None
     try:
         reg = get_registry()
     except Exception as exc:  # noqa: BLE001 - pluggy's refusal (an object added already, a bad hook signature)
-        del _ADDED[name]
-        reset_registry()
-        raise PLLZooError(f"register_plugin: plugin {name!r} was refused: {one_line(exc)}") from exc
-    failed = next((p for p in reg.failures() if p.name == name), None)
-    if failed is not None:
-        del _ADDED[name]
-        reset_registry()
-        raise PLLZooError(f"register_plugin: plugin {name!r} failed its checks: {failed.error}")
-    return reg
+        why, cause = f"was refused: {one_line(exc)}", exc
+    else:
+        failed = next((p for p in reg.failures() if p.name == name), None)
+        if failed is None:
+            return reg
+        why = f"failed its checks: {failed.error}"
+    del _ADDED[name]  # nothing of it stays
+    reset_registry()
+    raise PLLZooError(f"register_plugin: plugin {name!r} {why}") from cause
 
 
 def unregister_plugin(name: str) -> None:

@@ -75,9 +75,7 @@ Entries = Callable[[], tuple[Tensor, Tensor]]
 
 def candidate_entries(cand: Tensor) -> tuple[Tensor, Tensor]:
     """``cand`` bool [Ñ, K] as :data:`Entries` (one O(ÑK) pass)."""
-    flat = torch.nonzero(cand.reshape(-1)).squeeze(1)  # [nnz] sorted by (row, class)
-    k = cand.shape[1]
-    return torch.div(flat, k, rounding_mode="floor"), flat % k
+    return torch.nonzero(cand, as_tuple=True)  # row-major: sorted by (row, class)
 
 
 def _sparse_matvecs(cand: Tensor, m: Tensor, per_class: Tensor, entries: Entries | None = None

@@ -32,7 +32,7 @@ import torch
 from torch import Tensor
 
 from pllzoo.syncs import host_reads_are_free
-from pllzoo_solar.kernel import Kernel, RowKernel, build_kernel, row_kernel, row_stats
+from pllzoo_solar.kernel import Kernel, RowKernel, build_kernel, candidate_entries, row_kernel, row_stats
 
 
 class KernelQueue:
@@ -128,7 +128,7 @@ class KernelQueue:
             wider = self.classes.new_zeros(self.classes.shape[0], width)
             wider[:, :self.classes.shape[1]] = self.classes
             self.classes = wider
-        row, col = torch.nonzero(cand, as_tuple=True)  # sorted by (row, class)
+        row, col = candidate_entries(cand)
         place = torch.arange(row.numel(), device=row.device) - (torch.cumsum(count, 0) - count)[row]
         padded = self.classes.new_zeros(cand.shape[0], self.classes.shape[1])
         padded[row, place] = col
