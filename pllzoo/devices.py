@@ -77,6 +77,10 @@ def compile_model(model: torch.nn.Module, mode: str, sizes: frozenset[int] | Non
     default stays ``none`` until the CUDA test suite has run with it on.  ``default`` compiles every pass
     (no graphs).
     """
+    if mode == "reduce-overhead" and not hasattr(torch.compiler, "cudagraph_mark_step_begin"):  # torch 2.2 on;
+        # the floor is torch 2.1 (an outside review: every step of such a run was an AttributeError)
+        raise PLLZooError(f"train.compile=reduce-overhead needs torch>=2.2 (it marks each step for CUDA graphs); "
+                          f"this is torch {torch.__version__}: use train.compile=default, or upgrade torch")
     if mode == "reduce-overhead" and sizes is not None:
         import torch._dynamo.config as dynamo_config
 

@@ -430,7 +430,7 @@ def _stop(workers: list[tuple[Any, Any]], abandon: bool = False) -> None:
 
     Waits up to :data:`STOP_GRACE_S`, reading and dropping their messages so that none blocks on a
     full pipe; past that, on a second Ctrl-C, or at once with ``abandon``, kills them (each keeps its last
-    checkpoint).
+    checkpoint).  On Windows ``terminate`` is already that kill (``TerminateProcess``): the current epoch is lost.
     """
     for proc, _ in workers:
         if proc.is_alive():

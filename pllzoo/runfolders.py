@@ -306,16 +306,40 @@ def lock_holder(lock: Path) -> int | str | None:
     if host and host != socket.gethostname():  # its process cannot be looked up from here
         return f"{pid_text} on {host}"
     pid = int(pid_text)
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
+    if not pid_alive(pid):
         return None
-    except OSError:  # alive, another user's
-        pass
     now = _start_ticks(pid)
     if start and now is not None and now != start:  # the PID of a process that started after the bench died
         return None  # (an outside review: a container's PID 1, or a reused PID, held a dead bench's run for good)
     return pid
+
+
+def pid_alive(pid: int) -> bool:
+    """Whether process ``pid`` exists (another user's too)."""
+    if os.name == "nt":  # there os.kill(pid, 0) sends CTRL_C_EVENT and a dead PID is a plain OSError (an outside
+        return _windows_pid_alive(pid)  # review: a dead bench's lock would have held its run for good)
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:  # alive, another user's
+        pass
+    return True
+
+
+def _windows_pid_alive(pid: int, kernel32: Any = None, last_error: Any = None) -> bool:
+    """``pid_alive`` on Windows: a process handle that opens (or is refused) and has no exit code yet."""
+    import ctypes
+
+    kernel32 = kernel32 or ctypes.WinDLL("kernel32", use_last_error=True)  # type: ignore[attr-defined]
+    handle = kernel32.OpenProcess(0x1000, False, pid)  # PROCESS_QUERY_LIMITED_INFORMATION
+    if not handle:  # ERROR_ACCESS_DENIED: alive, another user's; else (87) no such process
+        return (last_error or ctypes.get_last_error)() == 5  # type: ignore[attr-defined]
+    try:
+        code = ctypes.c_ulong()
+        return bool(kernel32.GetExitCodeProcess(handle, ctypes.byref(code))) and code.value == 259  # STILL_ACTIVE
+    finally:
+        kernel32.CloseHandle(handle)
 
 
 def _start_ticks(pid: int) -> str | None:

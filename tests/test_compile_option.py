@@ -130,3 +130,15 @@ def test_compiled_network_trains_and_resumes(registry, tiny_data, tmp_path):
     records = Trainer(tiny_data, comps, cfg, seed=1, device=torch.device("cpu"), run_dir=tmp_path).fit(resume=True)
     assert [r["epoch"] for r in records] == [1, 2]
     assert all(torch.isfinite(torch.tensor(r["loss"])) for r in records)
+
+
+def test_reduce_overhead_on_a_torch_without_step_marks_is_one_line(registry, tiny_data, monkeypatch):
+    """torch 2.1 (the declared floor) has no ``cudagraph_mark_step_begin`` (torch 2.2 on): an outside review saw
+    every step fail with an AttributeError; the run is refused at set-up in one line, ``default`` still works."""
+    from pllzoo.errors import PLLZooError
+
+    monkeypatch.delattr(torch.compiler, "cudagraph_mark_step_begin")
+    monkeypatch.setattr(torch.nn.Module, "compile", lambda self, **kw: None)
+    with pytest.raises(PLLZooError, match=r"reduce-overhead needs torch>=2\.2.*train\.compile=default"):
+        _fit(registry, tiny_data, dataclasses.replace(CFG, compile="reduce-overhead"))
+    assert len(_fit(registry, tiny_data, dataclasses.replace(CFG, compile="default"))[1]) == 1

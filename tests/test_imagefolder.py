@@ -421,3 +421,24 @@ def test_class_and_image_names_that_are_no_utf8_load(tmp_path):
     np.save(root / "candidates.npy", np.ones((8, 2), bool))
     data = load_image_folder(root, DataOptions())
     assert data.num_train + len(data.y_test) == 8 and len(data.info["files_sha256"]) == 64
+
+
+def test_the_run_id_hashes_the_candidate_sets_not_the_file_bytes(folder, tmp_path):
+    """A CRLF copy of ``candidates.txt`` (Git for Windows checks text out so) and a re-spaced one mark the same
+    sets: the same hash, so the same run id (an outside review: two ids for one dataset); one flipped
+    candidate is another hash."""
+    root, cand = folder
+    write_candidates(root, cand, ".txt")
+    path = root / "candidates.txt"
+    digest = lambda: load_image_folder(root, DataOptions()).info["candidates_sha256"]  # noqa: E731
+    lf = digest()
+    path.write_bytes(path.read_bytes().replace(b"\n", b"\r\n"))
+    assert digest() == lf
+    path.write_text(path.read_text().replace(" ", "  "))
+    assert digest() == lf
+    flipped = cand.copy()
+    labels = np.repeat(np.arange(len(CLASSES)), PER_CLASS)  # write_folder's order
+    row = int(np.flatnonzero(cand.sum(1) > 1)[0])
+    flipped[row, next(k for k in np.flatnonzero(cand[row]) if k != labels[row])] = False  # still a valid set
+    write_candidates(root, flipped, ".txt")
+    assert digest() != lf

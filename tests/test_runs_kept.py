@@ -400,3 +400,35 @@ def test_a_live_benchs_swap_is_left_alone(out):
         assert recover_abandoned(run.parent) == [] and aside.exists() and not run.exists()
     finally:
         lock.unlink()
+
+
+def test_windows_liveness_asks_the_kernel_not_os_kill(monkeypatch):
+    """On Windows ``os.kill(pid, 0)`` sends CTRL_C_EVENT and a dead PID is a plain OSError (an outside review: a
+    dead bench's lock would hold its run for good): there a PID is alive when its handle opens with no exit code
+    yet, or is refused (another user's)."""
+    from pllzoo import runfolders
+
+    class Kernel32:  # the three calls, for processes {pid: exit code (259: STILL_ACTIVE) or "denied"}
+        def __init__(self, procs):
+            self.procs, self.closed, self.error = procs, [], 0
+
+        def OpenProcess(self, access, inherit, pid):  # noqa: N802 (the Win32 names)
+            state = self.procs.get(pid)
+            self.error = 5 if state == "denied" else 87
+            return 0 if state in (None, "denied") else 1000 + pid
+
+        def GetExitCodeProcess(self, handle, ref):  # noqa: N802
+            ref._obj.value = self.procs[handle - 1000]
+            return 1
+
+        def CloseHandle(self, handle):  # noqa: N802
+            self.closed.append(handle)
+
+    k = Kernel32({11: 259, 12: 0, 13: "denied"})
+    alive = {pid: runfolders._windows_pid_alive(pid, k, lambda: k.error) for pid in (11, 12, 13, 14)}
+    assert alive == {11: True, 12: False, 13: True, 14: False} and k.closed == [1011, 1012]
+    calls = []
+    monkeypatch.setattr(runfolders.os, "name", "nt")
+    monkeypatch.setattr(runfolders, "_windows_pid_alive", lambda pid: calls.append(pid) or False)
+    monkeypatch.setattr(runfolders.os, "kill", lambda *a: pytest.fail("os.kill on Windows"))
+    assert runfolders.pid_alive(4321) is False and calls == [4321]
