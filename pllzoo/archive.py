@@ -187,7 +187,8 @@ def from_folder(run_dir: Path) -> ArchivedRun | None:
         run_config(run_dir, records[0])  # an outside review: a config naming no method or dataset, or a NaN
     if (run_dir / "done").exists():  # accuracy in a finished run's log, was archived and its folder deleted
         check_log(records, run_dir)
-    error = placeless((run_dir / "error.txt").read_text()) if (run_dir / "error.txt").exists() else None
+    error_txt = run_dir / "error.txt"  # UTF-8 as written (jobs.record_failure), whatever the locale (a review)
+    error = placeless(error_txt.read_text(encoding="utf-8", errors="replace")) if error_txt.exists() else None
     return ArchivedRun(run_dir.name, (run_dir / "done").exists(), config, env, records, error)
 
 

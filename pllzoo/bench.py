@@ -53,8 +53,8 @@ from pllzoo.planning import (DEVICE_VIEWS, RunPlan, _route, carve, check_seeds, 
                              parse_overrides, plan, train_config)
 from pllzoo.plugins import one_line
 from pllzoo.registry import Registry
-from pllzoo.results import (RESULT_COLUMNS, env_info, final_rows, load, order_methods, plugins_env, run_id, write_json,
-                            write_jsonl)
+from pllzoo.results import (RESULT_COLUMNS, append_jsonl, env_info, final_rows, load, order_methods, plugins_env,
+                            run_id, write_json, write_jsonl)
 from pllzoo.run import BOOKKEEPING_FIELDS
 from pllzoo.runfolders import (data_change, finished_records, machine_change, recorded_env, recover, recover_abandoned,
                                results_lock, retrain_note, reusable, settle, settle_all, supplier_change, take_lock)
@@ -233,7 +233,8 @@ def execute(
                     if alone is not None:  # the first cause, not what the collective said when its peer left
                         failed[i] = alone.removeprefix("the bench ends: ")
                         if f" on rank {dist.rank}: " not in failed[i]:  # error.txt holds this process's traceback
-                            with contextlib.suppress(OSError), open(target / "error.txt", "a") as f:  # (review)
+                            with (contextlib.suppress(OSError),  # (review)
+                                  open(target / "error.txt", "a", encoding="utf-8") as f):
                                 f.write(f"\nThe traceback above is this process's, from the collective that the "
                                         f"failed process left. The first cause: {failed[i]}\n")
                     if on_run:  # (after: a peer's failure is not shown as this process's component's)
@@ -646,16 +647,21 @@ def _train(registry, p: RunPlan, run_dir: Path, resume: bool, on_epoch, on_run, 
         # (pllzoo.observers)
         comps = registry.build_components(p.method, p.component_overrides, (p.data.name, p.data.kind))
         base = {"method": p.method.name, "dataset": p.data.name}
-        log = run_dir / "log.jsonl"
+        log, logged = run_dir / "log.jsonl", [0]  # logged: how many of the records log.jsonl holds
 
         def epoch_done(records: list[dict[str, Any]]) -> None:
-            write_jsonl(log, records)
+            if 0 < logged[0] == len(records) - 1:
+                append_jsonl(log, records[-1])
+            else:  # the first epoch: a failed earlier part's lines go
+                write_jsonl(log, records)
+            logged[0] = len(records)
             observers.epoch(records)
             if on_epoch:
                 on_epoch(p, records[-1])
 
         def resumed_from(records: list[dict[str, Any]]) -> None:
             write_jsonl(log, records)  # drop recomputed ones
+            logged[0] = len(records)
             observers.seen(records)
 
         import torch

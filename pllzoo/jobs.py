@@ -73,6 +73,7 @@ from types import ModuleType
 from typing import Any, Callable, Iterator
 
 from pllzoo import checkpoint
+from pllzoo import threads as torch_threads
 from pllzoo.checkpoint import TIME_LIMIT_EXIT, Stopped
 from pllzoo.errors import PLLZooError
 from pllzoo.plugins import debug_traceback, one_line
@@ -192,6 +193,7 @@ def _child(blob: bytes, specs, sys_path: list[str], run_dir: str, resume: bool, 
 
     warnings.showwarning = lambda message, *_, **__: send("warning", str(message))
     sys.path[:0] = [p for p in sys_path if p not in sys.path]  # the parent's, so its plugin modules import
+    torch_threads.own_process = True  # set_threads may set inter-op threads: this process is pllzoo's
     set_threads(threads)
     if deadline is not None:
         checkpoint.start_part()  # this worker's run trains an epoch before the deadline stops it

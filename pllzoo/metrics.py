@@ -27,6 +27,8 @@ from dataclasses import dataclass
 
 import torch
 
+from pllzoo import shots
+
 
 @dataclass(frozen=True)
 class ShotGroups:
@@ -40,24 +42,14 @@ class ShotGroups:
 
     @property
     def caption(self) -> str:
-        return (
-            f"Many: train count > {self.many_thr} ({int(self.many.sum())} "
-            f"{'class' if int(self.many.sum()) == 1 else 'classes'}), "
-            f"Few: < {self.few_thr} ({int(self.few.sum())}), Medium: the rest ({int(self.medium.sum())}); "
-            f"thresholds from sorted training counts with M = F = {self.m}, as in SoLar's code"
-        )
+        return shots.caption(int(self.many.sum()), int(self.medium.sum()), int(self.few.sum()), self.many_thr,
+                             self.few_thr, self.m)
 
 
 def shot_groups(train_counts: torch.Tensor, m: int | None = None, f: int | None = None) -> ShotGroups:
     """Many/medium/few class masks from training class counts ``[K]``."""
     counts = train_counts.long().cpu()
-    k = counts.numel()
-    m = k // 3 if m is None else m
-    f = k // 3 if f is None else f
-    s = torch.sort(counts).values
-    many_thr = int(s[k - m - 1]) if k - m - 1 >= 0 else int(s.max())
-    few_thr = int(s[f]) if f < k else int(s.min())
-    few_thr = max(few_thr, 1)  # > F classes without training rows: they are Few (see the module doc)
+    many_thr, few_thr, m, f = shots.thresholds(counts.tolist(), m, f)  # few_thr ≥ 1: see the module doc
     many = counts > many_thr
     few = counts < few_thr
     return ShotGroups(many, ~(many | few), few, many_thr, few_thr, m, f)

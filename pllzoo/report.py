@@ -17,11 +17,10 @@ import math
 from dataclasses import dataclass
 
 import pandas as pd
-import torch
 from rich.table import Table
 
+from pllzoo import shots
 from pllzoo.errors import PLLZooError
-from pllzoo.metrics import shot_groups
 from pllzoo.model_selection import CAPTIONS, select_epochs
 from pllzoo.results import ACC_COLUMNS, LABEL_COLUMNS, order_methods, summarise, summarised
 
@@ -57,7 +56,7 @@ def shot_caption(train_counts: list[tuple[int, ...]]) -> str:
     """The shot-grouping rule; thresholds when every run of the setting shares its training counts."""
     distinct = {tuple(c) for c in train_counts if c}
     if len(distinct) == 1:
-        return shot_groups(torch.tensor(next(iter(distinct)))).caption
+        return shots.caption_of(next(iter(distinct)))
     k = len(next(iter(distinct))) if distinct else 0
     return (f"Many / Few: about the {k // 3} classes with the most / fewest training examples of each run, "
             "Medium: the rest (SoLar's code's thresholds on each run's own counts, which differ between seeds)")

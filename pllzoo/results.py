@@ -72,6 +72,20 @@ def write_jsonl(path: Path, records: Iterable[dict[str, Any]]) -> None:
     os.replace(tmp, path)
 
 
+def append_jsonl(path: Path, record: dict[str, Any]) -> None:
+    """Append ``record`` as one line: one ``write`` of the whole line with ``O_APPEND``, so a process killed
+    meanwhile leaves the line whole or absent (a run's log grows an epoch at a time; rewritten whole each epoch
+    its cost grew with the epoch number: 1.3 s an epoch at K = 1000 by epoch 1,100, an outside review)."""
+    data = (json.dumps(record, default=str) + "\n").encode("utf-8")
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o666)
+    try:
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view):]
+    finally:
+        os.close(fd)
+
+
 def read_jsonl(path: Path) -> list[dict[str, Any]]:
     return [json.loads(line) for line in Path(path).read_text().splitlines() if line.strip()]
 

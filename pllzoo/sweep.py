@@ -16,6 +16,7 @@ more ``--trials`` add trials and keep the drawn ones.  A different sweep into th
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import os
@@ -278,7 +279,7 @@ def adopt_finished(out: Path, t: Trial) -> list[str]:
         tmp = runs / f".{p.run_id}.adopting-{os.getpid()}"  # each process its own (a review: two copies' collided)
         try:
             if not (runs / p.run_id).exists():  # adopted by another copy between the check and the lock
-                shutil.copytree(source, tmp)
+                shutil.copytree(source, tmp, copy_function=_link_checkpoint)
                 os.replace(tmp, runs / p.run_id)  # whole or not at all
                 copied.append(p.run_id)
         except (shutil.Error, OSError) as exc:  # copytree gathers its failures in a list: say the first
@@ -290,6 +291,17 @@ def adopt_finished(out: Path, t: Trial) -> list[str]:
             shutil.rmtree(tmp, ignore_errors=True)
             lock.unlink(missing_ok=True)
     return copied
+
+
+def _link_checkpoint(src: str, dst: str) -> None:
+    """copytree's copy: a hard link for the checkpoint, only ever replaced whole (``os.replace``), so no copy sees
+    another's change (an outside review: a 6-trial sweep held 12 checkpoints of 3 runs); a copy for the rest,
+    which may be appended to, and where the file system has no links."""
+    if Path(src).name == checkpoint.NAME:
+        with contextlib.suppress(OSError):
+            os.link(src, dst)
+            return
+    shutil.copy2(src, dst)
 
 
 def trial_costs(registry: Registry, trials: list[Trial], out: Path) -> list[list[RunCost]]:

@@ -25,7 +25,13 @@ from pathlib import Path
 
 import torch
 
+from pllzoo import interrupts
+
 TORCH_DEFAULT = torch.get_num_threads()  # torch's own choice at import (honours OMP_NUM_THREADS)
+#: whether this process is a ``--jobs`` worker: pllzoo's own, like the ``pllzoo`` program's
+#: (:data:`pllzoo.interrupts.ending`), where alone torch's inter-op threads, set once per process and for good,
+#: are set (an outside review: an in-process bench left a notebook's inter-op count at 1, for good)
+own_process = False
 
 
 def cgroup_quota(root: Path = Path("/sys/fs/cgroup")) -> int | None:
@@ -54,9 +60,11 @@ def default_threads(jobs: int = 1) -> int:
 
 
 def set_threads(n: int) -> None:
-    """Torch intra-op threads to ``n``; inter-op threads too where torch still allows it (once per process)."""
+    """Torch intra-op threads to ``n``; inter-op threads too in pllzoo's own process (:data:`own_process`, the
+    program) where torch still allows it (once per process)."""
     if n < 1:
         raise ValueError(f"threads must be ≥ 1, got {n}")
     torch.set_num_threads(n)
-    with contextlib.suppress(RuntimeError):  # only before any inter-op work and only once
-        torch.set_num_interop_threads(n)
+    if own_process or interrupts.ending:
+        with contextlib.suppress(RuntimeError):  # only before any inter-op work and only once
+            torch.set_num_interop_threads(n)

@@ -101,6 +101,30 @@ def test_bench_log_matches_the_checkpoint_after_a_resume(registry, tmp_path, mon
     assert torch.load(run_dir / "checkpoint.pt", weights_only=False)["records"] == log
 
 
+def test_the_log_grows_by_one_appended_line_an_epoch(registry, tmp_path, monkeypatch):
+    """log.jsonl is written whole at the first epoch (a failed earlier part's lines go) and at the end, appended
+    to in between (an outside review: rewritten whole each epoch, a 1,100-epoch run's log cost grew with the
+    epoch number); after each epoch it holds exactly the records so far."""
+    (p,) = bench.plan(registry, ["proden"], "synthetic-lt", [1], DataOptions(), epochs=4, device="cpu",
+                      hp={"train.checkpoint_every": "0"})
+    run_dir = tmp_path / "runs" / p.run_id
+    run_dir.mkdir(parents=True)
+    (run_dir / "log.jsonl").write_text('{"epoch": 9, "epochs": 9}\n' * 5)  # a failed part without a checkpoint
+    calls, seen = [], []
+    for name in ("write_jsonl", "append_jsonl"):
+        real = getattr(bench, name)
+        monkeypatch.setattr(bench, name, lambda path, x, real=real, name=name: calls.append((name, path))
+                            or real(path, x))
+
+    def logged(plan, record):
+        seen.append(read_jsonl(calls[-1][1]))  # the folder it trains in
+
+    bench.execute(registry, [p], tmp_path, on_epoch=logged)
+    assert [c for c, _ in calls] == ["write_jsonl", "append_jsonl", "append_jsonl", "append_jsonl", "write_jsonl"]
+    records = read_jsonl(run_dir / "log.jsonl")
+    assert [r["epoch"] for r in records] == [1, 2, 3, 4] and seen == [records[:n] for n in range(1, 5)]
+
+
 # ---------------------------------------------------------------------- signals
 @pytest.fixture
 def default_signals():

@@ -91,6 +91,40 @@ def test_a_home_relative_out_in_a_config_file_is_the_folder_under_home(out, monk
     assert "| Method | All |" in (out.parent / "table.md").read_text() and not (out.parent / "~").exists()
 
 
+def test_a_user_path_expands_the_home_folders_as_the_shell_does(tmp_path, monkeypatch):
+    """``~`` alone, ``~/x`` and ``~user/x`` are expanded as a shell would before a path reaches pllzoo (a config
+    file or a Python call passes them literally; an outside mutation audit: only ``~/`` was); a ``~`` elsewhere,
+    or an unknown user's, is left as it is."""
+    pwd = pytest.importorskip("pwd")  # ~user: POSIX
+    from pllzoo.cli.options import UserPath
+
+    monkeypatch.setenv("HOME", str(tmp_path))
+    convert = UserPath().convert
+    assert convert("~", None, None) == tmp_path
+    assert convert("~/x", None, None) == tmp_path / "x"
+    assert convert(Path("~/x"), None, None) == tmp_path / "x"
+    assert convert("~root/x", None, None) == Path(pwd.getpwnam("root").pw_dir) / "x"  # not $HOME: root's
+    assert convert("a/~/x", None, None) == Path("a/~/x")
+    assert convert("~no_such_user_pllzoo/x", None, None) == Path("~no_such_user_pllzoo/x")
+
+
+@pytest.mark.parametrize("command, option, value", [
+    ("bench", "data_dir", "~/d"), ("evaluate", "data_dir", "~/d"), ("bench", "from_run", "~/d"),
+    ("sweep", "out", "~/d"), ("sweep", "space_file", "~/f.toml"), ("report", "paper", "~/f.toml"),
+])
+def test_every_path_option_expands_the_home_folder(tmp_path, monkeypatch, command, option, value):
+    """Each option that takes a path of the user's (folders and files to read) expands ``~`` (an outside mutation
+    audit found options that took ``~/d`` as a folder named ``~``); the files to read are still checked to exist
+    after the expansion."""
+    from pllzoo.cli import cli
+
+    monkeypatch.setenv("HOME", str(tmp_path))
+    (tmp_path / "d").mkdir()
+    (tmp_path / "f.toml").write_text("")
+    (param,) = [p for p in cli.commands[command].params if p.name == option]
+    assert param.type.convert(value, param, None) == tmp_path / value[2:]
+
+
 def test_config_from_standard_input_names_the_same_runs(out):
     before = _runs(out)
     res = CliRunner().invoke(cli, ["bench", "--config", "-", "--epochs", "2", "--hp", "train.lr=0.05", "--out",

@@ -284,6 +284,22 @@ def test_cli_keeps_the_callers_thread_count(outside):
         torch.set_num_threads(before)
 
 
+def test_an_in_process_command_leaves_the_callers_inter_op_threads_settable():
+    """torch sets inter-op threads once per process and for good: an in-process ``check`` left a session's count
+    at 1 and its own ``set_num_interop_threads`` refused (an outside review).  A fresh interpreter, as a
+    notebook's: the count is the caller's after the command and the caller may still set it."""
+    import subprocess
+    import sys
+
+    code = ("import torch\nfrom pllzoo.cli import cli\nbefore = torch.get_num_interop_threads()\n"
+            "cli(['check', 'proden'], standalone_mode=False)\n"
+            "assert torch.get_num_interop_threads() == before, (before, torch.get_num_interop_threads())\n"
+            "torch.set_num_interop_threads(before + 1)\nprint(torch.get_num_interop_threads() - before)\n")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          env={**os.environ, "OMP_NUM_THREADS": "1"})
+    assert done.returncode == 0 and done.stdout.split()[-1] == "1", done.stdout[-2000:] + done.stderr[-2000:]
+
+
 def test_the_table_names_every_check(outside):
     res = CliRunner().invoke(cli, ["check", "proden+loss=t.good"])
     assert res.exit_code == 0, res.output

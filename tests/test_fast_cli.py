@@ -56,6 +56,21 @@ def test_version_imports_nothing_heavy():
     assert found == {"code": 0, "heavy": []} and "pllzoo" in stdout
 
 
+def test_report_reads_runs_and_the_archive_without_torch(tmp_path):
+    """``pllzoo report`` (run folders and ``runs.jsonl.xz``, an unfinished run) needs pandas, not torch: 2.4 s of its
+    4.7 s went to importing torch (the shot caption, the run-folder helpers), ~1 s now."""
+    import shutil
+
+    out = tmp_path / "out"
+    shutil.copytree(ROOT / "benchmarks" / "composition" / "results-h100", out)
+    run = out / "runs" / "proden__x__s1-00000000"
+    run.mkdir(parents=True)
+    (run / "log.jsonl").write_text('{"epoch": 1, "epochs": 2}\n')  # unfinished: the report names it
+    found, stdout = _probe(["report", str(out), "--md", str(tmp_path / "t.md")])
+    assert found == {"code": 0, "heavy": ["pandas"]}, found
+    assert "Many: train count > " in (tmp_path / "t.md").read_text()
+
+
 def test_python_m_pllzoo_still_works():
     res = subprocess.run([sys.executable, "-m", "pllzoo", "bench", "--help"], capture_output=True, text=True,
                          env=_env(), cwd=ROOT, timeout=120)

@@ -386,7 +386,21 @@ def test_a_run_id_is_cut_to_a_file_name_and_short_ones_keep_their_names():
     long = {**short, "method": "proden+selection=solar.classwise", "dataset": "ü" * 100 + "x" * 100}
     ids = {run_id({**long, "train": {"lr": lr}}) for lr in (0.05, 0.1)}
     assert len(ids) == 2 and all(len(i.encode()) <= 237 and i.startswith("proden+selection") for i in ids)
-    assert all(i.encode().decode() == i and "__s1-" in i for i in ids)
+    assert all("\ufffd" not in i and "__s1-" in i for i in ids)  # a cut inside a ü: the next test
+
+
+def test_a_run_id_cut_inside_a_character_leaves_it_out_and_keeps_the_hash():
+    """The cut at ID_BYTES falls inside a two-byte ü: the id drops that ü whole (valid UTF-8, not a U+FFFD, which
+    would take three bytes and pass the limit), and keeps the hash of the whole config (an outside mutation audit).
+    By hand: "proden__x" (9 bytes) + ü·150 (300 bytes) + "__s1-<8 hex>" (13 bytes); 237 − 13 = 224 bytes of name
+    is "proden__x" and 107½ ü, so 107 ü: 236 bytes in all."""
+    from pllzoo.results import ID_BYTES
+
+    config = {"method": "proden", "dataset": "x" + "ü" * 150, "seed": 1, "train": {"lr": 0.05}}
+    uncut = run_id(config, cut=False)
+    assert ID_BYTES == 237 and len(uncut.encode()) == 322
+    assert run_id(config) == "proden__x" + "ü" * 107 + uncut[-13:]
+    assert len(run_id(config).encode()) == 236 and uncut[-13:].startswith("__s1-")
 
 
 def test_a_run_recorded_under_an_uncut_long_id_moves_to_the_cut_one(tmp_path):

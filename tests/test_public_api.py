@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import ast
 import json
+import os
 import re
 import subprocess
 import sys
@@ -133,6 +134,37 @@ def test_a_plugin_object_registered_in_process_runs_from_the_cli_and_the_callers
         pllzoo.registry.reset_registry()
 
 
+def test_a_plugin_that_fails_its_checks_is_refused_and_nothing_of_it_stays(registry):
+    """A plugin whose hooks register something pllzoo refuses (not a Component) is not half-registered: one
+    PLLZooError with the reason, nothing under its name afterwards, so the corrected plugin registers under the
+    same name (an outside mutation audit: the failed one was returned as registered, or its name kept taken).  A
+    blank name names nothing and is refused."""
+    class NotAComponent:
+        pass
+
+    @pllzoo.hookimpl
+    def pllzoo_register_losses(register):
+        register("broken", NotAComponent)
+
+    bad = types.ModuleType("bad_plugin")
+    bad.pllzoo_register_losses = pllzoo_register_losses
+    try:
+        with pytest.raises(PLLZooError, match=r"plugin 'bad' failed its checks: loss 'broken': .*NotAComponent.* is "
+                                              r"not a pllzoo.Component subclass"):
+            pllzoo.register_plugin(bad, name="bad")
+        assert "bad" not in pllzoo.registry._ADDED
+        assert not any(p.name == "bad" for p in pllzoo.get_registry().plugins)
+        reg = pllzoo.register_plugin(types.ModuleType("fixed_plugin"), name="bad")  # the corrected one
+        assert any(p.name == "bad" for p in reg.plugins) and not reg.failures()
+    finally:
+        pllzoo.registry._ADDED.pop("bad", None)
+        pllzoo.registry.reset_registry()
+    for blank in ("", "   "):
+        with pytest.raises(PLLZooError, match="name must be a non-empty string"):
+            pllzoo.register_plugin(types.ModuleType("unnamed_plugin"), name=blank)
+    assert not pllzoo.registry._ADDED
+
+
 @pytest.mark.parametrize("nested, ignored", [(False, True), (True, False)])
 def test_the_program_ignores_late_signals_but_a_caller_keeps_its_handlers(nested, ignored):
     # the console script calls main() at module level; IPython's `%run -m pllzoo` calls it from its own frames
@@ -143,6 +175,19 @@ def test_the_program_ignores_late_signals_but_a_caller_keeps_its_handlers(nested
             "except SystemExit:\n    pass\nprint(signal.getsignal(signal.SIGINT) == signal.SIG_IGN)\n")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert done.stdout.splitlines()[-1] == str(ignored), done.stdout + done.stderr
+
+
+def test_a_wrapper_module_run_with_python_m_is_the_program(tmp_path):
+    """``python -m wrapper``, whose module-level line calls main(), ends with the command like the console script
+    (runpy's frames are no caller's session): late signals are ignored there too (an outside mutation audit: it
+    was taken for a session going on)."""
+    (tmp_path / "wrapper.py").write_text(
+        "import signal, sys\nfrom pllzoo.cli import main\nsignal.signal(signal.SIGINT, signal.default_int_handler)\n"
+        "sys.argv = ['pllzoo', '--version']\ntry:\n    main()\nexcept SystemExit:\n    pass\n"
+        "print(signal.getsignal(signal.SIGINT) == signal.SIG_IGN)\n")
+    done = subprocess.run([sys.executable, "-m", "wrapper"], capture_output=True, text=True, check=True,
+                          cwd=tmp_path, env={**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path), *sys.path])})
+    assert done.stdout.splitlines()[-1] == "True", done.stdout + done.stderr
 
 
 # ---------------------------------------------------------------------------------------------- env.json

@@ -563,3 +563,21 @@ def test_adopting_a_run_is_one_line_on_failure_and_leaves_nothing_behind(tmp_pat
     monkeypatch.undo()
     assert adopt_finished(tmp_path, t) == [run_id] and (runs / run_id / "done").exists()
     assert sorted(p.name for p in runs.iterdir()) == [run_id]
+
+
+def test_an_adopted_run_shares_its_checkpoint_and_copies_the_rest(tmp_path):
+    """An outside review: a 6-trial sweep held 12 checkpoints of 3 runs.  The checkpoint, only ever replaced
+    whole, is a hard link; the other files are copies (a later append to one must not reach the other)."""
+    from pllzoo.sweep import Trial, adopt_finished, trial_dir
+
+    run_id = "cc__synthetic-lt__s1-00000000"
+    done = trial_dir(tmp_path, 0) / "runs" / run_id
+    done.mkdir(parents=True)
+    for name, text in (("done", "ok\n"), ("log.jsonl", "{}\n"), ("checkpoint.pt", "weights")):
+        (done / name).write_text(text)
+    t = Trial(1, {})
+    t.plans = [type("P", (), {"run_id": run_id})()]
+    assert adopt_finished(tmp_path, t) == [run_id]
+    copy = trial_dir(tmp_path, 1) / "runs" / run_id
+    assert os.path.samefile(copy / "checkpoint.pt", done / "checkpoint.pt")
+    assert (copy / "log.jsonl").read_text() == "{}\n" and not os.path.samefile(copy / "log.jsonl", done / "log.jsonl")

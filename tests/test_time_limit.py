@@ -222,3 +222,52 @@ def test_the_continue_line_repeats_python_dash_m_when_started_so(tmp_path):
     line = next(x for x in done.stderr.splitlines() if "continue with:" in x)
     assert f"continue with: {Path(sys.executable).name} -m pllzoo bench --methods proden" in line
     assert line.endswith("--time-limit 0.02 --resume")
+
+
+def test_a_fetch_twin_kept_only_in_the_archive_is_reused(registry, tmp_path, monkeypatch):
+    """A run finished without --offline, archived and its folder pruned (``pllzoo archive --prune``), is the
+    finished run of a bench with --offline: reused from runs.jsonl.xz under its recorded id, not trained again
+    (an outside mutation audit: a twin was looked for among the run folders only)."""
+    from pllzoo import archive
+    from pllzoo.cli.archive import prune
+    from pllzoo.trainer import Trainer
+
+    online, offline = (bench.plan(registry, ["cc"], "synthetic-lt", [1], DataOptions(download=d, subset=128),
+                                  epochs=1, batch_size=64, device="cpu") for d in (True, False))
+    out = tmp_path / "out"
+    bench.execute(registry, online, out, threads=1)
+    (out / "runs" / online[0].run_id / "checkpoint.pt").unlink()
+    archive.write(out)
+    assert prune(out)[0] == 1 and not (out / "runs" / online[0].run_id).exists()
+    monkeypatch.setattr(Trainer, "fit", lambda *a, **k: pytest.fail("the archived twin was trained again"))
+    seen = []
+    with pytest.warns(UserWarning, match=rf"reusing finished run {online[0].run_id} \(from runs.jsonl.xz\)"):
+        rows = bench.execute(registry, offline, out, threads=1, on_run=lambda p, what: seen.append(what))
+    assert seen == ["reused"] and offline[0].run_id == online[0].run_id and list(rows["status"]) == ["ok"]
+    assert not [p for p in (out / "runs").iterdir() if p.is_dir()]
+
+
+def test_overwrite_with_offline_trains_the_offline_run_and_records_it(tmp_path):
+    """``--overwrite`` retrains what it plans and takes no fetch twin: after a bench without --offline,
+    ``bench --offline --overwrite`` trains the --offline run under its own id, which records ``download: false``,
+    and leaves the earlier run as it was (an outside mutation audit: the CLI took the twin all the same, so the
+    retrained run recorded the download that had not happened)."""
+    from click.testing import CliRunner
+
+    from pllzoo.cli import cli
+
+    out = tmp_path / "out"
+    args = ["bench", "--methods", "cc", "--dataset", "synthetic-lt", "--seeds", "1", "--subset", "128", "--epochs",
+            "1", "--batch-size", "64", "--threads", "1", "--out", str(out)]
+    res = CliRunner().invoke(cli, args)
+    assert res.exit_code == 0, res.output
+    (online,) = [p for p in (out / "runs").iterdir() if p.is_dir()]
+    finished = (online / "log.jsonl").read_bytes()
+    res = CliRunner().invoke(cli, [*args, "--offline", "--overwrite"])
+    assert res.exit_code == 0, res.output
+    trained = [p for p in (out / "runs").iterdir() if p.is_dir() and p != online]
+    assert len(trained) == 1, "the --offline run was not trained under its own id"
+    offline = trained[0]
+    downloads = {p: json.loads((p / "config.json").read_text())["data"]["download"] for p in (online, offline)}
+    assert downloads == {online: True, offline: False}
+    assert (online / "log.jsonl").read_bytes() == finished

@@ -137,13 +137,13 @@ def main() -> None:
 
 
 def _the_program(frame) -> bool:
-    """Whether the process ends with the command: :func:`main` called by the console script (a module-level line
-    of the outermost frame) or by ``python -m pllzoo`` (runpy's frames and ``pllzoo/__main__.py``), not from a
-    session that goes on (an outside review: IPython's ``%run -m pllzoo`` left Ctrl-C ignored)."""
+    """Whether the process ends with the command: :func:`main` called by the console script or a script's
+    module-level line (``python -m wrapper`` too: runpy's frames and ``pllzoo/__main__.py`` do not count), not
+    from a session that goes on (an outside review: IPython's ``%run -m pllzoo`` left Ctrl-C ignored)."""
     own = []
     while frame is not None:
         spec = frame.f_globals.get("__spec__")
         if frame.f_globals.get("__name__") != "runpy" and getattr(spec, "name", None) != "pllzoo.__main__":
             own.append(frame)
         frame = frame.f_back
-    return not own or (len(own) == 1 and own[0].f_back is None and own[0].f_code.co_name == "<module>")
+    return not own or (len(own) == 1 and own[0].f_code.co_name == "<module>")

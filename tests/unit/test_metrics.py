@@ -69,3 +69,16 @@ def test_few_holds_the_untrained_classes_when_more_than_f_have_no_rows():
     Few empty; here it is at least 1, so Few holds them (K = 9, F = 3, four classes of 0 rows)."""
     groups = shot_groups(torch.tensor([0, 0, 0, 0, 5, 5, 10, 10, 10]))
     assert groups.few_thr == 1 and groups.few.tolist() == [True] * 4 + [False] * 5
+
+
+@pytest.mark.parametrize("counts", [[5000, 2997, 1796, 1077, 645, 387, 232, 139, 83, 50], [500] * 5 + [5] * 5,
+                                    [0, 0, 0, 0, 5, 5, 10, 10, 10], [7], [3, 1]])
+def test_the_report_caption_is_the_run_groups_caption_without_torch(counts):
+    """``pllzoo report`` captions with :mod:`pllzoo.shots` alone (no torch): the same words and numbers as a run's
+    :func:`shot_groups` (CIFAR-10-LT γ = 100: Many > 1077 (3 classes), Few < 232 (3), Medium 4)."""
+    from pllzoo import shots
+
+    assert shots.caption_of(counts) == shot_groups(torch.tensor(counts)).caption
+    if len(counts) == 10 and counts[0] == 5000:
+        assert shots.caption_of(counts).startswith("Many: train count > 1077 (3 classes), Few: < 232 (3), "
+                                                   "Medium: the rest (4)")

@@ -430,3 +430,26 @@ def test_a_break_inside_a_chunk_keeps_the_frozen_iterates(monkeypatch, lag):
             with count_syncs(cuda=False):
                 dev = sinkhorn(ls, r, **kw)
             assert torch.equal(dev.q, host.q) and int(dev.iters) == int(host.iters), (lag, kw)
+
+
+@pytest.mark.parametrize("n", [100, 5000])
+def test_sparse_transpose_product_sums_each_class_in_row_order(n, one_torch_thread):
+    """Mᵀc of the CSR path sums each class's entries in row order, bit for bit as a CSR copy of the dense Mᵀ
+    (built without ``_sparse_matvecs``): the sort of the entries by class must be stable, as an unstable one
+    reorders the rows within a class (at these sizes it does) and float sums depend on their order; the
+    refinery's kept queue and a solve from scratch must agree bitwise (``test_solar_refinery``)."""
+    import warnings
+
+    from pllzoo_solar.kernel import _sparse_matvecs
+
+    g = torch.Generator().manual_seed(0)
+    k = 20
+    cand = torch.zeros(n, k, dtype=torch.bool)
+    cand.scatter_(1, torch.rand(n, k, generator=g).argsort(1)[:, :2], True)
+    m = torch.rand(n, k, generator=g) * cand
+    c = torch.rand(n, generator=g) * 1e3
+    _, rmv = _sparse_matvecs(cand, m, cand.sum(0))
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message=".*Sparse CSR tensor support is in beta.*")
+        expected = m.t().contiguous().to_sparse_csr() @ c  # entries of each class in ascending row order
+    assert torch.equal(rmv(c), expected)

@@ -337,3 +337,107 @@ def test_kernel_queue_rebuilt_after_a_restore():
     for a, c in zip(straight, resumed):
         assert torch.equal(a, c)
     assert comp._kq.full and comp._kq.queue is state.queue
+
+
+def _two_candidate_steps(n_steps: int, k: int, b: int, seed: int) -> list:
+    """:func:`_random_steps` with exactly two candidates a row: density 2/K, sparse enough at K = 20 (0.1 ≤ 0.15)
+    for the CSR path, which reads the queue's listed candidates."""
+    steps = _random_steps(n_steps, k, b, seed=seed)
+    g = torch.Generator().manual_seed(seed)
+    for step in steps:
+        cand = torch.zeros_like(step.batch.candidates)
+        cand.scatter_(1, torch.rand(cand.shape, generator=g).argsort(1)[:, :2], 1.0)
+        step.batch.candidates = cand
+    return steps
+
+
+def _sparse_refinery(k: int, b: int, queue_length: int):
+    comp = SinkhornRefinery(RefineryHParams(queue_length=queue_length))
+    state = PLLState({"prior": torch.full((k,), 1.0 / k)})
+    comp.pllzoo_setup_stage(SimpleNamespace(num_classes=k, config=SimpleNamespace(batch_size=b),
+                                            candidates=torch.ones(4, k, dtype=torch.bool),
+                                            device=torch.device("cpu")), state)
+    return comp, state
+
+
+def test_kernel_queue_rebuilt_after_a_restore_lists_the_restored_rows(calls):
+    """The restore of ``test_kernel_queue_rebuilt_after_a_restore`` where the solves take the sparse path (K = 20,
+    two candidates a row): the rebuilt queue lists the restored rows' candidates, else the CSR mat-vecs would see
+    only the rows pushed since (an outside mutation audit).  Step for step the uninterrupted run's q, bit for bit."""
+    from pllzoo_solar.kernel import candidate_entries
+
+    k, b = 20, 32
+    steps = _two_candidate_steps(9, k, b, seed=4)
+    comp, state = _sparse_refinery(k, b, queue_length=2)
+    straight = [comp.pllzoo_label_update(s, state) for s in steps]
+    comp, state = _sparse_refinery(k, b, queue_length=2)
+    resumed = [comp.pllzoo_label_update(s, state) for s in steps[:3]]  # the queue (64 rows) is full after step 2
+    saved = state.state_dict()
+    comp, state = _sparse_refinery(k, b, queue_length=2)  # a new process
+    state.load_state_dict(saved, "cpu")
+    kq = comp._kernels(state, b)  # rebuilt from the restored queue (else at the next step)
+    rows, cols = kq._entries(kq.rows)  # checked before a solve: a short list makes CSR indices run past the values
+    want_rows, want_cols = candidate_entries(kq.cand[:kq.rows])
+    assert torch.equal(rows, want_rows) and torch.equal(cols, want_cols)
+    calls.clear()
+    resumed += [comp.pllzoo_label_update(s, state) for s in steps[3:]]
+    assert comp._kq is kq and sum(got.sparse for *_, got in calls) >= 3  # the path under test (relaxed: dense)
+    for t, (a, c) in enumerate(zip(straight, resumed)):
+        assert torch.equal(a, c), t
+
+
+def test_a_sync_free_stretch_stops_the_listing_for_good():
+    """Inside ``count_syncs`` host reads are not free, so the queue stops listing candidates (the list's width is a
+    host read); the rows pushed then are unlisted, so it must not list again after the stretch (an outside mutation
+    audit: a stale list fed the CSR mat-vecs).  The same q as a run that never entered the stretch: bit for bit
+    outside it, to float32 rounding inside (the sync-free solve takes the dense mat-vecs)."""
+    from pllzoo.syncs import count_syncs
+
+    k, b = 20, 32
+    steps = _two_candidate_steps(12, k, b, seed=2)
+    comp, state = _sparse_refinery(k, b, queue_length=3)
+    plain = [comp.pllzoo_label_update(s, state) for s in steps]
+    comp, state = _sparse_refinery(k, b, queue_length=3)
+    toggled = []
+    for t, step in enumerate(steps):
+        if 4 <= t < 6:  # the queue is full from step 3
+            with count_syncs(cuda=False):
+                toggled.append(comp.pllzoo_label_update(step, state))
+        else:
+            toggled.append(comp.pllzoo_label_update(step, state))
+    assert not comp._kq.listed
+    for t, (a, c) in enumerate(zip(plain, toggled)):
+        if 4 <= t < 6:
+            torch.testing.assert_close(a, c, atol=1e-6, rtol=0)
+        else:
+            assert torch.equal(a, c), t
+
+
+def test_sparse_solves_read_the_queues_list_not_the_mask(monkeypatch, calls):
+    """The point of the list: a sparse solve over [queue; batch] takes the queue's listed candidates
+    (``KernelQueue._entries``, O(Ñ·s_max)) and never scans the [Ñ, K] mask (``candidate_entries`` in the kernel
+    module, O(ÑK): most of a SoLar step at K = 1000, an outside review)."""
+    import pllzoo_solar.kernel as kernel
+    from pllzoo_solar.kernel_queue import KernelQueue
+
+    seen = {"entries": 0, "scan": 0}
+    real_entries, real_scan = KernelQueue._entries, kernel.candidate_entries
+
+    def entries(self, hi):
+        seen["entries"] += 1
+        return real_entries(self, hi)
+
+    def scan(cand):
+        seen["scan"] += 1
+        return real_scan(cand)
+
+    monkeypatch.setattr(KernelQueue, "_entries", entries)
+    monkeypatch.setattr(kernel, "candidate_entries", scan)
+    k, b = 20, 32
+    comp, state = _sparse_refinery(k, b, queue_length=3)
+    for t, step in enumerate(_two_candidate_steps(12, k, b, seed=2)):
+        if t == 3:  # the queue is full from here (3 batches of 32): the problems are [queue; batch]
+            seen.update(entries=0, scan=0)
+        comp.pllzoo_label_update(step, state)
+    full_sparse = sum(got.sparse for *_, got in calls[3:])
+    assert full_sparse >= 3 and seen["entries"] >= full_sparse and seen["scan"] == 0

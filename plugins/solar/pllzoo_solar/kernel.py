@@ -87,6 +87,9 @@ def _sparse_matvecs(cand: Tensor, m: Tensor, per_class: Tensor, entries: Entries
     spares the O(ÑK) scan of ``cand`` too; the matrices are the same, entry for entry and in the same order."""
     n, k = m.shape
     rows, cols = entries() if entries is not None else candidate_entries(cand)
+    if rows.numel() != int(per_class.sum()):  # a list out of step with the mask: an error, not a crash in the CSR
+        # product (the matrices are built unchecked; a mutation audit's queue that lost its list segfaulted)
+        raise RuntimeError(f"SoLar kernel: {rows.numel()} listed candidates, the mask has {int(per_class.sum())}")
     vals = m[rows, cols]  # [nnz]
     m_r = _csr(torch.bincount(rows, minlength=n), cols, vals, (n, k))
     m_t: list[Tensor] = []
