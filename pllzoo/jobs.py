@@ -24,8 +24,10 @@ by plain pickling, a copy through a pipe: CIFAR-10-sized data (185 MB pickled) t
 pickle and 0.2 s to unpickle on this project's 2-core dev machine.  Not torch's shared memory:
 ``/dev/shm`` is often small in containers.  Not re-loading in the child either: that would repeat
 the loader's work per run and rest on the loader being deterministic.  Start-up: the forkserver
-imports torch and pllzoo once (about 4 s on the dev machine), then each worker starts in under a
-second plus its plugins' imports; the code is read then, so do not edit it during a bench.  As
+imports torch, ``torch._dynamo`` and pllzoo once (about 6.5 s on the dev machine), then each worker starts
+in under a second plus its plugins' imports; the code is read then, so do not edit it during a bench.
+(``torch._dynamo``: a torch optimizer imports it when the first one is made, 2.5 s of each worker's start
+otherwise; a 4-run ``--jobs 2`` bench took 22 s, 12 s with it preloaded.)  As
 with any forkserver/spawn start, a script that calls ``execute(jobs=N)`` needs the
 ``if __name__ == "__main__":`` guard (a worker re-imports the main module; ``pllzoo bench`` has it).
 ``--view-workers`` applies per run: N runs start N pools.
@@ -221,7 +223,8 @@ def _context():
     if "forkserver" not in mp.get_all_start_methods():
         return mp.get_context("spawn")
     ctx = mp.get_context("forkserver")
-    ctx.set_forkserver_preload(["__main__", "pllzoo.bench"])  # importing torch initialises no CUDA
+    # importing torch, or torch._dynamo (the module docstring says why it is here), initialises no CUDA
+    ctx.set_forkserver_preload(["__main__", "pllzoo.bench", "torch._dynamo"])
     return ctx
 
 

@@ -1,6 +1,6 @@
 """What each of the 2 gloo processes of tests/test_distributed.py runs (a module, so spawn can import it).
 
-:func:`spawn` starts ``world`` processes with ``torch.multiprocessing.spawn`` over a ``file://``
+:func:`spawn` starts ``world`` processes with ``torch.multiprocessing`` (:func:`start`) over a ``file://``
 rendezvous in a temporary folder and a short timeout; process ``rank`` runs ``job(ctx, *args)`` and
 its answer is saved to ``result-<rank>.pt`` for the test to read.
 """
@@ -37,6 +37,10 @@ def add_test_model() -> None:
 
 
 def _entry(rank: int, world: int, folder: str, job: Callable[..., Any], args: tuple) -> None:
+    import signal
+
+    signal.signal(signal.SIGINT, signal.default_int_handler)  # a process's own, not the forkserver's (ignored)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
     os.environ["PLLZOO_LOAD_PLUGINS"] = "baselines,solar,ltpll"
     os.environ["PLLZOO_DIST_TIMEOUT_S"] = str(TIMEOUT_S)  # as pllzoo bench: failure_wait_s follows the group's
     torch.set_num_threads(1)
@@ -53,10 +57,21 @@ def _entry(rank: int, world: int, folder: str, job: Callable[..., Any], args: tu
         distributed.shutdown(wait=done)  # as pllzoo bench ends: collect, barrier (unless this rank failed), destroy
 
 
+def start(job: Callable[..., Any], folder: Path, args: tuple, world: int = 2) -> None:
+    """``_entry`` on ``world`` processes, from the forkserver ``pllzoo bench --jobs`` starts its workers from (torch,
+    torch._dynamo and pllzoo imported once: ~6 s of imports a process with ``spawn``)."""
+    from pllzoo import jobs
+
+    ctx = jobs._context()
+    jobs._start_server(ctx)
+    torch.multiprocessing.start_processes(_entry, args=(world, str(folder), job, args), nprocs=world, join=True,
+                                          start_method=ctx.get_start_method())
+
+
 def spawn(job: Callable[..., Any], folder: Path, *args: Any, world: int = 2) -> list[Any]:
     """Run ``job(ctx, *args)`` on ``world`` gloo processes; their answers, by rank."""
     folder.mkdir(parents=True, exist_ok=True)
-    torch.multiprocessing.spawn(_entry, args=(world, str(folder), job, args), nprocs=world, join=True)
+    start(job, folder, args, world)
     return [torch.load(folder / f"result-{r}.pt", weights_only=False) for r in range(world)]
 
 

@@ -541,8 +541,7 @@ def test_a_run_failing_on_one_process_ends_the_bench_soon(tmp_path, method):
 
     folder = tmp_path / "spawn"
     folder.mkdir()
-    torch.multiprocessing.spawn(ddp_workers._entry, args=(2, str(folder), ddp_workers.failing_rank,
-                                                          (str(folder), method)), nprocs=2, join=True)
+    ddp_workers.start(ddp_workers.failing_rank, folder, (str(folder), method))
     rank0, rank1 = (torch.load(folder / f"result-{r}.pt", weights_only=False) for r in (0, 1))
     rows = pd.read_csv(folder / "out" / "results.csv")
     if method == "ranktest-all":
