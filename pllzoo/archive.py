@@ -25,6 +25,7 @@ failed retraining never hides an archived finished run.
 
 from __future__ import annotations
 
+import itertools
 import json
 import lzma
 import os
@@ -32,8 +33,9 @@ import re
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO, Iterator
 
+from pllzoo.atomic import write_atomic
 from pllzoo.errors import PLLZooError
 
 NAME = "runs.jsonl.xz"
@@ -41,6 +43,9 @@ FORMAT = 1  # bump when the line layout changes
 FILTERS = [{"id": lzma.FILTER_LZMA2, "preset": 9 | lzma.PRESET_EXTREME, "lc": 4, "lp": 0, "pb": 0}]
 ARCHIVED_FILES = frozenset({"config.json", "env.json", "log.jsonl", "done", "error.txt"})
 """What a run folder's archive line holds; ``checkpoint.pt`` and anything else stays behind."""
+MAX_BYTES = 2 << 30  # read() refuses an archive larger decompressed (the largest committed one: 6.8 MB)
+MAX_LINE = 256 << 20  # ... or a line longer (the longest committed: 0.3 MB, a run of 220 epochs)
+MAX_BLANK = 1000  # ... or more blank lines (pllzoo writes none)
 
 
 @dataclass(frozen=True)
@@ -110,6 +115,31 @@ def encode(runs: list[ArchivedRun]) -> bytes:
     return lzma.compress(text.encode(), format=lzma.FORMAT_XZ, check=lzma.CHECK_CRC64, filters=FILTERS)
 
 
+def _lines(f: BinaryIO) -> Iterator[tuple[int, str]]:
+    """``(number, text)`` of each line of the open archive ``f`` that is not blank, decompressed as it is read: an
+    outside review's 19.7 KB archive held 128 MiB of newlines, which read whole took 2.2 GB (1 GiB: MemoryError).
+
+    :raises ValueError: past :data:`MAX_BYTES`, a line past :data:`MAX_LINE`, more than :data:`MAX_BLANK` blank
+        lines (each costs a loop: 128 MiB of them took 90 s).
+    """
+    total = blank = 0
+    for i in itertools.count(1):
+        raw = f.readline(MAX_LINE + 1)  # never more than a line's cap in memory at once
+        if not raw:
+            return
+        total += len(raw)
+        if total > MAX_BYTES:
+            raise ValueError(f"decompresses to more than {MAX_BYTES} bytes")
+        if len(raw) > MAX_LINE:
+            raise ValueError(f"line {i} is longer than {MAX_LINE} bytes")
+        if raw.strip():
+            yield i, raw.decode()
+        else:
+            blank += 1
+            if blank > MAX_BLANK:
+                raise ValueError(f"more than {MAX_BLANK} blank lines")
+
+
 def read(out: Path) -> dict[str, ArchivedRun]:
     """The runs archived in ``out`` by id (``{}`` when it has no archive).
 
@@ -119,21 +149,24 @@ def read(out: Path) -> dict[str, ArchivedRun]:
     if not path.exists():
         return {}
     try:
-        lines = lzma.decompress(path.read_bytes()).decode().splitlines()
-        header = json.loads(lines[0]) if lines else {}
-        if not isinstance(header, dict) or header.get("pllzoo_archive") != FORMAT:
-            raise ValueError(f"not a format-{FORMAT} pllzoo run archive")
-        runs = {}
-        for i, text in enumerate(lines[1:], 2):
-            obj = json.loads(text)
-            if not (isinstance(obj, dict) and isinstance(obj.get("run"), str) and
-                    all(isinstance(obj.get(k), dict) for k in ("config", "env", "log"))):
-                raise ValueError(f"line {i} is not a run (its run, config, env and log of the wrong types)")
-            runs[obj["run"]] = ArchivedRun(obj["run"], bool(obj["done"]), obj["config"], obj["env"],
-                                           unpack(obj["log"]), obj.get("error"))
+        with lzma.open(path, "rb") as f:
+            lines = _lines(f)
+            header = json.loads(next(lines, (1, "{}"))[1])
+            if not isinstance(header, dict) or header.get("pllzoo_archive") != FORMAT:
+                raise ValueError(f"not a format-{FORMAT} pllzoo run archive")
+            runs = {}
+            for i, text in lines:
+                obj = json.loads(text)
+                if not (isinstance(obj, dict) and isinstance(obj.get("run"), str) and
+                        all(isinstance(obj.get(k), dict) for k in ("config", "env", "log"))):
+                    raise ValueError(f"line {i} is not a run (its run, config, env and log of the wrong types)")
+                runs[obj["run"]] = ArchivedRun(obj["run"], bool(obj["done"]), obj["config"], obj["env"],
+                                               unpack(obj["log"]), obj.get("error"))
     except (OSError, ValueError, KeyError, TypeError, IndexError, AttributeError, lzma.LZMAError,
-            UnicodeDecodeError) as exc:
-        raise PLLZooError(f"{path}: unreadable run archive ({type(exc).__name__}: {exc}); restore it from git, or "
+            UnicodeDecodeError, RecursionError, MemoryError) as exc:  # the last two: deep nesting, or a line too
+        # large for this machine (an outside review: tracebacks)
+        why = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+        raise PLLZooError(f"{path}: unreadable run archive ({why}); restore it from git, or "
                           f"rebuild it from {Path(out) / 'runs'}/ alone with pllzoo archive --rebuild {out}") from None
     return runs
 
@@ -170,13 +203,17 @@ def from_folder(run_dir: Path) -> ArchivedRun | None:
         return None
     from pllzoo.results import DamagedRun
 
+    linked = sorted(n for n in ARCHIVED_FILES if (run_dir / n).is_symlink())
+    if linked:  # pllzoo writes none: a folder handed over could carry any file of this machine into the archive,
+        # which is committed and shared, and --prune would delete the folder that showed it (an outside review)
+        raise DamagedRun(f"{run_dir}: damaged run ({', '.join(linked)}: a symbolic link, not a file pllzoo wrote)")
     records = _records(run_dir)
     found = {}
     for name in ("config.json", "env.json"):
         path = run_dir / name
         try:
             found[name] = json.loads(path.read_text()) if path.exists() else {}
-        except (OSError, ValueError) as exc:
+        except (OSError, ValueError, RecursionError) as exc:  # the last: nested too deep (an outside review)
             raise DamagedRun(f"{run_dir}: damaged run ({name} is not JSON: {type(exc).__name__})") from None
         if not isinstance(found[name], dict):  # read() refuses such a line: the archive would be unreadable
             raise DamagedRun(f"{run_dir}: damaged run ({name} is not a JSON object)")
@@ -255,7 +292,5 @@ def write(out: Path, rebuild: bool = False) -> tuple[Path, int, int, bool]:
     blob = encode(list(runs.values()))
     changed = not path.exists() or path.read_bytes() != blob
     if changed and runs:
-        tmp = Path(str(path) + ".tmp")
-        tmp.write_bytes(blob)
-        os.replace(tmp, path)
+        write_atomic(path, blob)
     return path, len(runs), local, changed and bool(runs)

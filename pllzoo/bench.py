@@ -43,6 +43,7 @@ from typing import Any, Callable
 import pandas as pd
 
 from pllzoo import archive, checkpoint, distributed
+from pllzoo.atomic import write_atomic
 from pllzoo.columns import TRAINER_COLUMNS
 from pllzoo.data.base import fingerprint
 from pllzoo.errors import PLLZooError
@@ -591,9 +592,7 @@ def _write_rows(out: Path, plans: list[RunPlan], finals: list[dict[str, Any] | N
             ints = [c for c in rows.columns if pd.api.types.is_integer_dtype(rows[c])]  # stay integers beside NaN
             rows = pd.concat([rows.astype({c: "Int64" for c in ints}), bad], ignore_index=True)[list(rows.columns)]
             rows = order_methods(rows, order).reset_index(drop=True)
-        tmp = Path(out) / "results.csv.tmp"
-        rows.to_csv(tmp, index=False)
-        tmp.replace(Path(out) / "results.csv")
+        write_atomic(Path(out) / "results.csv", rows.to_csv(index=False))
     return rows
 
 
@@ -673,7 +672,7 @@ def _train(registry, p: RunPlan, run_dir: Path, resume: bool, on_epoch, on_run, 
             on_run(p, "resumed" if resumed else "started")
         records = trainer.fit(resume=resume)
         write_jsonl(log, records)
-        (run_dir / "done").write_text("ok\n")
+        write_atomic(run_dir / "done", "ok\n")
     return records
 
 

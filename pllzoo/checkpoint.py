@@ -28,7 +28,6 @@ Time is read from :data:`clock`, which tests replace.
 from __future__ import annotations
 
 import contextlib
-import os
 import pickle
 import signal
 import sys
@@ -42,6 +41,7 @@ from typing import Any, Callable, Iterator
 import torch
 
 from pllzoo import interrupts
+from pllzoo.atomic import write_atomic
 from pllzoo.errors import PLLZooError
 from pllzoo.state import PLLState
 
@@ -146,9 +146,7 @@ def save_checkpoint(
 
 def _write(path: Path, ckpt: dict[str, Any]) -> None:
     """Write atomically: a reader sees the old file or the new one, never a part."""
-    tmp = path.with_suffix(".tmp")
-    torch.save(ckpt, tmp)
-    os.replace(tmp, path)
+    write_atomic(path, lambda f: torch.save(ckpt, f))
 
 
 def slim_checkpoint(path: Path) -> tuple[int, int]:

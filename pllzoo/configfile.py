@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import os
 import re
+import reprlib
 import sys
 import warnings
 from pathlib import Path
@@ -44,6 +45,15 @@ META_FILE_KEYS = "pllzoo.config.hp_keys"  # ctx.meta: (the file, its hp keys the
 META_FROM_FILE = "pllzoo.config.from_file"  # ctx.meta: --epochs/--batch-size given by the file, not the command line
 NOT_IN_FILE = frozenset({"config", "from_run", "help"})  # options that make no sense inside the file
 LIST_OPTIONS = frozenset({"methods", "seeds"})  # comma-separated strings on the command line; lists in a file
+_REPR = reprlib.Repr()
+_REPR.maxstring = _REPR.maxother = 80
+
+
+def _short(value: Any) -> str:
+    """``repr(value)`` in at most 80 characters, for messages (an outside review: a YAML alias bomb's value made a
+    39 MB "one-line" error)."""
+    text = _REPR.repr(value)
+    return text if len(text) <= 80 else text[:77] + "..."
 
 
 def read(path: Path) -> dict[str, Any]:
@@ -72,8 +82,10 @@ def read(path: Path) -> dict[str, Any]:
     if suffix == ".toml":
         try:
             data = tomllib.loads(text)
-        except tomllib.TOMLDecodeError as exc:
-            raise PLLZooError(f"--config {path}: not valid TOML ({exc})") from None
+        except (ValueError, RecursionError) as exc:  # TOMLDecodeError, an integer of 4300+ digits, or nesting too
+            # deep (an outside review: `hp = [[[...` was a RecursionError traceback)
+            why = "nested too deeply" if isinstance(exc, RecursionError) else exc
+            raise PLLZooError(f"--config {path}: not valid TOML ({why})") from None
     else:
         data = _read_yaml(path, text)
     if data is None:
@@ -91,6 +103,8 @@ def _read_yaml(path: Path, text: str) -> Any:
                           f"(or write the file as TOML)") from None
     try:
         return yaml.load(text, Loader=_yaml_loader(yaml))
+    except RecursionError:
+        raise PLLZooError(f"--config {path}: not valid YAML (nested too deeply)") from None
     except yaml.YAMLError as exc:
         where = getattr(exc, "problem_mark", None)
         line = f" at line {where.line + 1}" if where is not None else ""
@@ -121,7 +135,7 @@ def _yaml_loader(yaml: Any) -> type:
                 return super().construct_object(node, deep=deep)
             except (ValueError, IndexError, KeyError, AttributeError, TypeError, OverflowError):  # a tag's reader
                 tag = node.tag.rpartition(":")[2]  # failing on its text (!!int "", !!bool maybe, ...): one line,
-                what = f"{node.value!r} is no {tag}" if isinstance(node, yaml.ScalarNode) else f"a bad {tag}"
+                what = f"{_short(node.value)} is no {tag}" if isinstance(node, yaml.ScalarNode) else f"a bad {tag}"
                 raise yaml.constructor.ConstructorError(  # not PyYAML's traceback (an outside review)
                     None, None, what, node.start_mark) from None
 
@@ -132,10 +146,17 @@ def _yaml_loader(yaml: Any) -> type:
                     continue
                 key = self.construct_object(key_node, deep=True)
                 if isinstance(key, (str, int, float, bool)) and key in seen:
-                    raise yaml.constructor.ConstructorError(None, None, f"the key {key!r} is given twice",
+                    raise yaml.constructor.ConstructorError(None, None, f"the key {_short(key)} is given twice",
                                                             key_node.start_mark)
                 seen.add(key) if isinstance(key, (str, int, float, bool)) else None
             return super().construct_mapping(node, deep=deep)
+
+        def compose_node(self, parent: Any, index: Any) -> Any:
+            event = self.peek_event()  # an outside review: 291 bytes of aliases nested 7 deep made a 39 MB value
+            if isinstance(event, yaml.AliasEvent) or getattr(event, "anchor", None) is not None:
+                raise yaml.composer.ComposerError(None, None, "anchors and aliases (&name, *name) are not allowed in "
+                                                  "a config file; write the values out", event.start_mark)
+            return super().compose_node(parent, index)
 
     Loader.yaml_implicit_resolvers = {  # the 1.1 number rules out (a copy: SafeLoader's own stay as they are)
         first: [(tag, rule) for tag, rule in rules if tag not in ("tag:yaml.org,2002:int", "tag:yaml.org,2002:float")]
@@ -169,9 +190,10 @@ def values(ctx: click.Context, data: dict[str, Any], where: str) -> tuple[dict[s
     for raw_key, value in data.items():
         key = str(raw_key).replace("_", "-")
         if key not in options:
-            raise UnknownNameError(f"{where}: unknown key {raw_key!r}; valid: {', '.join(sorted(options))}")
+            raise UnknownNameError(f"{where}: unknown key {_short(raw_key)}; valid: {', '.join(sorted(options))}")
         if key in seen:  # batch_size and batch-size: one option, given twice (the file format cannot tell)
-            raise PLLZooError(f"{where}: {seen[key]!r} and {raw_key!r} are the same option, given twice; keep one")
+            raise PLLZooError(f"{where}: {_short(seen[key])} and {_short(raw_key)} are the same option, given twice; "
+                              "keep one")
         seen[key] = raw_key
         param = options[key]
         if param.name == "hps":
@@ -181,8 +203,9 @@ def values(ctx: click.Context, data: dict[str, Any], where: str) -> tuple[dict[s
         value = _typed(param, key, value, where)
         try:
             param.type_cast_value(ctx, value)
-        except click.BadParameter as exc:
-            raise UsageError(f"{where}: {key} = {value!r}: {exc.format_message()}") from None
+        except (click.BadParameter, OverflowError) as exc:  # OverflowError: a float option given a 400-digit integer
+            why = exc.format_message() if isinstance(exc, click.BadParameter) else exc
+            raise UsageError(f"{where}: {key} = {_short(value)}: {why}") from None
         defaults[param.name] = value
     return defaults, hp_pairs
 
@@ -195,7 +218,8 @@ def _typed(param: click.Option, key: str, value: Any, where: str) -> Any:
             return ",".join(str(v) for v in items)
         if all(isinstance(v, str) for v in items):
             return ",".join(items)
-        raise UsageError(f"{where}: {key} = {value!r}: write a list of {_what(param)}s or a comma-separated string")
+        raise UsageError(f"{where}: {key} = {_short(value)}: write a list of {_what(param)}s or a comma-separated "
+                         "string")
     if param.multiple:  # a list of the option's type (or one value)
         return [_typed_one(param, key, v, where) for v in (value if isinstance(value, list) else [value])]
     return _typed_one(param, key, value, where)
@@ -206,7 +230,7 @@ def _typed_one(param: click.Option, key: str, value: Any, where: str) -> Any:
     if expected is None:  # a parameter type this module does not know: click's conversion checks it
         return value
     if isinstance(value, bool) and bool not in expected or not isinstance(value, expected):
-        raise UsageError(f"{where}: {key} = {value!r} is {_article(type(value).__name__)}; "
+        raise UsageError(f"{where}: {key} = {_short(value)} is {_article(type(value).__name__)}; "
                           f"{key} takes {_what(param)}")
     return value
 
@@ -265,13 +289,14 @@ def _refuse_twice(pairs: list[str], where: str) -> None:
     seen: dict[str, str] = {}
     for key, pair in _keyed(pairs):  # a malformed pair is left out: planning says so, naming the file
         if key in seen:
-            raise UsageError(f"{where}: hp {key!r} is given twice ({seen[key]!r} and {pair!r}); keep one")
+            raise UsageError(f"{where}: hp {_short(key)} is given twice ({_short(seen[key])} and {_short(pair)}); "
+                             "keep one")
         seen[key] = pair
 
 
 def _bad_hp(value: Any, where: str) -> list[str]:
     # a value the option's type refuses, as click's own for `epochs = "x"`: exit 2 (an outside review: it was 1)
-    raise UsageError(f"{where}: hp = {value!r}: write a table (hp = {{\"train.lr\" = 0.05}}) "
+    raise UsageError(f"{where}: hp = {_short(value)}: write a table (hp = {{\"train.lr\" = 0.05}}) "
                       f"or a list of \"key=value\" strings")
 
 
@@ -294,7 +319,7 @@ def _hp_text(key: str, value: Any, where: str) -> str:
         # in brackets, as written: a tuple field reads [700,800] as 700,800, and a single-value one refuses it
         # (an outside review: [3] passed as 3, and ["step","cosine"] was named 'step,cosine')
         return "[" + ",".join(v if isinstance(v, str) else repr(v) for v in value) + "]"
-    raise PLLZooError(f"{where}: hp {key} = {value!r} is {_article(type(value).__name__)}; "
+    raise PLLZooError(f"{where}: hp {key} = {_short(value)} is {_article(type(value).__name__)}; "
                       f"write a number, true/false, a string or a list of numbers")
 
 
@@ -327,7 +352,7 @@ def overrides(ctx: click.Context, hps: tuple[str, ...] | list[str]) -> dict[str,
         # spelt as the scopes are (an outside review: a mix with blanks around '+' lost the file's scoped hp)
         wanted = {scope_name(m) for m in str(ctx.params.get("methods") or "").split(",")}
         for key in [k for k in from_file if ":" in k and k.rpartition(":")[0] not in wanted]:
-            warnings.warn(f"the config file's hp {key!r} is left out: --methods on the command line has no "
+            warnings.warn(f"the config file's hp {_short(key)} is left out: --methods on the command line has no "
                           f"{key.rpartition(':')[0]!r}", stacklevel=2)  # narrowing a file's methods is no error
             del from_file[key]
     command_line = parse_overrides(list(hps))

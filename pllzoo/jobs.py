@@ -75,6 +75,7 @@ from types import ModuleType
 from typing import Any, Callable, Iterator
 
 from pllzoo import checkpoint
+from pllzoo.atomic import write_atomic
 from pllzoo import threads as torch_threads
 from pllzoo.checkpoint import TIME_LIMIT_EXIT, Stopped
 from pllzoo.errors import PLLZooError
@@ -132,8 +133,7 @@ def record_failure(run_dir: Path, exc: BaseException) -> str:
     :func:`pllzoo.bench._train`) and return its one-line reason (:func:`describe`).  Both paths
     of ``pllzoo bench`` record a failed run through this."""
     run_dir.mkdir(parents=True, exist_ok=True)
-    (run_dir / "error.txt").write_text("".join(traceback.format_exception(type(exc), exc, exc.__traceback__)),
-                                           encoding="utf-8")
+    write_atomic(run_dir / "error.txt", "".join(traceback.format_exception(type(exc), exc, exc.__traceback__)))
     debug_traceback(exc)  # PLLZOO_DEBUG=1: on the terminal too (an outside review: only the bench's own was shown)
     return describe(exc)
 

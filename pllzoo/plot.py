@@ -8,6 +8,7 @@ from pathlib import Path
 
 import numpy as np
 
+from pllzoo.atomic import write_atomic
 from pllzoo.results import final_rows, load
 
 
@@ -104,9 +105,6 @@ def compact_png(png: bytes) -> bytes:
 
 def save(fig, out: Path, dpi: int = 100) -> None:
     """Write ``fig`` to ``out`` in the format its suffix names; a PNG as :func:`compact_png` makes it."""
-    if out.suffix.lower() != ".png":
-        fig.savefig(out, dpi=dpi)
-        return
     buf = io.BytesIO()
-    fig.savefig(buf, format="png", dpi=dpi)
-    out.write_bytes(compact_png(buf.getvalue()))
+    fig.savefig(buf, format=out.suffix.lower().lstrip(".") or None, dpi=dpi)
+    write_atomic(out, compact_png(buf.getvalue()) if out.suffix.lower() == ".png" else buf.getvalue())

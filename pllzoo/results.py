@@ -35,6 +35,7 @@ from typing import Any, Iterable, Iterator
 
 import pandas as pd
 
+from pllzoo.atomic import write_atomic
 from pllzoo.columns import ACC_COLUMNS, LABEL_COLUMNS, RESULT_COLUMNS
 from pllzoo.errors import PLLZooError
 from pllzoo.model_selection import select_epochs
@@ -46,14 +47,20 @@ ID_BYTES = 237
 ``runs/.<id>.adopting-<pid>``, adds up to 18 (a pid of 7 digits)."""
 
 
+def _file_safe(text: str) -> str:
+    return "".join(c if c.isalnum() or c in "-_.=+" else "_" for c in text)
+
+
 def run_id(config: dict[str, Any], cut: bool = True) -> str:
     """``<method>__<dataset>__s<seed>-<hash of the whole config>``, filesystem-safe.  A name part that would make
     the id longer than :data:`ID_BYTES` is cut (the hash still tells the runs apart; an outside review's
     240-character ``.mat`` file name gave an id the file system refused); runs recorded under an uncut id
     (``cut=False``) are moved to it (:mod:`pllzoo.migrate`)."""
     blob = json.dumps(config, sort_keys=True, default=str).encode()
-    safe = "".join(c if c.isalnum() or c in "-_.=+" else "_" for c in f"{config['method']}__{config['dataset']}")
-    tail = f"__s{config['seed']}-{hashlib.sha1(blob).hexdigest()[:8]}"
+    safe = _file_safe(f"{config['method']}__{config['dataset']}")
+    # the seed too: an integer everywhere pllzoo writes one, but a config.json handed over may say anything (an
+    # outside review: a seed "/../../x" had the migration move a run folder out of OUT)
+    tail = f"__s{_file_safe(str(config['seed']))}-{hashlib.sha1(blob).hexdigest()[:8]}"
     room = ID_BYTES - len(tail.encode())
     if cut and len(safe.encode()) > room:
         safe = safe.encode()[:room].decode(errors="ignore")  # a character cut in two is left out
@@ -61,15 +68,11 @@ def run_id(config: dict[str, Any], cut: bool = True) -> str:
 
 
 def write_json(path: Path, obj: Any) -> None:
-    tmp = Path(str(path) + ".tmp")
-    tmp.write_text(json.dumps(obj, indent=2, sort_keys=True, default=str) + "\n", encoding="utf-8")
-    os.replace(tmp, path)
+    write_atomic(path, json.dumps(obj, indent=2, sort_keys=True, default=str) + "\n")
 
 
 def write_jsonl(path: Path, records: Iterable[dict[str, Any]]) -> None:
-    tmp = Path(str(path) + ".tmp")
-    tmp.write_text("".join(json.dumps(r, default=str) + "\n" for r in records), encoding="utf-8")
-    os.replace(tmp, path)
+    write_atomic(path, "".join(json.dumps(r, default=str) + "\n" for r in records))
 
 
 def append_jsonl(path: Path, record: dict[str, Any]) -> None:
@@ -669,7 +672,7 @@ def run_config(run_dir: Path, first: dict[str, Any]) -> dict[str, Any]:
         raise DamagedRun(f"{run_dir}: damaged run (config.json is missing)")
     try:
         config = json.loads(path.read_text())
-    except (OSError, ValueError):
+    except (OSError, ValueError, RecursionError):  # the last: nested too deep (an outside review: a traceback)
         config = None
     if not isinstance(config, dict) or "dataset" not in config:
         raise DamagedRun(f"{run_dir}: damaged run (config.json is not a pllzoo run config)")

@@ -9,9 +9,7 @@ full file system, Ctrl-C), so adding one is one line in :data:`CASES`.
 
 from __future__ import annotations
 
-import builtins
 import errno
-import io
 import json
 import os
 import shutil
@@ -173,17 +171,20 @@ def _read_only_fs(c: Ctx) -> list[str]:
 
 def _disk_full(c: Ctx) -> list[str]:
     """ENOSPC half-way through writing results.csv (after the new run trained): one line, no *.tmp left."""
-    real = builtins.open
+    from pllzoo import atomic
+    from pllzoo import bench as bench_lib
 
-    def full(file, mode="r", *args, **kwargs):
-        if isinstance(file, (str, os.PathLike)) and Path(file).name == "results.csv.tmp" and "w" in mode:
-            with real(file, mode, *args, **kwargs) as fh:
-                fh.write("method,dat")
-            raise OSError(errno.ENOSPC, "No space left on device", str(file))
-        return real(file, mode, *args, **kwargs)
+    def full(path, data):
+        if Path(path).name != "results.csv":
+            return atomic.write_atomic(path, data)
 
-    c.monkeypatch.setattr(builtins, "open", full)
-    c.monkeypatch.setattr(io, "open", full)
+        def half(fh):
+            fh.write(b"method,dat")
+            raise OSError(errno.ENOSPC, "No space left on device", str(path) + ".tmp")
+
+        return atomic.write_atomic(path, half)
+
+    c.monkeypatch.setattr(bench_lib, "write_atomic", full)
     return _good(c, "--seeds", "2")
 
 

@@ -126,20 +126,23 @@ def test_a_write_that_fails_leaves_the_file_as_it_was(tmp_path, monkeypatch):
     """A full disk under ``--md``/``--csv``: one line, and the table there before is whole (an outside review: it
     was truncated to 0 bytes), with no temporary file left."""
     import errno
-    import pathlib
 
+    from pllzoo import atomic
+    from pllzoo.cli import outputs
     from pllzoo.cli.outputs import write_text
     from pllzoo.errors import PLLZooError
 
     table = tmp_path / "t.md"
     table.write_text("the old table\n")
-    real = pathlib.Path.write_text
 
-    def full_disk(self, text, *args, **kwargs):
-        real(self, text[:3], *args, **kwargs)
-        raise OSError(errno.ENOSPC, "No space left on device")
+    def full_disk(path, text):
+        def half(f):
+            f.write(text.encode()[:3])
+            raise OSError(errno.ENOSPC, "No space left on device")
 
-    monkeypatch.setattr(pathlib.Path, "write_text", full_disk)
+        atomic.write_atomic(path, half)
+
+    monkeypatch.setattr(outputs, "write_atomic", full_disk)
     with pytest.raises(PLLZooError, match=r"^cannot write .*t\.md: No space left on device$"):
         write_text(table, "a new table\n")
     monkeypatch.undo()

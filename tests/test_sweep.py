@@ -242,7 +242,7 @@ def _top_level_imports(path: Path) -> set[str]:
 def test_the_command_file_imports_torch_and_pandas_inside_the_command_only():
     root = Path(__file__).resolve().parents[1] / "pllzoo"
     assert _top_level_imports(root / "cli" / "sweep.py") <= {
-        "__future__", "pathlib", "shlex", "click", "pllzoo.cli", "pllzoo.cli.bench", "pllzoo.cli.options",
+        "__future__", "pathlib", "shlex", "click", "pllzoo.atomic", "pllzoo.cli", "pllzoo.cli.bench", "pllzoo.cli.options",
         "pllzoo.errors", "pllzoo.model_selection"}
     assert not {"torch", "pandas"} & _top_level_imports(root / "model_selection.py")
 

@@ -15,7 +15,6 @@ is one ``Error:`` line too, leaving no half-written ``*.tmp`` file; finished run
 
 from __future__ import annotations
 
-import contextlib
 import os
 import shlex
 import sys
@@ -26,6 +25,7 @@ from pathlib import Path
 import click
 
 from pllzoo import configfile, replay  # click callbacks of --config/--from-run; neither loads torch
+from pllzoo.atomic import write_atomic
 from pllzoo.cli import cli, complete, warn_failed_plugins
 from pllzoo.cli.listing import show_report
 from pllzoo.cli.options import FINITE, PositiveFinite, UserPath, run_options
@@ -332,7 +332,7 @@ def _run_plans(ctx, dist, reg, plans, observers, part, out, resume, overwrite, j
         except (checkpoint.Stopped, KeyboardInterrupt) as exc:
             stopped = exc
         except OSError as exc:  # a full or read-only file system, a folder removed under us
-            raise _write_error(exc, Path(out), plans) from None
+            raise _write_error(exc, Path(out)) from None
     if stopped is not None and not Path(out).is_dir():  # stopped before anything was written
         _stop(ctx, stopped, Path(out))
     if stopped is not None:  # the summary of the finished runs is still rebuilt; no table is printed
@@ -359,10 +359,10 @@ def _run_plans(ctx, dist, reg, plans, observers, part, out, resume, overwrite, j
             note = f": {epochs.pop()} epochs" if len(epochs) == 1 else ""  # seeds: each row's n (runs of other
             # benches under --out may have more)
             tables = rep.long_reports(summary, "last", note)
-            _write_atomic(Path(out) / "summary.csv", rep.to_csv(summary, "last"))
-            _write_atomic(Path(out) / "summary.md", "\n".join(rep.to_markdown(t) for t in tables))
+            write_atomic(Path(out) / "summary.csv", rep.to_csv(summary, "last"))
+            write_atomic(Path(out) / "summary.md", "\n".join(rep.to_markdown(t) for t in tables))
     except OSError as exc:
-        raise _write_error(exc, Path(out), plans) from None
+        raise _write_error(exc, Path(out)) from None
     if stopped is not None:
         _stop(ctx, stopped, Path(out))
     for t in tables:
@@ -406,25 +406,9 @@ def check_out(out: Path, write: bool = True) -> None:
         raise PLLZooError(f"--out {out}: nothing can be created in {existing} ({exc.strerror or exc})") from None
 
 
-def _write_atomic(path: Path, text: str) -> None:
-    """Write ``text`` to ``path`` through ``path.tmp``; on failure no ``.tmp`` stays."""
-    tmp = path.with_name(path.name + ".tmp")
-    try:
-        tmp.write_text(text, encoding="utf-8")
-        os.replace(tmp, path)
-    finally:
-        tmp.unlink(missing_ok=True)
-
-
-def _write_error(exc: OSError, out: Path, plans) -> PLLZooError:
-    """One line for a write that failed under ``out``; removes the ``*.tmp`` files this bench left half-written
-    (``results.csv.tmp``, ``summary.*.tmp`` and those in its own run folders), so nothing half-written stays."""
-    leftovers = [out / "results.csv.tmp", out / "summary.csv.tmp", out / "summary.md.tmp"]
-    for p in plans:
-        leftovers += (out / "runs" / p.run_id).glob("*.tmp")
-    for tmp in leftovers:
-        with contextlib.suppress(OSError):
-            tmp.unlink(missing_ok=True)
+def _write_error(exc: OSError, out: Path) -> PLLZooError:
+    """One line for a write that failed under ``out`` (:func:`pllzoo.atomic.write_atomic` left nothing
+    half-written)."""
     target = exc.filename2 or exc.filename  # os.replace(tmp, target) names both: the target is what failed
     if target and str(target).endswith(".tmp") and not Path(target).is_dir():
         target = str(target)[:-4]  # the file that the temporary one was to become

@@ -16,6 +16,7 @@ from typing import Any, Iterator
 
 import click
 
+from pllzoo.atomic import write_atomic
 from pllzoo.cli.options import UserPath
 from pllzoo.errors import PLLZooError
 
@@ -107,9 +108,4 @@ def write_text(path: Path, text: str) -> None:
                 f.write(text)
             return
         real = path.resolve() if path.is_symlink() else path  # a link is written through, not replaced
-        tmp = real.with_name(f".{real.name}.tmp")
-        try:
-            tmp.write_text(text, encoding="utf-8")
-            os.replace(tmp, real)
-        finally:
-            tmp.unlink(missing_ok=True)
+        write_atomic(real, text)

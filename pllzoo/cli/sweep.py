@@ -14,6 +14,7 @@ from pathlib import Path
 
 import click
 
+from pllzoo.atomic import write_atomic
 from pllzoo.cli import cli, complete, warn_failed_plugins
 from pllzoo.cli.bench import _csv, _KeepsArgs, _seeds, started_as
 from pllzoo.cli.options import FINITE, INPUT_FILE, UserPath, run_options
@@ -153,9 +154,10 @@ def sweep(methods, dataset, seeds, specs, space_file, trials, draw_seed, rule, h
             click.echo(f"{method}: test accuracy of the winners, mean ± sample std over {len(rows)} seeds: "
                        f"{rows['acc_all'].mean():.2f} ± {rows['acc_all'].std(ddof=1):.2f}")
     keys = list(zip(scores["trial"], scores["run"]))
-    scores.assign(overrides=[runs[k] for k in keys], winner=[k in set(zip(best["trial"], best["run"])) for k in keys]).to_csv(
-        Path(out) / "sweep.csv", index=False, float_format="%.4f")
-    (Path(out) / "sweep.md").write_text(to_markdown(table), encoding="utf-8")
+    scores = scores.assign(overrides=[runs[k] for k in keys], winner=[k in set(zip(best["trial"], best["run"]))
+                                                                      for k in keys])
+    write_atomic(Path(out) / "sweep.csv", scores.to_csv(index=False, float_format="%.4f"))
+    write_atomic(Path(out) / "sweep.md", to_markdown(table))
     click.echo(f"sweep: {Path(out) / 'sweep.csv'}")
     if failed:
         first = min(failed)

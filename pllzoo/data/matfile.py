@@ -168,7 +168,7 @@ def load_mat(path: Path | str, opts: DataOptions, name: str | None = None) -> PL
     mat = read_mat(path)
     layout = _layout(mat, where)
     fx, fy, fs = LAYOUTS[layout]
-    x, target, cand = (as_numpy(mat[k]) for k in (fx, fy, fs))
+    x, target, cand = (as_numpy(mat[k], f"{where}: '{k}'") for k in (fx, fy, fs))
     if x.ndim != 2:
         raise PLLZooError(f"{where}: '{fx}' has shape {x.shape}, expected [n, d]")
     for field, a in ((fx, x), (fy, target), (fs, cand)):

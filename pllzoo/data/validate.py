@@ -25,12 +25,20 @@ class PLLDataWarning(UserWarning):
     """A dataset is usable but unusual (e.g. true labels outside their candidate sets)."""
 
 
-def as_numpy(a: Any) -> np.ndarray:
-    """Return a numpy view of a tensor / array / scipy sparse matrix (sparse is densified)."""
+def as_numpy(a: Any, where: str = "a sparse matrix") -> np.ndarray:
+    """Return a numpy view of a tensor / array / scipy sparse matrix (sparse is densified).
+
+    :param where: what names ``a`` in the one-line error when a sparse one is too large to make dense.
+    """
     if isinstance(a, torch.Tensor):
         return a.detach().cpu().numpy()
     if hasattr(a, "toarray"):
-        return np.asarray(a.toarray())
+        try:
+            return np.asarray(a.toarray())
+        except MemoryError:  # an outside review: a 58 KB .mat declaring 20000 x 40000 was numpy's traceback
+            shape = " x ".join(map(str, a.shape))
+            raise PLLZooError(f"{where} is a sparse {shape} matrix of {a.dtype}: too large to make dense in this "
+                              "machine's memory; store fewer rows or features, or use a machine with more") from None
     return np.asarray(a)
 
 

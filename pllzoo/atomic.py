@@ -1,0 +1,38 @@
+"""Writing a file whole or not at all, and never through a link someone left beside it.
+
+Every file pllzoo writes into a results folder goes through :func:`write_atomic`: into ``<name>.tmp``, created
+anew and exclusively, then renamed over ``<name>``.  A reader sees the old file or the new one, never a part.
+Results folders are shared (copied, unpacked from an archive someone sent), so whatever lies at ``<name>.tmp``
+(a crashed write's leftover, or a symbolic link) is removed first, never written through, and a link at
+``<name>`` itself is replaced, not followed (an outside review: a link planted at ``OUT/summary.md.tmp`` had a
+bench overwrite the file it pointed to).
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import BinaryIO, Callable
+
+NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)  # not on Windows, where O_EXCL alone refuses an existing link
+
+
+def write_atomic(path: Path, data: bytes | str | Callable[[BinaryIO], object]) -> None:
+    """Write ``path`` whole or not at all (the module docstring); on failure no ``.tmp`` stays.
+
+    :param data: bytes, text (UTF-8, whatever the locale), or a function writing into the open binary file.
+    """
+    path = Path(path)
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.unlink(missing_ok=True)
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | NOFOLLOW | getattr(os, "O_BINARY", 0), 0o666)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            if callable(data):
+                data(f)
+            else:
+                f.write(data.encode("utf-8") if isinstance(data, str) else data)
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
