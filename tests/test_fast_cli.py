@@ -56,7 +56,7 @@ def test_version_imports_nothing_heavy():
     assert found == {"code": 0, "heavy": []} and "pllzoo" in stdout
 
 
-def test_report_reads_runs_and_the_archive_without_torch(tmp_path):
+def test_report_and_archive_read_runs_and_the_archive_without_torch(tmp_path):
     """``pllzoo report`` (run folders and ``runs.jsonl.xz``, an unfinished run) needs pandas, not torch: 2.4 s of its
     4.7 s went to importing torch (the shot caption, the run-folder helpers), ~1 s now."""
     import shutil
@@ -69,6 +69,9 @@ def test_report_reads_runs_and_the_archive_without_torch(tmp_path):
     found, stdout = _probe(["report", str(out), "--md", str(tmp_path / "t.md")])
     assert found == {"code": 0, "heavy": ["pandas"]}, found
     assert "Many: train count > " in (tmp_path / "t.md").read_text()
+    shutil.rmtree(run)
+    found, stdout = _probe(["archive", str(out)])  # archive too
+    assert found["code"] == 0 and "torch" not in found["heavy"], found
 
 
 def test_python_m_pllzoo_still_works():
