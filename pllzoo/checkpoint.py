@@ -42,10 +42,10 @@ import torch
 
 from pllzoo import interrupts
 from pllzoo.atomic import write_atomic
+from pllzoo.checkpoint_file import NAME, CheckpointError  # torch-free, for run-folder readers (report)
 from pllzoo.errors import PLLZooError
 from pllzoo.state import PLLState
 
-NAME = "checkpoint.pt"
 TIME_LIMIT_EXIT = 75  # EX_TEMPFAIL (sysexits.h): stopped at --time-limit, run again with --resume
 clock: Callable[[], float] = time.monotonic  # seconds; system-wide, so job processes share one deadline
 
@@ -92,10 +92,6 @@ def from_signal(exc: KeyboardInterrupt) -> bool:
 FORMAT = "pllzoo-checkpoint"  # the marker key ``format`` of every checkpoint
 VERSION = 1  # the layout below; a file of another version is refused (retrain the run)
 KEYS = ("format", "version", "stage", "epoch", "model", "optimizer", "state", "records", "rng", "modules")
-
-
-class CheckpointError(PLLZooError):
-    """A checkpoint that cannot be used: empty, truncated, not a pllzoo checkpoint, another version."""
 
 
 def _rng_states() -> dict[str, Any]:
@@ -220,22 +216,6 @@ def _check_crcs(path: Path) -> None:
     if bad is not None:
         raise CheckpointError(f"{path}: damaged checkpoint (its part {bad!r} fails its CRC-32 check: bytes changed "
                               "since it was written)")
-
-
-def quick_check(path: Path) -> None:
-    """A cheap look at the file without reading it: empty, or not a whole archive (truncated, garbage).
-
-    :raises CheckpointError: one line saying what is wrong.
-    """
-    path = Path(path)
-    try:
-        if path.stat().st_size == 0:
-            raise CheckpointError(f"{path}: damaged checkpoint (empty, 0 bytes)")
-        with zipfile.ZipFile(path):  # reads the archive's directory, at its end: gone when truncated
-            pass
-    except (OSError, zipfile.BadZipFile, ValueError) as exc:
-        raise CheckpointError(f"{path}: damaged checkpoint (truncated or corrupt: "
-                              f"{type(exc).__name__})") from None
 
 
 _CPU_RNG_SHAPE = torch.get_rng_state().shape  # torch's CPU generator state: any other size cannot be restored

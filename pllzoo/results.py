@@ -647,7 +647,7 @@ def _chosen(read: _Read) -> dict[str, tuple["_Source", list[dict[str, Any]], dic
 def _check_checkpoint(run_dir: Path) -> None:
     """A finished run's checkpoint, when it has one, is a whole file (``bench --resume`` retrains the run
     otherwise); absent is fine: checkpoints are not kept in git."""
-    from pllzoo.checkpoint import NAME, CheckpointError, quick_check
+    from pllzoo.checkpoint_file import NAME, CheckpointError, quick_check
 
     if (run_dir / NAME).exists():
         try:

@@ -13,7 +13,8 @@ import warnings
 from pathlib import Path
 from typing import Any
 
-from pllzoo.errors import PLLZooError  # pllzoo.checkpoint (torch) where used: `pllzoo report` goes without
+from pllzoo import checkpoint_file as checkpoint  # NAME, CheckpointError, quick_check: no torch for report
+from pllzoo.errors import PLLZooError
 from pllzoo.results import DamagedRun, cpu_model, read_log, run_config
 
 
@@ -132,8 +133,6 @@ def settle_all(swaps: dict[int, tuple[Path, Path, bool]], finals: list, failed: 
 def progress(folder: Path) -> int:
     """The epochs a run folder holds that a bench can use: its log's lines when it finished or has a checkpoint to
     resume from, else 0."""
-    from pllzoo import checkpoint
-
     if not ((folder / "done").exists() or (folder / checkpoint.NAME).exists()):
         return 0
     try:
@@ -230,8 +229,6 @@ def finished_records(run_dir: Path) -> list[dict[str, Any]] | None:
 def _finished(run_dir: Path) -> tuple[list[dict[str, Any]] | None, str | None]:
     """(the records of the finished, undamaged run in ``run_dir``, None) or (None, why it is damaged: one line, or
     None when it did not finish)."""
-    from pllzoo import checkpoint
-
     if not (run_dir / "done").exists():
         return None, None
     try:
@@ -249,8 +246,6 @@ def retrain_note(run_dir: Path) -> str | None:
     finished run: a finished run that is damaged, or an unfinished one it could continue; None for a folder with
     nothing to lose (a failed run without a checkpoint).  The old folder stays until the new run gets further
     (:func:`settle`)."""
-    from pllzoo import checkpoint
-
     records, why = _finished(run_dir)
     if records is not None:
         return None
@@ -383,10 +378,10 @@ def reusable(run_dir: Path) -> list[dict[str, Any]] | None:
     not whole (:func:`pllzoo.results.read_log`, :func:`~pllzoo.results.run_config`; the run resumes from its
     checkpoint, which holds every record, or
     retrains), or a checkpoint that cannot be used (:func:`pllzoo.checkpoint.read_checkpoint`; a finished
-    run's only gets :func:`~pllzoo.checkpoint.quick_check`): it is kept as ``checkpoint.pt.damaged`` and the
+    run's only gets :func:`~pllzoo.checkpoint_file.quick_check`): it is kept as ``checkpoint.pt.damaged`` and the
     run retrains from the start.
     """
-    from pllzoo import checkpoint
+    from pllzoo.checkpoint import read_checkpoint  # torch
 
     path, done = run_dir / checkpoint.NAME, (run_dir / "done").exists()
     log_problem = ckpt_problem = None
@@ -398,7 +393,7 @@ def reusable(run_dir: Path) -> list[dict[str, Any]] | None:
             log_problem = str(exc)
     if path.exists():
         try:
-            (checkpoint.quick_check if done and log_problem is None else checkpoint.read_checkpoint)(path)
+            (checkpoint.quick_check if done and log_problem is None else read_checkpoint)(path)
         except checkpoint.CheckpointError as exc:
             ckpt_problem = str(exc)
     if done and log_problem is None and ckpt_problem is None:

@@ -279,7 +279,9 @@ def adopt_finished(out: Path, t: Trial) -> list[str]:
         tmp = runs / f".{p.run_id}.adopting-{os.getpid()}"  # each process its own (a review: two copies' collided)
         try:
             if not (runs / p.run_id).exists():  # adopted by another copy between the check and the lock
-                shutil.copytree(source, tmp, copy_function=_link_checkpoint)
+                # links as links (a folder handed over: archive then refuses them, an outside review found the
+                # copy had made a linked env.json a file of the trial, secret and all)
+                shutil.copytree(source, tmp, symlinks=True, copy_function=_link_checkpoint)
                 os.replace(tmp, runs / p.run_id)  # whole or not at all
                 copied.append(p.run_id)
         except (shutil.Error, OSError) as exc:  # copytree gathers its failures in a list: say the first

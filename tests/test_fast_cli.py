@@ -13,6 +13,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from click.testing import CliRunner
 
 from pllzoo.cli import cli
 
@@ -72,6 +73,12 @@ def test_report_and_archive_read_runs_and_the_archive_without_torch(tmp_path):
     shutil.rmtree(run)
     found, stdout = _probe(["archive", str(out)])  # archive too
     assert found["code"] == 0 and "torch" not in found["heavy"], found
+    fresh = tmp_path / "fresh"  # a bench's own folder: finished runs with their checkpoints (an outside review)
+    res = CliRunner().invoke(cli, ["bench", "--methods", "proden", "--dataset", "synthetic-lt", "--subset", "300",
+                                   "--epochs", "1", "--batch-size", "64", "--threads", "1", "--out", str(fresh)])
+    assert res.exit_code == 0 and list(fresh.glob("runs/*/checkpoint.pt")), res.output
+    found, stdout = _probe(["report", str(fresh)])
+    assert found == {"code": 0, "heavy": ["pandas"]}, found
 
 
 def test_python_m_pllzoo_still_works():

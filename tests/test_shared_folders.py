@@ -61,6 +61,10 @@ def test_a_bench_into_a_folder_with_planted_links_writes_only_inside_it(tmp_path
     assert res.exit_code == 0, res.output
     assert all(v.read_text() == "precious" for v in victims.values())
     assert (out / "figure1.png").read_bytes()[:4] == b"\x89PNG" and not (out / "figure1.png").is_symlink()
+    mine, link = tmp_path / "docs-fig.png", tmp_path / "fig.png"  # a link the user names: written through, as --md's
+    link.symlink_to(mine)
+    res = CliRunner().invoke(cli, ["plot", str(out), "--out", str(link)])
+    assert res.exit_code == 0 and link.is_symlink() and mine.read_bytes()[:4] == b"\x89PNG", res.output
 
 
 def test_a_seed_naming_a_path_keeps_the_run_inside_its_folder(tmp_path, monkeypatch):

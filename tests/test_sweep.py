@@ -581,3 +581,23 @@ def test_an_adopted_run_shares_its_checkpoint_and_copies_the_rest(tmp_path):
     copy = trial_dir(tmp_path, 1) / "runs" / run_id
     assert os.path.samefile(copy / "checkpoint.pt", done / "checkpoint.pt")
     assert (copy / "log.jsonl").read_text() == "{}\n" and not os.path.samefile(copy / "log.jsonl", done / "log.jsonl")
+
+
+def test_an_adopted_run_keeps_its_links_as_links(tmp_path):
+    """A linked file in a run another trial adopts stays a link (an outside review: the copy made a linked env.json
+    a file of the trial, its outside content and all, which archive then packed): archive refuses it, as it
+    refuses the original."""
+    from pllzoo.sweep import Trial, adopt_finished, trial_dir
+
+    run_id = "cc__synthetic-lt__s1-00000000"
+    done = trial_dir(tmp_path, 0) / "runs" / run_id
+    done.mkdir(parents=True)
+    (done / "done").write_text("ok\n")
+    outside = tmp_path / "outside.json"
+    outside.write_text('{"secret": 1}')
+    (done / "env.json").symlink_to(outside)
+    t = Trial(1, {})
+    t.plans = [type("P", (), {"run_id": run_id})()]
+    assert adopt_finished(tmp_path, t) == [run_id]
+    copy = trial_dir(tmp_path, 1) / "runs" / run_id / "env.json"
+    assert copy.is_symlink() and os.path.samefile(copy, outside)

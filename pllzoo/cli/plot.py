@@ -31,7 +31,10 @@ def plot(results: tuple[Path, ...], methods: str | None, out: Path | None) -> No
         fig = figure(*results, methods=[m.strip() for m in methods.split(",")] if methods else None)
     except ValueError as exc:
         raise PLLZooError(str(exc)) from None
-    out = out or results[0] / "figure1.png"
+    # a link the user names is written through, as --md/--csv (pllzoo.cli.outputs); the default, in the results
+    # folder, never is (pllzoo.atomic)
+    target = out.resolve() if out is not None and out.is_symlink() else out or results[0] / "figure1.png"
+    out = out or target
     with writing(out):
-        save(fig, out)  # 100 dpi, PNGs with a 64-colour palette: the committed study figures stay small
+        save(fig, target)  # 100 dpi, PNGs with a 64-colour palette: the committed study figures stay small
     click.echo(f"figure: {out}")

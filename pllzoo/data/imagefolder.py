@@ -147,7 +147,7 @@ def _read_all(ds: ImageDataset, names: Sequence[str]) -> tuple[np.ndarray, np.nd
 def pll_from_images(
     name: str, train: ImageDataset, candidates: Path | str | np.ndarray | torch.Tensor, opts: DataOptions,
     test: ImageDataset | None = None, names: Sequence[str] | None = None, test_names: Sequence[str] | None = None,
-    defaults: TrainDefaults = IMAGE_DEFAULTS, info: dict[str, Any] | None = None, candidates_name: str | None = None,
+    defaults: TrainDefaults = IMAGE_DEFAULTS, info: dict[str, Any] | None = None,
 ) -> PLLData:
     """A :class:`PLLData` from torchvision-style datasets and candidate sets for the images of ``train``.
 
@@ -156,8 +156,6 @@ def pll_from_images(
     :param candidates: a candidate file (:mod:`pllzoo.data.candidate_file`) or a bool/0-1 ``[N, K]``
         array, one row per image of ``train`` in its order.
     :param names: one name per image of ``train`` for messages (default ``item i``); ``test_names`` the same.
-    :param candidates_name: what messages call the candidates (default: the file's name; for an array
-        ``"NAME: candidates"``).
     :raises PLLZooError: one line, for a candidate file that does not fit (row count, column count,
         empty rows, true labels outside their sets), images of different sizes, a test class that is no training
         class (a training class without test images is allowed: its accuracy is left out, as for a split).
@@ -175,10 +173,10 @@ def pll_from_images(
                           "leave --split out")
     names = list(names) if names is not None else [f"item {i}" for i in range(len(train))]
     if isinstance(candidates, (str, Path)):
-        where = candidates_name or Path(candidates).name
+        where = Path(candidates).name
         cand = read_candidates(Path(candidates), classes)
     else:
-        where = candidates_name or f"{name}: candidates"
+        where = f"{name}: candidates"
         cand = np.asarray(candidates.cpu() if isinstance(candidates, torch.Tensor) else candidates)
         if cand.ndim != 2 or (cand.dtype != np.bool_ and not ((cand == 0) | (cand == 1)).all()):
             raise PLLZooError(f"{where}: expected a bool or 0/1 [N, K] matrix, got {cand.dtype} {cand.shape}")
@@ -258,17 +256,18 @@ def load_image_folder(root: Path | str, opts: DataOptions, name: str | None = No
     # "/"-separated on every system (an outside review: Windows' "cat\\001.png" would give another run id)
     names = [Path(p).relative_to(train_root).as_posix() for p, _ in train.samples]
     test_names = [Path(p).relative_to(root).as_posix() for p, _ in test.samples] if test is not None else None
-    cand = read_candidates(cand_file, [str(c) for c in train.classes])
     listing = "\n".join([*(f"{n}\t{(train_root / n).stat().st_size}" for n in names),
                          *(f"{n}\t{(root / n).stat().st_size}" for n in test_names or ())])
     # no place on the machine (the run id hashes the config): the folder's own name, the candidate file's name
-    # in it; every spelling of one folder (relative, absolute, ~) is one run; the candidates hashed as the sets
-    # they mark, not the file's bytes (an outside review: a CRLF copy, as Git for Windows checks out, was a new run)
+    # in it; every spelling of one folder (relative, absolute, ~) is one run; a text file's line ends read as "\n"
+    # (an outside review: a CRLF copy, as Git for Windows checks out, was a new run; an LF file's hash as before)
+    raw = cand_file.read_bytes()
+    text = cand_file.suffix.lower() in (".txt", ".csv")
     info = {"root": text_name(root.resolve().name), "candidates_file": text_name(_place_free(cand_file, root)),
-            "candidates_sha256": _sha256_of(f"{cand.shape[0]}x{cand.shape[1]}:".encode() + np.packbits(cand).tobytes()),
+            "candidates_sha256": _sha256_of(raw.replace(b"\r\n", b"\n") if text else raw),
             "files_sha256": _sha256_of(listing)}
-    return pll_from_images(name or text_name(root.resolve().name), train, cand, opts, test=test, names=names,
-                           test_names=test_names, info=info, candidates_name=cand_file.name)
+    return pll_from_images(name or text_name(root.resolve().name), train, cand_file, opts, test=test, names=names,
+                           test_names=test_names, info=info)
 
 
 def _place_free(path: Path, root: Path) -> str:
