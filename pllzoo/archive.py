@@ -203,10 +203,11 @@ def from_folder(run_dir: Path) -> ArchivedRun | None:
         return None
     from pllzoo.results import DamagedRun
 
-    linked = sorted(n for n in ARCHIVED_FILES if (run_dir / n).is_symlink())
+    linked = (["the folder"] if run_dir.is_symlink() else []) + sorted(n for n in ARCHIVED_FILES
+                                                                        if (run_dir / n).is_symlink())
     if linked:  # pllzoo writes none: a folder handed over could carry any file of this machine into the archive,
         # which is committed and shared, and --prune would delete the folder that showed it (an outside review)
-        raise DamagedRun(f"{run_dir}: damaged run ({', '.join(linked)}: a symbolic link, not a file pllzoo wrote)")
+        raise DamagedRun(f"{run_dir}: damaged run ({', '.join(linked)}: a symbolic link, which pllzoo never makes)")
     records = _records(run_dir)
     found = {}
     for name in ("config.json", "env.json"):

@@ -624,6 +624,10 @@ def _train(registry, p: RunPlan, run_dir: Path, resume: bool, on_epoch, on_run, 
            threads: int | None = None) -> list[dict[str, Any]]:
     """Train one run into ``run_dir``.  ``deadline``: a :data:`pllzoo.checkpoint.clock` time to stop by;
     ``threads``: torch threads for it (None: leave them).  Plain arguments, so a job process passes them too."""
+    if run_dir.is_symlink():  # a folder handed over: pllzoo writes inside OUT only (an outside review: a resume
+        # rewrote the linked folder elsewhere)
+        raise PLLZooError(f"{run_dir} is a symbolic link; pllzoo trains only into folders inside --out: put the "
+                          "folder itself there (or remove the link), then rerun")
     run_dir.mkdir(parents=True, exist_ok=True)
     (run_dir / "error.txt").unlink(missing_ok=True)  # a failed run's (pllzoo.jobs.record_failure), rerun
     device = p.config["device"]

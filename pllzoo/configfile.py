@@ -45,6 +45,8 @@ META_FILE_KEYS = "pllzoo.config.hp_keys"  # ctx.meta: (the file, its hp keys the
 META_FROM_FILE = "pllzoo.config.from_file"  # ctx.meta: --epochs/--batch-size given by the file, not the command line
 NOT_IN_FILE = frozenset({"config", "from_run", "help"})  # options that make no sense inside the file
 LIST_OPTIONS = frozenset({"methods", "seeds"})  # comma-separated strings on the command line; lists in a file
+MAX_BYTES = 1 << 20  # a config file past 1 MiB is refused (docs/config-example.toml is 2 KB; an outside review's 5 GB
+# file, or /dev/zero, was read whole into a MemoryError traceback)
 _REPR = reprlib.Repr()
 _REPR.maxstring = _REPR.maxother = 80
 
@@ -72,7 +74,14 @@ def read(path: Path) -> dict[str, Any]:
         raise PLLZooError(f"--config {path}: write a .toml or .yaml file, or - for TOML on standard input "
                           "(docs/config-example.toml)")
     try:
-        text = click.get_text_stream("stdin").read() if stdin else path.read_text(encoding="utf-8-sig")
+        if stdin:
+            text = click.get_text_stream("stdin").read(MAX_BYTES + 1)
+        else:
+            with open(path, "rb") as f:  # not past the cap, whatever the file is (a device, a pipe)
+                raw = f.read(MAX_BYTES + 1)
+            text = raw.decode("utf-8-sig")
+        if len(text) > MAX_BYTES:
+            raise PLLZooError(f"--config {path}: larger than {MAX_BYTES // (1 << 20)} MiB; not a pllzoo config file")
     except (OSError, UnicodeDecodeError) as exc:
         raise PLLZooError(f"--config {path}: cannot read it ({getattr(exc, 'strerror', None) or exc})") from None
     text = text.removeprefix("\ufeff")  # a byte-order mark (Windows editors write one): not TOML, not the user's

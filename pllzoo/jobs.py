@@ -132,6 +132,8 @@ def record_failure(run_dir: Path, exc: BaseException) -> str:
     """Save ``exc``'s traceback as ``run_dir/error.txt`` (a rerun of the run removes it,
     :func:`pllzoo.bench._train`) and return its one-line reason (:func:`describe`).  Both paths
     of ``pllzoo bench`` record a failed run through this."""
+    if run_dir.is_symlink():  # a folder elsewhere (pllzoo.bench._train refuses to train into it): nothing written
+        return describe(exc)
     run_dir.mkdir(parents=True, exist_ok=True)
     write_atomic(run_dir / "error.txt", "".join(traceback.format_exception(type(exc), exc, exc.__traceback__)))
     debug_traceback(exc)  # PLLZOO_DEBUG=1: on the terminal too (an outside review: only the bench's own was shown)

@@ -13,6 +13,7 @@ import warnings
 from pathlib import Path
 from typing import Any
 
+from pllzoo.atomic import write_atomic
 from pllzoo import checkpoint_file as checkpoint  # NAME, CheckpointError, quick_check: no torch for report
 from pllzoo.errors import PLLZooError
 from pllzoo.results import DamagedRun, cpu_model, read_log, run_config
@@ -154,7 +155,7 @@ def settle(swaps: dict[int, tuple[Path, Path, bool]], i: int, ok: bool, discard:
         return old_finished
     if not discard and not ok and not old_finished and run_dir.exists() and progress(run_dir) > progress(tmp):
         if (tmp / "error.txt").exists():
-            shutil.copyfile(tmp / "error.txt", run_dir / "error.txt")
+            write_atomic(run_dir / "error.txt", (tmp / "error.txt").read_bytes())  # not through a link there
         warnings.warn(f"{run_dir}: kept as it was ({progress(run_dir)} epochs); the retraining that stopped "
                       f"after {progress(tmp)} did not get as far")
         discard = True

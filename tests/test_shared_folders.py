@@ -99,5 +99,37 @@ def test_archive_refuses_a_run_whose_files_are_links(tmp_path):
     (run / "error.txt").symlink_to(secret)
     res = CliRunner().invoke(cli, ["archive", str(out), "--prune"])
     assert res.exit_code == 1 and "Traceback" not in res.output, res.output
-    assert "error.txt: a symbolic link, not a file pllzoo wrote" in " ".join(res.output.split())
+    assert "error.txt: a symbolic link, which pllzoo never makes" in " ".join(res.output.split())
     assert run.is_dir() and not (out / "runs.jsonl.xz").exists() and os.path.islink(run / "error.txt")
+
+
+def test_a_run_folder_that_is_a_link_is_neither_trained_into_nor_archived(tmp_path):
+    """``runs/<id>`` linked to a folder elsewhere: --resume rewrote that folder and archive packed it (an outside
+    review); the run fails in one line, the folder elsewhere is as it was, and archive refuses it."""
+    out = tmp_path / "out"
+    res = CliRunner().invoke(cli, [*BENCH, "--out", str(out)])
+    assert res.exit_code == 0, res.output
+    (run,) = (out / "runs").iterdir()
+    (run / "done").unlink()
+    elsewhere = tmp_path / "elsewhere"
+    run.rename(elsewhere)
+    run.symlink_to(elsewhere)
+    before = {p.name: p.read_bytes() for p in elsewhere.iterdir()}
+    res = CliRunner().invoke(cli, [*BENCH, "--out", str(out), "--resume"])
+    assert res.exit_code == 1 and "is a symbolic link; pllzoo trains only into folders inside --out" in res.output
+    assert {p.name: p.read_bytes() for p in elsewhere.iterdir()} == before
+    res = CliRunner().invoke(cli, ["archive", str(out)])
+    assert res.exit_code == 1 and "the folder" in res.output and "symbolic link" in res.output, res.output
+
+
+def test_a_config_file_past_its_cap_is_one_line(tmp_path):
+    """A 5 GB file, or /dev/zero, given as --config was read whole into a MemoryError traceback (an outside
+    review): past 1 MiB it is refused unread."""
+    big = tmp_path / "big.toml"
+    big.write_bytes(b"# " + b"x" * (1 << 20) + b"\n")
+    zero = tmp_path / "zero.toml"
+    zero.symlink_to("/dev/zero")
+    for path in (big, zero):
+        res = CliRunner().invoke(cli, ["bench", "--config", str(path), "--dry-run"])
+        assert res.exit_code != 0 and "Traceback" not in res.output, res.output
+        assert f"--config {path}: larger than 1 MiB; not a pllzoo config file" in res.output, res.output
