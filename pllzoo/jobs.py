@@ -75,8 +75,8 @@ from types import ModuleType
 from typing import Any, Callable, Iterator
 
 from pllzoo import checkpoint
-from pllzoo.atomic import write_atomic
 from pllzoo import threads as torch_threads
+from pllzoo.atomic import write_atomic
 from pllzoo.checkpoint import TIME_LIMIT_EXIT, Stopped
 from pllzoo.errors import PLLZooError
 from pllzoo.plugins import debug_traceback, one_line

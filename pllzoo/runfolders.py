@@ -13,8 +13,8 @@ import warnings
 from pathlib import Path
 from typing import Any
 
-from pllzoo.atomic import write_atomic
 from pllzoo import checkpoint_file as checkpoint  # NAME, CheckpointError, quick_check: no torch for report
+from pllzoo.atomic import write_atomic
 from pllzoo.errors import PLLZooError
 from pllzoo.results import DamagedRun, cpu_model, read_log, run_config
 
