@@ -21,6 +21,7 @@ stage.  A run that fails the check is *damaged*: ``report`` leaves it out with o
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import math
@@ -82,9 +83,15 @@ def append_jsonl(path: Path, record: dict[str, Any]) -> None:
     data = (json.dumps(record, default=str) + "\n").encode("utf-8")
     fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o666)
     try:
+        size = os.fstat(fd).st_size
         view = memoryview(data)
-        while view:
-            view = view[os.write(fd, view):]
+        try:
+            while view:
+                view = view[os.write(fd, view):]
+        except BaseException:  # a full disk part-way: the log ends at its last whole line again
+            with contextlib.suppress(OSError):
+                os.ftruncate(fd, size)
+            raise
     finally:
         os.close(fd)
 

@@ -283,3 +283,27 @@ def test_a_checkpoint_from_a_machine_with_more_gpus_restores_the_states_there_ar
     restore_rng({"rng": {"torch": cpu, "cuda": [torch.full((8,), 7, dtype=torch.uint8),
                                                 torch.full((8,), 9, dtype=torch.uint8)]}})
     assert calls == [(7, 0)] and torch.equal(torch.get_rng_state(), cpu)
+
+
+def test_an_append_cut_short_by_a_full_disk_leaves_the_log_whole(tmp_path, monkeypatch):
+    """A full disk part-way through an epoch's line: the log is cut back to its last whole line (``--resume`` and
+    ``report`` read every line; a torn one would be a damaged run)."""
+    import errno
+
+    from pllzoo import results
+
+    log = tmp_path / "log.jsonl"
+    results.write_jsonl(log, [{"epoch": 1, "epochs": 3}])
+    real = os.write
+
+    def half(fd, data):
+        real(fd, bytes(data[:5]))
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(results.os, "write", half)
+    with pytest.raises(OSError):
+        results.append_jsonl(log, {"epoch": 2, "epochs": 3})
+    monkeypatch.undo()
+    assert read_jsonl(log) == [{"epoch": 1, "epochs": 3}]
+    results.append_jsonl(log, {"epoch": 2, "epochs": 3})
+    assert [r["epoch"] for r in read_jsonl(log)] == [1, 2]
