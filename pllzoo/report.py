@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from decimal import ROUND_HALF_UP, Decimal
 
 import pandas as pd
 from rich.table import Table
@@ -48,8 +49,22 @@ def fmt(mean: float | None, std: float | None) -> str:
     if mean is None or (isinstance(mean, float) and math.isnan(mean)):
         return "–"
     if std is None or (isinstance(std, float) and math.isnan(std)):
-        return f"{mean:.2f}"
-    return f"{mean:.2f} ± {std:.2f}"
+        return two_places(mean)
+    return f"{two_places(mean)} ± {two_places(std)}"
+
+
+def two_places(x: float) -> str:
+    """``x`` to two decimals, a half rounded away from zero, as read off the decimal value ``x`` stands for.
+
+    A mean computed in binary lands a hair beside a half ((31.37 + 30.56) / 2 is 30.964999…), and ``f"{x:.2f}"``
+    would round it by that hair, down here and up there; reading ``x`` to nine decimals first removes the hair.
+    A value that rounds to zero prints unsigned (a paired difference that sums to exactly zero is -1e-15 in floats).
+    """
+    x = float(x)
+    if not math.isfinite(x):
+        return f"{x:.2f}"
+    d = Decimal(f"{x:.9f}").quantize(Decimal("0.01"), rounding=ROUND_HALF_UP)
+    return f"{abs(d) if d == 0 else d:.2f}"
 
 
 def shot_caption(train_counts: list[tuple[int, ...]]) -> str:

@@ -131,6 +131,14 @@ def test_a_paper_file_whose_settings_match_none_of_ours_is_said(bench_out, tmp_p
 def test_fmt_and_shot_caption():
     assert rep.fmt(71.104, 0.1414) == "71.10 ± 0.14"
     assert rep.fmt(71.1, float("nan")) == "71.10" and rep.fmt(None, None) == "–"
+    # a mean that is a decimal half rounds up whichever side of it the float landed (an outside review: the CPU
+    # tier's corr printed 30.96 for (31.37 + 30.56) / 2 = 30.965, htc 31.07 for 31.075, another 53.73 for 53.725)
+    assert f"{(31.37 + 30.56) / 2:.2f}" == "30.96" and rep.fmt((31.37 + 30.56) / 2, 0.57) == "30.97 ± 0.57"
+    assert rep.fmt((31.025 + 31.125) / 2, None) == "31.08" and rep.two_places(53.725) == "53.73"
+    assert rep.two_places(2.675) == "2.68" and rep.two_places(-2.675) == "-2.68"  # away from zero both ways
+    # a paired difference that sums to exactly zero is -1e-15 in floats: no sign on a printed zero
+    assert rep.fmt(-1.4e-15, 0.88) == "0.00 ± 0.88" and rep.two_places(-0.004) == "0.00"
+    assert rep.two_places(-0.005) == "-0.01" and rep.two_places(float("inf")) == "inf"
     assert "Many: train count > 1077 (3 classes)" in rep.shot_caption(
         [(5000, 2997, 1796, 1077, 645, 387, 232, 139, 83, 50)] * 2)
     assert "differ between seeds" in rep.shot_caption([(5, 3, 1), (4, 3, 2)])

@@ -39,7 +39,7 @@ def _solar(folder: Path) -> tuple[pd.DataFrame, pd.Series] | None:
 
 
 def _ms(x: pd.Series) -> str:
-    return fmt(x.mean(), x.std()) if len(x) > 1 else f"{x.mean():.2f}"
+    return fmt(x.mean(), x.std() if len(x) > 1 else None)
 
 
 PER_SEED = HERE / "per_seed.csv"

@@ -126,7 +126,7 @@ def train(dataset: str, seed: int, name: str, data_dir: Path | None, epochs: int
 def table(df: pd.DataFrame) -> str:
     lines = ["| dataset | variant | All | Few | All − pllzoo | Few − pllzoo | rows cut per run | n |",
              "|---|---|---|---|---|---|---|---|"]
-    ms = lambda x: fmt(x.mean(), x.std()) if len(x) > 1 else f"{x.mean():.2f}"  # noqa: E731
+    ms = lambda x: fmt(x.mean(), x.std() if len(x) > 1 else None)  # noqa: E731
     for dataset, rows in df.groupby("dataset", sort=False):
         base = rows[rows["variant"] == "pllzoo"].set_index("seed")
         for name, mine in rows.groupby("variant", sort=False):

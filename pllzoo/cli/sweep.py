@@ -79,7 +79,7 @@ def sweep(methods, dataset, seeds, specs, space_file, trials, draw_seed, rule, h
     from pllzoo.data.base import DataOptions
     from pllzoo.registry import get_registry
     from pllzoo.cli.listing import show_report
-    from pllzoo.report import to_markdown
+    from pllzoo.report import fmt, to_markdown
     from pllzoo.search_space import parse_space, read_space_file
     from pllzoo.trial_selection import score_trials, trials_report, winners
 
@@ -152,7 +152,7 @@ def sweep(methods, dataset, seeds, specs, space_file, trials, draw_seed, rule, h
     for method, rows in best.groupby("method", sort=False):
         if len(rows) > 1:  # PLENCH reports the mean over trial seeds of each seed's winner
             click.echo(f"{method}: test accuracy of the winners, mean ± sample std over {len(rows)} seeds: "
-                       f"{rows['acc_all'].mean():.2f} ± {rows['acc_all'].std(ddof=1):.2f}")
+                       f"{fmt(rows['acc_all'].mean(), rows['acc_all'].std(ddof=1))}")
     keys = list(zip(scores["trial"], scores["run"]))
     scores = scores.assign(overrides=[runs[k] for k in keys], winner=[k in set(zip(best["trial"], best["run"]))
                                                                       for k in keys])
