@@ -75,6 +75,8 @@ def read(path: Path) -> dict[str, Any]:
                           "(docs/config-example.toml)")
     try:
         if stdin:
+            if sys.stdin is None:  # descriptor 0 closed when the program started (`<&-`, some cron or CI jobs)
+                raise PLLZooError("--config -: standard input is closed; give the TOML on it, or --config FILE")
             text = click.get_text_stream("stdin").read(MAX_BYTES + 1)
         else:
             with open(path, "rb") as f:  # not past the cap, whatever the file is (a device, a pipe)

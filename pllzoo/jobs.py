@@ -74,7 +74,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any, Callable, Iterator
 
-from pllzoo import checkpoint
+from pllzoo import best_effort, checkpoint
 from pllzoo import threads as torch_threads
 from pllzoo.atomic import write_atomic
 from pllzoo.checkpoint import TIME_LIMIT_EXIT, Stopped
@@ -190,6 +190,7 @@ def _child(blob: bytes, specs, sys_path: list[str], run_dir: str, resume: bool, 
     """
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, lambda *_: checkpoint.request_stop(signal.SIGTERM))
+    best_effort.install()  # the parent's stderr, inherited: a `| tee` that Ctrl-C ended fails no run here either
 
     def send(*message) -> None:
         with contextlib.suppress(OSError):  # the parent is gone: _watch_parent stops the run cleanly

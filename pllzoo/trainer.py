@@ -586,7 +586,7 @@ class Trainer:
             loss_sum += loss.detach()
             if tally is not None:
                 trained = step.targets if step.trained_targets is None else step.trained_targets
-                tally += label_tally(trained, step.batch.y_true, self.data.num_classes)
+                label_tally(trained, step.batch.y_true, self.data.num_classes, out=tally)
             for key, value in step.logs.items():  # a later step's entries too: by their shape, no host read
                 logged = step_log(key, value, str(self.record_base.get("method", "(unnamed)")))
                 log_sums[key] = log_sums.get(key, 0.0) + logged

@@ -14,12 +14,18 @@ import warnings
 
 import click
 
-from pllzoo import __version__, configfile, interrupts
+from pllzoo import __version__, best_effort, configfile, interrupts
 from pllzoo.errors import PLLZooError, UsageError
 from pllzoo.isolation import callers_torch_kept
 
 
 class _Group(click.Group):
+    def make_context(self, info_name, args, parent=None, **extra):
+        try:  # eager options (--help, --version) print while click parses the arguments, before invoke
+            return super().make_context(info_name, args, parent=parent, **extra)
+        except OSError as exc:  # (an outside review: `pllzoo --version >/dev/full` was a traceback)
+            raise _os_error(exc) from None
+
     def invoke(self, ctx: click.Context):
         try:
             # a KeyboardInterrupt that a plugin raises is not Ctrl-C (checkpoint.from_signal)
@@ -43,18 +49,23 @@ class _Group(click.Group):
                 f"cannot encode {exc.object[exc.start:exc.end]!r} in this locale's encoding "
                 f"({sys.getfilesystemencoding()}), e.g. in a file name; set a UTF-8 locale (e.g. LC_ALL=C.UTF-8) "
                 "or use ASCII names") from None
-        except OSError as exc:  # what no command turned into its own line: a full disk under stdout, a
-            if exc.errno == errno.EPIPE:  # read-only folder; a closed pipe (`| head`) is click's to end quietly
-                raise
-            _debug_traceback(exc)
-            try:
-                sys.stdout.flush()
-            except OSError:  # stdout itself failed: nothing more goes there (nor at the interpreter's exit)
-                sys.stdout = open(os.devnull, "w")
-            where = f" ({exc.filename})" if exc.filename else " (standard output?)" if exc.errno == errno.ENOSPC \
-                else ""
-            verb = "write" if exc.errno in (errno.ENOSPC, errno.EROFS, errno.EDQUOT, errno.EFBIG) else "read or write"
-            raise click.ClickException(f"cannot {verb}: {exc.strerror or exc}{where}") from None
+        except OSError as exc:
+            raise _os_error(exc) from None
+
+
+def _os_error(exc: OSError) -> click.ClickException:
+    """What no command turned into its own line: a full disk under stdout, a read-only folder.  A closed pipe
+    (`| head`) is click's to end quietly: re-raised."""
+    if exc.errno == errno.EPIPE:
+        raise exc
+    _debug_traceback(exc)
+    try:
+        sys.stdout.flush()
+    except OSError:  # stdout itself failed: nothing more goes there (nor at the interpreter's exit)
+        sys.stdout = open(os.devnull, "w")
+    where = f" ({exc.filename})" if exc.filename else " (standard output?)" if exc.errno == errno.ENOSPC else ""
+    verb = "write" if exc.errno in (errno.ENOSPC, errno.EROFS, errno.EDQUOT, errno.EFBIG) else "read or write"
+    return click.ClickException(f"cannot {verb}: {exc.strerror or exc}{where}")
 
 
 def _debug_traceback(exc: BaseException) -> None:
@@ -130,6 +141,8 @@ def main() -> None:
     """The ``pllzoo`` program (the console script, ``python -m pllzoo``).  Called from other code (IPython's
     ``%run -m pllzoo``, a script), it leaves the caller's signal handlers, warnings and torch state as they were."""
     interrupts.ending = _the_program(sys._getframe(1))
+    if interrupts.ending:  # a notice or progress line that cannot be written ends no run (a broken `| tee`)
+        best_effort.install()
     try:
         cli()
     finally:  # the process is ending: a repeat Ctrl-C or SIGTERM must not land in torch's exit finalizers

@@ -309,7 +309,33 @@ def test_kernel_queue_lists_its_candidates_for_the_sparse_path(calls):
     rows, cols = kq._entries(kq.rows)
     want_rows, want_cols = candidate_entries(kq.cand[:kq.rows])
     assert torch.equal(rows, want_rows) and torch.equal(cols, want_cols)
-    assert sum(sparse[3:9]) >= 2 and sum(sparse[9:]) >= 3 and widths[-1] > widths[0] > 1  # took the list; it widened
+    # took the list (rows listed at the first sparse solve, two classes wide), and it widened to three
+    assert sum(sparse[3:9]) >= 2 and sum(sparse[9:]) >= 3 and 2 in widths and widths[-1] == 3
+    assert widths[:3] == [1, 1, 1]  # nothing listed while the queue fills (the batch alone is solved)
+
+
+def test_a_dense_problem_lists_no_candidates(calls):
+    """The list is read by the sparse path alone: on dense candidate sets (density ≈ 0.55, CIFAR at φ = 0.5) no row
+    is listed (a speed review: each batch was listed twice a step, ~10 % of a SoLar epoch on synthetic-lt), and
+    the solutions are those of a solve from scratch; the rows listed once a sparse solve comes are the mask's."""
+    from pllzoo_solar.kernel import candidate_entries
+
+    k, b = 6, 8
+    comp = SinkhornRefinery(RefineryHParams(queue_length=3))
+    state = PLLState({"prior": torch.full((k,), 1.0 / k)})
+    comp.pllzoo_setup_stage(SimpleNamespace(num_classes=k, config=SimpleNamespace(batch_size=b),
+                                            candidates=torch.ones(4, k, dtype=torch.bool),
+                                            device=torch.device("cpu")), state)
+    for step in _random_steps(9, k, b, seed=5, phi=0.5):
+        q = comp.pllzoo_label_update(step, state)
+        scores, r, kw, got = calls[-1]
+        expected = sinkhorn(scores, r, **{key: v for key, v in kw.items() if key != "kernel"})
+        assert torch.equal(q, expected.q[-step.batch.size:]) and not got.sparse
+    kq = comp._kq
+    assert kq.full and bool(kq.unlisted[:kq.rows].all()) and kq.classes.shape[1] == 1 and int(kq.count.sum()) == 0
+    rows, cols = kq._entries(kq.rows)  # what a sparse solve would read: listed now, once
+    want_rows, want_cols = candidate_entries(kq.cand[:kq.rows])
+    assert torch.equal(rows, want_rows) and torch.equal(cols, want_cols) and not bool(kq.unlisted[:kq.rows].any())
 
 
 def test_kernel_queue_rebuilt_after_a_restore():

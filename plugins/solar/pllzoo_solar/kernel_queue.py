@@ -14,7 +14,11 @@ Also kept per slot: the candidate mask (bool, and as float 1 − mask for the re
 O(ÑK) bool pass runs per step), each row's share of the counts (subtracted when the row leaves; uint8, as
 they are 0 or 1), and on the CPU, where the CSR mat-vecs run, each row's candidate classes (padded to the
 most candidates a row had so far), from which a step lists the problem's entries in O(Ñ·s_max), not O(ÑK)
-(an outside review: at K = 1000 the scan was most of a SoLar step).
+(an outside review: at K = 1000 the scan was most of a SoLar step).  Rows are listed when a solve first takes
+the sparse path (``unlisted`` marks those not listed yet), once each: a batch listed for its solve is copied
+into its queue slots by the push.  A dense problem (CIFAR at φ = 0.5: density ≈ 0.55) lists nothing (a speed
+review: listing every batch twice a step, for a list the dense path never reads, was ~10 % of a SoLar epoch on
+synthetic-lt).
 
 Layout: each buffer has ``rows + B`` rows; the queue's slots come first and the current batch is
 written after them, so the problem [queue; batch] is the contiguous view ``[:rows + b]`` and needs no
@@ -56,6 +60,8 @@ class KernelQueue:
         self.listed = host_reads_are_free(torch.device(device))
         self.classes = torch.zeros(size[0], 1, dtype=torch.long, device=device)  # [rows + B, s_max]
         self.count = torch.zeros(size[0], dtype=torch.long, device=device)  # [rows + B] candidates per row
+        self.unlisted = torch.zeros(size[0], dtype=torch.bool, device=device)  # rows whose classes are not listed
+        self._staged: tuple[int, int] | None = None  # the rows kernel() wrote for the batch the push takes next
         if queue is not None:  # a restored queue: its rows once (unwritten rows stay empty)
             self.logc[:rows] = queue
             rk = row_kernel(queue, lam, check=False, shares=True)
@@ -64,8 +70,7 @@ class KernelQueue:
             self.noncand[:rows] = (~v.isfinite()).float()
             self.shares = row_stats(v).to(torch.uint8)
             self.stats = self.shares.sum(0)
-            if self.listed:
-                self._list(self.cand[:rows], torch.arange(rows, device=device))
+            self.unlisted[:rows] = True
 
     @property
     def full(self) -> bool:
@@ -85,7 +90,8 @@ class KernelQueue:
         self.cand[lo:hi], self.noncand[lo:hi] = rk.shares[:, 0], 1 - rk.shares[:, 0]
         entries = None
         if self._listing(host):
-            self._list(self.cand[lo:hi], torch.arange(lo, hi, device=log_c.device))
+            self.unlisted[lo:hi] = True
+            self._staged = (lo, hi)
             entries = lambda: self._entries(hi)  # noqa: E731  (listed only if the solve takes the sparse path)
         rows = RowKernel(self.v[:hi], self.shift[:hi], self.stats + rk.stats)
         kernel = build_kernel(rows, r, m=self.e[:hi], cand=self.cand[:hi], noncand=self.noncand[:hi],
@@ -109,8 +115,14 @@ class KernelQueue:
         for buf, rows in ((self.logc, log_c), (self.v, v), (self.e, e), (self.shift, shift), (self.shares, shares),
                           (self.cand, shares[:, 0].bool()), (self.noncand, (1 - shares[:, 0]).float())):
             buf.index_copy_(0, slots, rows)
+        staged, self._staged = self._staged, None
         if self._listing(host_reads_are_free(log_c.device)):
-            self._list(shares[:, 0].bool(), slots)
+            if staged is not None and staged[1] - staged[0] == log_c.shape[0]:  # these rows, as kernel() wrote them
+                src = torch.arange(staged[1] - b, staged[1], device=slots.device)
+                for buf in (self.classes, self.count, self.unlisted):
+                    buf.index_copy_(0, slots, buf.index_select(0, src))
+            else:
+                self.unlisted.index_fill_(0, slots, True)
         self.filled = min(self.filled + b, self.rows)
 
     def _listing(self, host: bool) -> bool:
@@ -136,7 +148,12 @@ class KernelQueue:
         self.count.index_copy_(0, slots, count)
 
     def _entries(self, hi: int) -> tuple[Tensor, Tensor]:
-        """The candidates of rows ``:hi`` as (row, class) pairs sorted by (row, class) (O(hi·s_max))."""
+        """The candidates of rows ``:hi`` as (row, class) pairs sorted by (row, class) (O(hi·s_max)), listing
+        first the rows not listed yet."""
+        todo = self.unlisted[:hi].nonzero().view(-1)
+        if todo.numel():
+            self._list(self.cand.index_select(0, todo), todo)
+            self.unlisted[todo] = False
         count = self.count[:hi]
         listed = torch.arange(self.classes.shape[1], device=count.device) < count[:, None]  # [hi, s_max]
         rows = torch.repeat_interleave(torch.arange(hi, device=count.device), count)
