@@ -7,6 +7,7 @@ import pytest
 
 from pllzoo.data.candidates import (
     NONUNIFORM_RATES,
+    candidate_kind,
     draw_candidates,
     expected_set_size,
     generate_candidates,
@@ -119,3 +120,15 @@ def test_one_uniform_draw_like_the_reference() -> None:
     U = np.random.uniform(0, 1, size=(300, 10))
     expected = U < uniform_transition(10, 0.3)[y]
     np.testing.assert_array_equal(draw_candidates(y, uniform_transition(10, 0.3), np.random.RandomState(4)), expected)
+
+
+def test_phi_zero_is_uniform_with_no_flips() -> None:
+    """``--phi 0`` is the uniform generator with flip probability 0: one candidate per row, the true label.  Only
+    phi < 0 selects the App. C.5 matrix (a mutation audit: ``phi <= 0`` there passed every other test, and would
+    give phi = 0 rows of about 2.5 candidates on 10 classes).  Hierarchical phi = 0 is allowed likewise."""
+    assert candidate_kind(0.0) == "uniform" and candidate_kind(-1.0) == "nonuniform"
+    assert candidate_kind(0.0, hierarchical=True) == "hierarchical"
+    y = _labels(200, 10)
+    Y, kind = generate_candidates(y, 10, 0.0, np.random.RandomState(0))
+    assert kind == "uniform"
+    np.testing.assert_array_equal(Y, np.eye(10, dtype=bool)[y])  # exactly the one-hot true labels

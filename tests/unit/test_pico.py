@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pytest
 import torch
 import torch.nn.functional as F
 
@@ -172,3 +173,28 @@ def test_one_pico_step_by_hand():
     want[[1, 0]] = 0.9 * w0[[1, 0]] + 0.1 * onehot
     torch.testing.assert_close(state.confidence, want)
     torch.testing.assert_close(step.trained_targets, want[[1, 0]])  # what l.6 trained on, for label_acc
+
+
+def test_confidence_momentum_of_each_epoch_is_the_after_epoch_update(registry, monkeypatch):
+    """l.7 as upstream runs it: ``loss_fn.set_conf_ema_m(epoch, args)`` after training epoch e (0-based) sets
+    m = 0.95 + (e/E)(0.8 − 0.95) for epoch e + 1; epoch 0 trains with the constructor's 0.99.  With E = 10:
+    0.99, 0.95, 0.935, 0.92, …, 0.83 (the last epoch's m is that of e = 8; m = 0.8 is set after the last epoch and
+    never used).  Read through the trainer's own ``pllzoo_on_epoch_start`` calls (epochs numbered from 0 within
+    the stage), the steps stubbed out.  (A mutation audit: m from (e + 1)/E, or from the current epoch instead of
+    the one before, passed every other PiCO test.)"""
+    from conftest import make_tiny_data
+    from pllzoo.run import TrainConfig
+    from pllzoo.trainer import Trainer
+
+    data = make_tiny_data()
+    comps = registry.build_components(registry.method("pico"), {"loss.queue": 16}, (data.name, data.kind))
+    loss = comps["loss"]
+    assert (loss.hp.conf_ema_start, loss.hp.conf_ema_end) == (0.95, 0.8)  # conf_ema_range "0.95,0.8"
+    trainer = Trainer(data, comps, TrainConfig(model="mlp", epochs=10, batch_size=16), 1, torch.device("cpu"))
+    seen = []
+    monkeypatch.setattr(trainer, "_train_epoch", lambda stage, epoch: seen.append((epoch, loss.m)) or (0.0, {}))
+    trainer.fit()
+    expected = [0.99] + [0.95 - 0.15 * e / 10 for e in range(9)]  # 0.99, 0.95, 0.935, ..., 0.83
+    assert [e for e, _ in seen] == list(range(10))
+    assert [m for _, m in seen] == pytest.approx(expected, abs=1e-12)
+    assert seen[1][1] == pytest.approx(0.95) and seen[2][1] == pytest.approx(0.935)

@@ -320,3 +320,71 @@ def test_soccer_players_default_is_its_readme_commands():
     assert VALENLoss.dataset_defaults("yahoo", "tabular")["gamma"] == 20.0
     assert Targets.dataset_defaults("lost", "tabular") == {} and Targets.dataset_defaults("cifar10", "image") == {}
     assert VALENLoss.dataset_defaults("soccer", "tabular")["gamma"] == 20.0
+
+
+def test_one_step_total_is_the_released_formula():
+    """One call of ``valen.loss`` after the warm-up against the release's total, each term written out here:
+    L = α·L_rec + β·L_KL + γ·L_d + θ·L_o with the README CIFAR-10 weights (α 1, β 0.1, γ 10, θ 1), where
+    L_d = −mean Σ o log softmax(a) has target **o** (main.py l.134: ``partial_loss(alpha, o_array[indexes])``),
+    L_rec = 0.01·MSE(dec(d̃), x) + **0.01**·BCE-logits(d̃, Y) + MSE(softmax(σ(d̃d̃ᵀ)), A[B, B]) (l.144), and
+    L_o = −mean Σ d log softmax(z) on the targets d.  o ≠ d here, so reading the wrong target for L_d, or
+    dropping the 0.01 on the candidate reconstruction, or another default weight, moves the total (a mutation
+    audit: each of those passed every other VALEN test).  d̃ is random: the test reads the draw the loss made."""
+    torch.manual_seed(0)
+    B, K, F_in = 3, 4, 5
+    loss = VALENLoss(VALENHParams(cr=False, mixup=False))  # the defaults otherwise: the README CIFAR-10 weights
+    loss.enc = torch.nn.Linear(F_in, K)
+    loss.dec = torch.nn.Sequential(torch.nn.Linear(K, F_in), torch.nn.ReLU(), torch.nn.Linear(F_in, F_in))
+    loss.amp = False
+    idx = torch.tensor([3, 0, 4])
+    x = torch.tensor([[0.5, -1.0, 0.2, 0.0, 1.5], [-0.3, 0.8, 1.1, -2.0, 0.4], [1.0, 1.0, -0.5, 0.3, -0.7]])
+    cands = torch.tensor([[1.0, 1.0, 0.0, 1.0], [0.0, 1.0, 1.0, 0.0], [1.0, 1.0, 1.0, 1.0]])
+    o_all = torch.zeros(5, K)  # o of the five training rows; the batch reads rows 3, 0, 4
+    o_all[3] = torch.tensor([0.6, 0.3, 0.0, 0.1])
+    o_all[0] = torch.tensor([0.0, 0.2, 0.8, 0.0])
+    o_all[4] = torch.tensor([0.1, 0.2, 0.3, 0.4])
+    d = torch.tensor([[0.1, 0.1, 0.0, 0.8], [0.0, 0.9, 0.1, 0.0], [0.7, 0.1, 0.1, 0.1]])  # targets d, ≠ o
+    A = torch.tensor([[1, 1, 0, 0, 1], [1, 1, 1, 0, 0], [0, 1, 1, 1, 0], [1, 0, 0, 1, 1], [0, 0, 1, 1, 1]]) / 3.0
+    state = PLLState()
+    state.confidence, state.valen_adj = o_all.clone(), A.to_sparse()
+    z = torch.tensor([[2.0, -1.0, 0.5, 0.0], [0.3, 1.2, -0.4, 0.9], [-1.5, 0.2, 0.7, 1.1]], requires_grad=True)
+    batch = Batch(index=idx, x=x, candidates=cands, y_true=torch.zeros(B, dtype=torch.long))
+    step = Step(batch=batch, logits=z, probs=torch.softmax(z.detach(), 1), forward=None,
+                generator=torch.Generator().manual_seed(3), epoch=0, stage=Stage("train"), nominal_batch_size=B)
+    step.targets, step.mask = d, torch.ones(B, dtype=torch.bool)
+
+    total = loss.pllzoo_loss(step, state)
+
+    dt = step.scratch["valen_dirichlet"]  # d̃, the reparameterised draw
+    assert dt.shape == (B, K) and (dt > 0).all()
+    torch.testing.assert_close(dt.sum(1), torch.ones(B))
+    with torch.no_grad():
+        o = o_all[idx]
+        a = loss.enc(x)
+        l_d = -(o * torch.log_softmax(a, 1)).sum(1).mean()
+        alpha = torch.clamp(torch.exp(a / 4), 0.01, 30.0)  # hardtanh(exp(a/4))
+        l_kl = torch.distributions.kl_divergence(torch.distributions.Dirichlet(alpha),
+                                                 torch.distributions.Dirichlet(torch.ones_like(alpha))).mean()
+        bce = -(cands * torch.log(torch.sigmoid(dt)) + (1 - cands) * torch.log(1 - torch.sigmoid(dt))).mean()
+        a_hat = torch.softmax(torch.sigmoid(dt @ dt.T), 1)
+        l_rec = (0.01 * ((loss.dec(dt) - x) ** 2).mean() + 0.01 * bce
+                 + ((a_hat - A[idx][:, idx]) ** 2).mean())
+        l_o = -(d * torch.log_softmax(z, 1)).sum(1).mean()
+        expected = 1.0 * l_rec + 0.1 * l_kl + 10.0 * l_d + 1.0 * l_o
+    torch.testing.assert_close(total.detach(), expected)
+    torch.testing.assert_close(step.logs["valen_ld"], l_d)
+    torch.testing.assert_close(step.logs["valen_rec"], l_rec)
+    assert total.requires_grad  # one graph over net, enc and dec
+
+
+def test_defaults_are_the_readme_cifar10_commands():
+    """The documented defaults (module docstring; spec §3.5: args.py → README CIFAR-10): α 1, β 0.1 (args.py 1),
+    γ 10 (args.py 1), θ 1, the input reconstruction's 0.01, warm-up 10, k = 3, enc from the net's initial weights,
+    correct 1 (random partial labels); image data keeps them, tabular data takes the real-world commands' γ 20,
+    β 0.01.  (A mutation audit: β 1.0 or γ 1.0 as default passed every other VALEN test.)"""
+    hp = VALENHParams()
+    assert (hp.alpha, hp.beta, hp.gamma, hp.theta, hp.rec_x) == (1.0, 0.1, 10.0, 1.0, 0.01)
+    assert (hp.warm_up, hp.knn, hp.graph, hp.enc_init) == (10, 3, "features", "initial")
+    assert TargetsHParams().correct == 1.0
+    tab = VALENLoss.dataset_defaults("lost", "tabular")
+    assert (tab["gamma"], tab["beta"], tab["rec_x"], tab["graph"]) == (20.0, 0.01, 1.0, "input")
