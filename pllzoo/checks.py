@@ -249,3 +249,25 @@ def reserved_clash(logged: dict, metrics: dict, writers: dict[str, str], recipe:
     if clash:
         who = writers.get(clash[0], f"a component of {recipe!r} (step.logs)")
         raise PLLZooError(f"{who} logs {clash[0]!r}, a field of the record itself; log it under another name")
+
+
+# ---------------------------------------------------------------------- a step of one row
+def one_row_step(batch_size: int, rows: int, drop_last: bool) -> bool:
+    """Whether an epoch over ``rows`` training rows in batches of ``batch_size`` has a step of one row (the
+    trainer's split: ``rows // batch_size`` steps with ``drop_last``, else ``ceil(rows / batch_size)``)."""
+    return batch_size == 1 or (not drop_last and rows % batch_size == 1)
+
+
+def has_batch_norm(model: torch.nn.Module) -> bool:
+    """Whether ``model`` has a BatchNorm layer, which cannot normalise one row in training."""
+    return any(isinstance(m, torch.nn.modules.batchnorm._BatchNorm) for m in model.modules())
+
+
+def one_row_error(batch_size: int, rows: int, model: str) -> PLLZooError:
+    """The one line for a step of one row through BatchNorm (torch's own words, "Expected more than 1 value per
+    channel", name no setting)."""
+    return PLLZooError(
+        f"a step of one row: batch size {batch_size} on {rows} training rows"
+        + ("" if batch_size == 1 else " leaves a last batch of 1 (train.drop_last=false)")
+        + f", and BatchNorm in {model!r} cannot normalise one row; "
+        + ("raise --batch-size" if batch_size == 1 else "change --batch-size or set train.drop_last=true"))

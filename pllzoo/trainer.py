@@ -44,7 +44,8 @@ import torch
 
 from pllzoo import augment, ddp, distributed, masked_bn, prefetch
 from pllzoo.checks import (check_grads, check_logits, check_loss, check_offset, check_selection, check_targets,
-                           describe, epoch_logs, reserved_clash, step_log, step_logs)
+                           describe, epoch_logs, has_batch_norm, one_row_error, one_row_step, reserved_clash, step_log,
+                           step_logs)
 from pllzoo.checkpoint import NAME as CHECKPOINT
 from pllzoo.checkpoint import (Bookkeeper, CheckpointError, check_owner, lacks_momentum, load_checkpoint, restore_rng,
                                save_checkpoint, save_guess_s, signal_stop, stop_requested, stop_signals, time_stop)
@@ -554,14 +555,8 @@ class Trainer:
         n_batches = n // bs if self.config.drop_last else math.ceil(n / bs)
         if n_batches == 0:
             raise PLLZooError(f"batch size {bs} exceeds the {n} training samples with drop_last; lower --batch-size")
-        last = n - (n_batches - 1) * bs  # rows of the last step
-        norms = (torch.nn.modules.batchnorm._BatchNorm,)
-        if (bs == 1 or last == 1) and any(isinstance(m, norms) for m in self.model.modules()):
-            raise PLLZooError(  # torch's own words ("Expected more than 1 value per channel") named no setting
-                f"a step of one row: batch size {bs} on {n} training rows"
-                + ("" if bs == 1 else " leaves a last batch of 1 (train.drop_last=false)")
-                + f", and BatchNorm in {self.config.model!r} cannot normalise one row; "
-                + ("raise --batch-size" if bs == 1 else "change --batch-size or set train.drop_last=true"))
+        if one_row_step(bs, n, self.config.drop_last) and has_batch_norm(self.model):
+            raise one_row_error(bs, n, self.config.model)  # (pllzoo bench refuses it before training)
         # this rank's rows of each global batch, in step order (all of perm in one process; D1)
         mine = perm if not self.dist.active else torch.cat(
             [ddp.rank_slice(perm[b * bs : (b + 1) * bs], self.dist) for b in range(n_batches)])

@@ -273,8 +273,15 @@ CASES = [
          "the examples have no features (shape (60, 0))"),  # trained and was recorded ok
     Case("more classes than rows", _more_classes_than_rows, 1, "16 training rows for 30 classes"),
     Case("no test rows", _no_test_rows, 1, "onebyone: no test rows (balanced split)"),
-    Case("a batch of one row", _one_row_batch, 1, "a step of one row: batch size 199 on 200 training rows leaves a "
-         "last batch of 1 (train.drop_last=false), and BatchNorm in 'mlp' cannot normalise one row", keep="runs"),
+    # refused before any run trains, --dry-run too (an outside review: six methods trained, then each failed)
+    Case("a batch of one row", _one_row_batch, 1, "proden on synthetic-lt: a step of one row: batch size 199 on 200 "
+         "training rows leaves a last batch of 1 (train.drop_last=false), and BatchNorm in 'mlp' cannot normalise one "
+         "row; change --batch-size or set train.drop_last=true"),
+    Case("a batch of one row, dry run", lambda c: [*_one_row_batch(c), "--dry-run"], 1,
+         "proden on synthetic-lt: a step of one row: batch size 199"),
+    Case("batch size 1 through BatchNorm", lambda c: [*_one_row_batch(c), "--batch-size", "1"], 1,
+         "a step of one row: batch size 1 on 200 training rows, and BatchNorm in 'mlp' cannot normalise one row; "
+         "raise --batch-size"),
     Case("class without training rows", _class_without_rows, 0, "1 of 4 classes have no training rows", "Warning",
          keep="runs"),
     Case("every label a candidate", _all_candidates, 0, "every label is a candidate on every training row",

@@ -267,7 +267,7 @@ def _plans(ctx, dist, methods, dataset, seeds, epochs, batch_size, data_dir, spl
         hp=configfile.overrides(ctx, hps), device=device, view_workers=view_workers, check=check, shard=part,
     )
     replay.check(ctx, plans)  # --from-run: the recorded config, or one line
-    check_batches(plans)
+    check_batches(plans, reg)
     if dist.active:  # a component not ready for DDP: the bench is refused before any run, not each run failed
         from pllzoo import archive
         from pllzoo.ddp import NOT_READY_ADVICE, not_ready
