@@ -250,11 +250,7 @@ def test_kernel_queue_equals_solving_from_scratch(calls, hp):
     scratch, step after step: through the ring's wrap-around, an incomplete batch, prior changes and
     relaxed (infeasible) problems."""
     k, b = 6, 8
-    comp = SinkhornRefinery(RefineryHParams(queue_length=3, **hp))
-    state = PLLState({"prior": torch.full((k,), 1.0 / k)})
-    comp.pllzoo_setup_stage(SimpleNamespace(num_classes=k, config=SimpleNamespace(batch_size=b),
-                                            candidates=torch.ones(4, k, dtype=torch.bool),
-                                            device=torch.device("cpu")), state)
+    comp, state = _refinery(k, b, **hp)
     priors = [torch.full((k,), 1.0 / k), torch.tensor([0.4, 0.3, 0.15, 0.1, 0.05, 0.0]),
               torch.softmax(torch.randn(k, generator=torch.Generator().manual_seed(3)), 0)]
     relaxed, log_beta = [], None
@@ -286,11 +282,7 @@ def test_kernel_queue_lists_its_candidates_for_the_sparse_path(calls):
     from pllzoo_solar.kernel import candidate_entries
 
     k, b = 20, 32
-    comp = SinkhornRefinery(RefineryHParams(queue_length=3))
-    state = PLLState({"prior": torch.full((k,), 1.0 / k)})
-    comp.pllzoo_setup_stage(SimpleNamespace(num_classes=k, config=SimpleNamespace(batch_size=b),
-                                            candidates=torch.ones(4, k, dtype=torch.bool),
-                                            device=torch.device("cpu")), state)
+    comp, state = _refinery(k, b)
     widths, sparse = [], []
     steps = _random_steps(14, k, b, seed=2)
     g = torch.Generator().manual_seed(2)
@@ -321,11 +313,7 @@ def test_a_dense_problem_lists_no_candidates(calls):
     from pllzoo_solar.kernel import candidate_entries
 
     k, b = 6, 8
-    comp = SinkhornRefinery(RefineryHParams(queue_length=3))
-    state = PLLState({"prior": torch.full((k,), 1.0 / k)})
-    comp.pllzoo_setup_stage(SimpleNamespace(num_classes=k, config=SimpleNamespace(batch_size=b),
-                                            candidates=torch.ones(4, k, dtype=torch.bool),
-                                            device=torch.device("cpu")), state)
+    comp, state = _refinery(k, b)
     for step in _random_steps(9, k, b, seed=5, phi=0.5):
         q = comp.pllzoo_label_update(step, state)
         scores, r, kw, got = calls[-1]
@@ -377,8 +365,9 @@ def _two_candidate_steps(n_steps: int, k: int, b: int, seed: int) -> list:
     return steps
 
 
-def _sparse_refinery(k: int, b: int, queue_length: int):
-    comp = SinkhornRefinery(RefineryHParams(queue_length=queue_length))
+def _refinery(k: int, b: int, queue_length: int = 3, **hp):
+    """A refinery with a queue of ``queue_length`` batches of ``b`` rows, set up for ``k`` classes, prior uniform."""
+    comp = SinkhornRefinery(RefineryHParams(queue_length=queue_length, **hp))
     state = PLLState({"prior": torch.full((k,), 1.0 / k)})
     comp.pllzoo_setup_stage(SimpleNamespace(num_classes=k, config=SimpleNamespace(batch_size=b),
                                             candidates=torch.ones(4, k, dtype=torch.bool),
@@ -394,12 +383,12 @@ def test_kernel_queue_rebuilt_after_a_restore_lists_the_restored_rows(calls):
 
     k, b = 20, 32
     steps = _two_candidate_steps(9, k, b, seed=4)
-    comp, state = _sparse_refinery(k, b, queue_length=2)
+    comp, state = _refinery(k, b, queue_length=2)
     straight = [comp.pllzoo_label_update(s, state) for s in steps]
-    comp, state = _sparse_refinery(k, b, queue_length=2)
+    comp, state = _refinery(k, b, queue_length=2)
     resumed = [comp.pllzoo_label_update(s, state) for s in steps[:3]]  # the queue (64 rows) is full after step 2
     saved = state.state_dict()
-    comp, state = _sparse_refinery(k, b, queue_length=2)  # a new process
+    comp, state = _refinery(k, b, queue_length=2)  # a new process
     state.load_state_dict(saved, "cpu")
     kq = comp._kernels(state, b)  # rebuilt from the restored queue (else at the next step)
     rows, cols = kq._entries(kq.rows)  # checked before a solve: a short list makes CSR indices run past the values
@@ -421,9 +410,9 @@ def test_a_sync_free_stretch_stops_the_listing_for_good():
 
     k, b = 20, 32
     steps = _two_candidate_steps(12, k, b, seed=2)
-    comp, state = _sparse_refinery(k, b, queue_length=3)
+    comp, state = _refinery(k, b, queue_length=3)
     plain = [comp.pllzoo_label_update(s, state) for s in steps]
-    comp, state = _sparse_refinery(k, b, queue_length=3)
+    comp, state = _refinery(k, b, queue_length=3)
     toggled = []
     for t, step in enumerate(steps):
         if 4 <= t < 6:  # the queue is full from step 3
@@ -460,7 +449,7 @@ def test_sparse_solves_read_the_queues_list_not_the_mask(monkeypatch, calls):
     monkeypatch.setattr(KernelQueue, "_entries", entries)
     monkeypatch.setattr(kernel, "candidate_entries", scan)
     k, b = 20, 32
-    comp, state = _sparse_refinery(k, b, queue_length=3)
+    comp, state = _refinery(k, b, queue_length=3)
     for t, step in enumerate(_two_candidate_steps(12, k, b, seed=2)):
         if t == 3:  # the queue is full from here (3 batches of 32): the problems are [queue; batch]
             seen.update(entries=0, scan=0)
