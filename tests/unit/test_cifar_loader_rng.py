@@ -1,4 +1,4 @@
-"""CIFAR-10-LT generation consumes one RandomState stream in the reference's order (spec §2.1).
+"""CIFAR-10-LT generation consumes one RandomState stream in the reference's order (SoLar's released data code).
 
 SoLar seeds numpy once (``np.random.seed(seed)``) and then draws, in this order: one in-place shuffle of each
 class's indices, classes 0..K−1, and one ``uniform(0, 1, (n, K))`` for every candidate decision.  The same seed

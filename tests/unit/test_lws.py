@@ -70,7 +70,7 @@ def _first_step(cands: torch.Tensor, z: torch.Tensor):
 
 
 def test_weights_start_uniform_over_all_classes():
-    """Alg. l.1 (spec §3.3; main-cv_sgd_best.py l.116–118): w_ij = 1/K for every class, the non-candidates
+    """Alg. l.1 (main-cv_sgd_best.py l.116–118): w_ij = 1/K for every class, the non-candidates
     included, not Y/|S| (a mutation audit: the table initialised as PRODEN's passed every other test; the
     targets handed on, w re-normalised on the candidates, are Y/|S| either way)."""
     cands = torch.tensor([[1.0, 1.0, 0.0], [1.0, 0.0, 0.0], [1.0, 1.0, 1.0]])

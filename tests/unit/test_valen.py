@@ -378,8 +378,8 @@ def test_one_step_total_is_the_released_formula():
 
 
 def test_defaults_are_the_readme_cifar10_commands():
-    """The documented defaults (module docstring; spec §3.5: args.py → README CIFAR-10): α 1, β 0.1 (args.py 1),
-    γ 10 (args.py 1), θ 1, the input reconstruction's 0.01, warm-up 10, k = 3, enc from the net's initial weights,
+    """The documented defaults (module docstring; the release's args.py and README CIFAR-10 command): α 1,
+    β 0.1 (args.py 1), γ 10 (args.py 1), θ 1, the input reconstruction's 0.01, warm-up 10, k = 3, enc from the net's initial weights,
     correct 1 (random partial labels); image data keeps them, tabular data takes the real-world commands' γ 20,
     β 0.01.  (A mutation audit: β 1.0 or γ 1.0 as default passed every other VALEN test.)"""
     hp = VALENHParams()
