@@ -379,9 +379,10 @@ def test_one_step_total_is_the_released_formula():
 
 def test_defaults_are_the_readme_cifar10_commands():
     """The documented defaults (module docstring; the release's args.py and README CIFAR-10 command): α 1,
-    β 0.1 (args.py 1), γ 10 (args.py 1), θ 1, the input reconstruction's 0.01, warm-up 10, k = 3, enc from the net's initial weights,
-    correct 1 (random partial labels); image data keeps them, tabular data takes the real-world commands' γ 20,
-    β 0.01.  (A mutation audit: β 1.0 or γ 1.0 as default passed every other VALEN test.)"""
+    β 0.1 (args.py 1), γ 10 (args.py 1), θ 1, the input reconstruction's 0.01, warm-up 10, k = 3, enc from the
+    net's initial weights, correct 1 (random partial labels); image data keeps them, tabular data takes the
+    real-world commands' γ 20, β 0.01.  (A mutation audit: β 1.0 or γ 1.0 as default passed every other VALEN
+    test.)"""
     hp = VALENHParams()
     assert (hp.alpha, hp.beta, hp.gamma, hp.theta, hp.rec_x) == (1.0, 0.1, 10.0, 1.0, 0.01)
     assert (hp.warm_up, hp.knn, hp.graph, hp.enc_init) == (10, 3, "features", "initial")
