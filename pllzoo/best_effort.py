@@ -87,6 +87,16 @@ def null_descriptor(fd: int) -> None:
         os.close(null)
 
 
+def notice(line: str) -> None:
+    """``line`` to descriptor 2 in one unbuffered write, as a signal handler may (a write into ``sys.stderr``'s
+    buffer could be re-entrant); a descriptor that fails is pointed at the null device and the line dropped (an
+    outside review: the ``--jobs`` parent's SIGINT notice, the first write after a ``| tee`` ended, exited 1)."""
+    try:
+        os.write(STDERR, (line + "\n").encode(errors="replace"))
+    except OSError:
+        null_descriptor(STDERR)
+
+
 def _closed(fd: int) -> bool:
     try:
         os.fstat(fd)

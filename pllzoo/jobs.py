@@ -61,7 +61,6 @@ from __future__ import annotations
 import contextlib
 import multiprocessing as mp
 import multiprocessing.connection
-import os
 import pickle
 import signal
 import sys
@@ -356,7 +355,8 @@ def _loop(pending, running, jobs, start, handle, finals, failed, stopped, tell: 
 def _parent_signals() -> Iterator[list[int]]:
     """While the workers run: each SIGINT/SIGTERM is put in the yielded list, the first said once; the loop
     acts on them at its next look (:func:`_tell`), never inside the handler, which touches no lock (the
-    loop may hold one when a signal arrives) and writes its line with one ``os.write``.
+    loop may hold one when a signal arrives) and writes its line with one ``os.write``
+    (:func:`pllzoo.best_effort.notice`).
     A repeat within :data:`pllzoo.checkpoint.REPEAT_S` of the first is the same stop (``timeout`` and a
     terminal may deliver one signal to the process and to its group).  Only signals at their default
     action are taken over, and only in the main thread."""
@@ -372,8 +372,8 @@ def _parent_signals() -> Iterator[list[int]]:
             return
         if not asked:
             first[0] = now
-            os.write(2, f"{signal.Signals(received).name} received: the running runs stop with a checkpoint after "
-                        "their current epoch, no other starts (send it again to abandon the epochs)\n".encode())
+            best_effort.notice(f"{signal.Signals(received).name} received: the running runs stop with a checkpoint "
+                               "after their current epoch, no other starts (send it again to abandon the epochs)")
         asked.append(received)
 
     from pllzoo import interrupts

@@ -17,7 +17,7 @@ from pllzoo import prefetch
 from pllzoo.components import Method, declared_strong_view, parse_method_string, scope_name, views_of
 from pllzoo.data.base import DataOptions, PLLData
 from pllzoo.augment import make_view
-from pllzoo.checks import has_batch_norm, one_row_error, one_row_step
+from pllzoo.checks import one_row_error, one_row_fails, one_row_step
 from pllzoo.data.holdout import hold_out, subsample
 from pllzoo.data.validate import check_loaded, check_training_set
 from pllzoo.errors import PLLZooError, UnknownNameError
@@ -291,7 +291,7 @@ def carve(data: PLLData, options: DataOptions, seed: int) -> PLLData:
 def check_batches(plans: list[RunPlan], registry: Registry | None = None) -> None:
     """Refuse, before any run trains (``pllzoo bench``; planning alone allows it, and a sweep's trial that draws
     such a batch fails as a trial), a batch larger than the training set when the partial batch is dropped (no
-    step would run, and each run would fail), and a step of one row through a backbone with BatchNorm (each run
+    step would run, and each run would fail), and a step of one row that a BatchNorm of the backbone refuses (each run
     would fail at its first such step: an outside review saw six methods train, then fail, and ``--dry-run``
     pass, at ``--subset 257`` with ``train.drop_last=false``).
 
@@ -308,7 +308,7 @@ def check_batches(plans: list[RunPlan], registry: Registry | None = None) -> Non
             key = (p.train.model, p.data.num_classes, tuple(p.data.x_train.shape[1:]), p.train.model_args)
             if key not in norms:  # built as check_model built it (it could), torch's global RNG left as it was
                 with torch.random.fork_rng(devices=[]):
-                    norms[key] = has_batch_norm(build_model(key[0], key[1], key[2], registry, key[3]))
+                    norms[key] = one_row_fails(build_model(key[0], key[1], key[2], registry, key[3]), key[2])
             if norms[key]:
                 raise PLLZooError(f"{p.method.name} on {p.data.name}: {one_row_error(bs, n, p.train.model)}")
 

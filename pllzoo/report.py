@@ -61,7 +61,7 @@ def two_places(x: float) -> str:
     A value that rounds to zero prints unsigned (a paired difference that sums to exactly zero is -1e-15 in floats).
     """
     x = float(x)
-    if not math.isfinite(x):
+    if not math.isfinite(x) or abs(x) >= 1e15:  # no half to mend there (and past 1e26 more digits than Decimal's 28)
         return f"{x:.2f}"
     d = Decimal(f"{x:.9f}").quantize(Decimal("0.01"), rounding=ROUND_HALF_UP)
     return f"{abs(d) if d == 0 else d:.2f}"

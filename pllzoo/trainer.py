@@ -44,7 +44,7 @@ import torch
 
 from pllzoo import augment, ddp, distributed, masked_bn, prefetch
 from pllzoo.checks import (check_grads, check_logits, check_loss, check_offset, check_selection, check_targets,
-                           describe, epoch_logs, has_batch_norm, one_row_error, one_row_step, reserved_clash, step_log,
+                           describe, epoch_logs, fails_on_one_row, one_row_error, one_row_step, reserved_clash, step_log,
                            step_logs)
 from pllzoo.checkpoint import NAME as CHECKPOINT
 from pllzoo.checkpoint import (Bookkeeper, CheckpointError, check_owner, lacks_momentum, load_checkpoint, restore_rng,
@@ -555,8 +555,6 @@ class Trainer:
         n_batches = n // bs if self.config.drop_last else math.ceil(n / bs)
         if n_batches == 0:
             raise PLLZooError(f"batch size {bs} exceeds the {n} training samples with drop_last; lower --batch-size")
-        if one_row_step(bs, n, self.config.drop_last) and has_batch_norm(self.model):
-            raise one_row_error(bs, n, self.config.model)  # (pllzoo bench refuses it before training)
         # this rank's rows of each global batch, in step order (all of perm in one process; D1)
         mine = perm if not self.dist.active else torch.cat(
             [ddp.rank_slice(perm[b * bs : (b + 1) * bs], self.dist) for b in range(n_batches)])
@@ -576,8 +574,13 @@ class Trainer:
                     views = self._group_views(mine[b * lbs : (b + group) * lbs], vgen, with_strong=pooled is None)
                 at = slice((b % group) * lbs, (b % group + 1) * lbs)
                 step_views = (views[0][at], views[1][at] if views[1] is not None else None)
-            step, loss = self.step(stage, epoch, mine[b * lbs : (b + 1) * lbs], gen, vgen, x_strong,
-                                   check=self.check or b == 0, views=step_views if group > 1 else None)
+            try:
+                step, loss = self.step(stage, epoch, mine[b * lbs : (b + 1) * lbs], gen, vgen, x_strong,
+                                       check=self.check or b == 0, views=step_views if group > 1 else None)
+            except ValueError as exc:  # torch's words name no setting (pllzoo bench refuses it before training)
+                if fails_on_one_row(exc) and one_row_step(bs, n, self.config.drop_last):
+                    raise one_row_error(bs, n, self.config.model) from exc
+                raise
             loss_sum += loss.detach()
             if tally is not None:
                 trained = step.targets if step.trained_targets is None else step.trained_targets

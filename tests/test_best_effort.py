@@ -74,6 +74,19 @@ def test_a_broken_pipe_points_the_descriptor_at_the_null_device():
         os.close(w)
 
 
+@LINUX_FDS
+def test_a_signal_handlers_notice_to_a_broken_pipe_is_dropped(monkeypatch):
+    """The ``--jobs`` parent's SIGINT notice, written unbuffered from its signal handler, is the first write after
+    a ``| tee`` ended (an outside review: it raised BrokenPipeError, and the bench exited 1, not 130)."""
+    w = _broken_pipe()
+    monkeypatch.setattr(best_effort, "STDERR", w)
+    try:
+        best_effort.notice("SIGINT received: the running runs stop")
+        assert os.readlink(f"/proc/self/fd/{w}") == os.devnull
+    finally:
+        os.close(w)
+
+
 def test_a_broken_stderr_during_training_is_a_clean_stop_with_a_checkpoint(tmp_path, monkeypatch):
     """The review's case in-process: stderr's reader gone, then SIGINT: the notice, the progress lines and the stop
     line go nowhere, and the run stops at the epoch boundary with its checkpoint, as on a working terminal."""
@@ -107,10 +120,11 @@ def _pllzoo(*args, **kw) -> subprocess.CompletedProcess:
 
 
 def test_the_program_stops_cleanly_when_its_stderr_pipe_is_closed(tmp_path):
-    """`pllzoo bench ... 2>&1 | tee log`, then Ctrl-C: tee ends first, pllzoo's notice meets a closed pipe."""
+    """`pllzoo bench ... 2>&1 | tee log`, then Ctrl-C: tee ends first, pllzoo's notice meets a closed pipe; with
+    ``--jobs 2``, whose parent writes its notice from the signal handler (one bench in-process above)."""
     out = tmp_path / "out"
     proc = subprocess.Popen([sys.executable, "-m", "pllzoo", "bench", "--methods", "proden,cc", "--epochs", "400",
-                             "--threads", "1", "--out", str(out)], cwd=REPO, stdout=subprocess.DEVNULL,
+                             "--threads", "1", "--jobs", "2", "--out", str(out)], cwd=REPO, stdout=subprocess.DEVNULL,
                             stderr=subprocess.PIPE, text=True, env={**os.environ, "OMP_NUM_THREADS": "1"})
     try:
         for line in proc.stderr:
@@ -121,8 +135,8 @@ def test_the_program_stops_cleanly_when_its_stderr_pipe_is_closed(tmp_path):
         assert proc.wait(timeout=300) == 130
     finally:
         proc.kill()
-    (run,) = (out / "runs").iterdir()
-    assert (run / "checkpoint.pt").is_file() and not (run / "error.txt").exists(), sorted(os.listdir(run))
+    runs = sorted((out / "runs").iterdir())
+    assert len(runs) == 2 and all((r / "checkpoint.pt").is_file() and not (r / "error.txt").exists() for r in runs)
 
 
 @pytest.mark.skipif(not Path("/dev/full").exists(), reason="needs /dev/full")

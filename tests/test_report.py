@@ -139,6 +139,7 @@ def test_fmt_and_shot_caption():
     # a paired difference that sums to exactly zero is -1e-15 in floats: no sign on a printed zero
     assert rep.fmt(-1.4e-15, 0.88) == "0.00 ± 0.88" and rep.two_places(-0.004) == "0.00"
     assert rep.two_places(-0.005) == "-0.01" and rep.two_places(float("inf")) == "inf"
+    assert rep.two_places(1.5e300) == f"{1.5e300:.2f}"  # past Decimal's 28 digits: as f"{x:.2f}"
     assert "Many: train count > 1077 (3 classes)" in rep.shot_caption(
         [(5000, 2997, 1796, 1077, 645, 387, 232, 139, 83, 50)] * 2)
     assert "differ between seeds" in rep.shot_caption([(5, 3, 1), (4, 3, 2)])

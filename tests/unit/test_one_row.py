@@ -1,5 +1,6 @@
-"""A step of one row through BatchNorm: when an epoch has one (by hand), and the trainer's one line where it comes
-anyway (a sweep's trial; ``pllzoo bench`` refuses it before training: tests/test_bad_inputs.py)."""
+"""A step of one row through BatchNorm: when an epoch has one (by hand), when torch refuses it, and the trainer's
+one line where it comes anyway (a sweep's trial; ``pllzoo bench`` refuses it before training:
+tests/test_bad_inputs.py)."""
 
 from __future__ import annotations
 
@@ -7,7 +8,8 @@ import pytest
 import torch
 
 from conftest import make_tiny_data
-from pllzoo.checks import has_batch_norm, one_row_step
+from pllzoo.checks import one_row_fails, one_row_step
+from pllzoo.models import build_model
 from pllzoo.errors import PLLZooError
 from pllzoo.run import TrainConfig
 from pllzoo.trainer import Trainer
@@ -22,9 +24,26 @@ def test_one_row_step_by_hand(bs, rows, drop_last, one):
     assert one_row_step(bs, rows, drop_last) is one
 
 
-def test_has_batch_norm():
-    assert has_batch_norm(torch.nn.Sequential(torch.nn.Linear(2, 2), torch.nn.BatchNorm1d(2)))
-    assert not has_batch_norm(torch.nn.Sequential(torch.nn.Linear(2, 2), torch.nn.LayerNorm(2)))
+def test_one_row_fails_where_torch_refuses_it():
+    """torch refuses a BatchNorm over one value per channel: BatchNorm1d over one row, a 2-d one over a 1 × 1 map;
+    an image backbone's BatchNorm2d over a larger map trains on one row (an outside review: the check refused
+    ``cnn``, ``resnet18`` and ``wrn28-2`` runs, which train)."""
+    bn1 = torch.nn.Sequential(torch.nn.Linear(2, 3), torch.nn.BatchNorm1d(3))
+    bn1.eval()
+    assert one_row_fails(bn1, (2,)) and not bn1.training  # its mode kept
+    assert not one_row_fails(torch.nn.Sequential(torch.nn.Linear(2, 2), torch.nn.LayerNorm(2)), (2,))
+    assert not one_row_fails(torch.nn.Sequential(torch.nn.Conv2d(3, 4, 3, padding=1), torch.nn.BatchNorm2d(4)),
+                             (3, 4, 4))
+    assert one_row_fails(torch.nn.Sequential(torch.nn.Conv2d(3, 4, 4), torch.nn.BatchNorm2d(4)), (3, 4, 4))  # 1 × 1
+    assert one_row_fails(build_model("mlp", 10, (5,)), (5,))
+    assert not one_row_fails(build_model("cnn", 10, (3, 32, 32)), (3, 32, 32))
+    with pytest.raises(ValueError, match="other"):  # any other error is the model's own
+        one_row_fails(torch.nn.Sequential(_Raises()), (2,))
+
+
+class _Raises(torch.nn.Module):
+    def forward(self, x):
+        raise ValueError("other")
 
 
 def test_the_trainer_names_the_setting(registry):
