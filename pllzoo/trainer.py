@@ -44,8 +44,8 @@ import torch
 
 from pllzoo import augment, ddp, distributed, masked_bn, prefetch
 from pllzoo.checks import (check_grads, check_logits, check_loss, check_offset, check_selection, check_targets,
-                           describe, epoch_logs, fails_on_one_row, one_row_error, one_row_step, reserved_clash, step_log,
-                           step_logs)
+                           describe, epoch_logs, fails_on_one_row, one_row_error, one_row_step, reserved_clash,
+                           step_log, step_logs)
 from pllzoo.checkpoint import NAME as CHECKPOINT
 from pllzoo.checkpoint import (Bookkeeper, CheckpointError, check_owner, lacks_momentum, load_checkpoint, restore_rng,
                                save_checkpoint, save_guess_s, signal_stop, stop_requested, stop_signals, time_stop)
