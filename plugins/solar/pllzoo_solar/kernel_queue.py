@@ -61,7 +61,7 @@ class KernelQueue:
         self.classes = torch.zeros(size[0], 1, dtype=torch.long, device=device)  # [rows + B, s_max]
         self.count = torch.zeros(size[0], dtype=torch.long, device=device)  # [rows + B] candidates per row
         self.unlisted = torch.zeros(size[0], dtype=torch.bool, device=device)  # rows whose classes are not listed
-        self._staged: tuple[int, int] | None = None  # the rows kernel() wrote for the batch the push takes next
+        self._staged = False  # kernel() wrote the batch the push takes next at [rows : rows + b]
         if queue is not None:  # a restored queue: its rows once (unwritten rows stay empty)
             self.logc[:rows] = queue
             rk = row_kernel(queue, lam, check=False, shares=True)
@@ -91,7 +91,7 @@ class KernelQueue:
         entries = None
         if self._listing(host):
             self.unlisted[lo:hi] = True
-            self._staged = (lo, hi)
+            self._staged = True
             entries = lambda: self._entries(hi)  # noqa: E731  (listed only if the solve takes the sparse path)
         rows = RowKernel(self.v[:hi], self.shift[:hi], self.stats + rk.stats)
         kernel = build_kernel(rows, r, m=self.e[:hi], cand=self.cand[:hi], noncand=self.noncand[:hi],
@@ -115,10 +115,11 @@ class KernelQueue:
         for buf, rows in ((self.logc, log_c), (self.v, v), (self.e, e), (self.shift, shift), (self.shares, shares),
                           (self.cand, shares[:, 0].bool()), (self.noncand, (1 - shares[:, 0]).float())):
             buf.index_copy_(0, slots, rows)
-        staged, self._staged = self._staged, None
+        staged, self._staged = self._staged, False
         if self._listing(host_reads_are_free(log_c.device)):
-            if staged is not None and staged[1] - staged[0] == log_c.shape[0]:  # these rows, as kernel() wrote them
-                src = torch.arange(staged[1] - b, staged[1], device=slots.device)
+            if staged:  # these rows, as kernel() wrote them after the queue's
+                hi = self.rows + log_c.shape[0]
+                src = torch.arange(hi - b, hi, device=slots.device)
                 for buf in (self.classes, self.count, self.unlisted):
                     buf.index_copy_(0, slots, buf.index_select(0, src))
             else:
