@@ -56,6 +56,21 @@ CUTOUT_FILL = (125, 123, 114)  # RGB, as in the reference Cutout
 _GLOBAL_RNG_LOCK = threading.Lock()
 
 
+def pooled(view: View) -> View:
+    """Mark ``view`` as one that works on host images one sample at a time (PIL, as ``strong``): with
+    ``--view-workers N`` > 0 (the default on CUDA) a run whose strong view it is has it computed a few batches
+    ahead by N worker processes (:mod:`pllzoo.prefetch`), which import it by its module and name, so it must be
+    a module-level function of an importable module.  The host asks this mark, never a view's name: an outside
+    copy of a built-in view, marked, is treated as the built-in (same stream, same numbers).  Returns ``view``."""
+    view.pooled = True  # type: ignore[attr-defined]
+    return view
+
+
+def is_pooled(view: View) -> bool:
+    """Whether ``view`` carries the :func:`pooled` mark."""
+    return getattr(view, "pooled", False) is True
+
+
 def normalize(x: torch.Tensor, mean: Sequence[float], std: Sequence[float]) -> torch.Tensor:
     """Return ``(x / 255 - mean) / std`` as float32; ``x`` is uint8 [..., C, H, W]."""
     m = torch.as_tensor(mean, dtype=torch.float32, device=x.device).view(-1, 1, 1)  # [C,1,1]
@@ -218,11 +233,13 @@ def randaugment(
     return _per_sample_pil(x, gen, apply)
 
 
+@pooled
 def strong(x: torch.Tensor, gen: torch.Generator, ranges: Literal["reference", "torchvision"] = "reference") -> torch.Tensor:
     """SoLar's strong view: RandAugment (3 ops) → Cutout → weak crop + flip.  uint8 [B,3,H,W] in and out."""
     return weak(cutout(randaugment(x, gen, 3, ranges), gen), gen)
 
 
+@pooled
 def pico_strong(x: torch.Tensor, gen: torch.Generator) -> torch.Tensor:
     """PiCO's strong (key) view: RandomResizedCrop(32, (0.2, 1)) → flip → RandAugment (3 ops) → Cutout.
 
@@ -237,6 +254,7 @@ def pico_strong(x: torch.Tensor, gen: torch.Generator) -> torch.Tensor:
     return cutout(randaugment(_per_sample_pil(x, gen, lambda i, img: crop_flip(img)), gen, 3), gen)
 
 
+@pooled
 def simaugment(x: torch.Tensor, gen: torch.Generator) -> torch.Tensor:
     """PiCO's query view: RandomResizedCrop(32, (0.2, 1)) → flip → ColorJitter(0.4, 0.4, 0.4, 0.1) p=0.8 → Grayscale p=0.2.
 
@@ -257,16 +275,23 @@ VIEWS: dict[str, View] = {"none": identity, "weak": weak, "strong": strong, "sim
 
 
 def make_view(name: str, where: str = "", registry: Registry | None = None) -> View:
-    """Return the view called ``name``; an unknown name raises :class:`UnknownNameError` listing the valid ones.
+    """Return the view called ``name``, held to the contract (:func:`checked_view`); an unknown name raises
+    :class:`UnknownNameError` listing the valid ones.
 
     :param where: what named it (e.g. ``train.strong_view``), put before the message.
     :param registry: where ``name`` is looked up; None: the process-wide registry.
     """
+    return checked_view(*registered_view(name, where, registry))
+
+
+def registered_view(name: str, where: str = "", registry: Registry | None = None) -> tuple[View, str]:
+    """The view called ``name`` as its plugin registered it, and the words naming it in messages
+    (``view 'strong' (plugin pllzoo)``); arguments as :func:`make_view`'s."""
     if registry is None:
         from pllzoo.registry import get_registry  # the registry imports the plugins, which import this module
 
         registry = get_registry()
-    return checked_view(registry.view(name, where), f"view {name!r} (plugin {registry.views[name][1]})")
+    return registry.view(name, where), f"view {name!r} (plugin {registry.views[name][1]})"
 
 
 def checked_view(view: View, who: str) -> View:

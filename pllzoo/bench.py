@@ -58,7 +58,8 @@ from pllzoo.results import (RESULT_COLUMNS, append_jsonl, env_info, final_rows, 
                             run_id, write_json, write_jsonl)
 from pllzoo.run import BOOKKEEPING_FIELDS
 from pllzoo.runfolders import (data_change, finished_records, machine_change, recorded_env, recover, recover_abandoned,
-                               results_lock, retrain_note, reusable, settle, settle_all, supplier_change, take_lock)
+                               results_lock, retrain_note, reusable, settle, settle_all, supplier_change, take_lock,
+                               version_change)
 from pllzoo.threads import default_threads, set_threads
 from pllzoo.trainer import Trainer
 
@@ -131,10 +132,14 @@ def execute(
         if id(p.data) not in shas:
             shas[id(p.data)] = fingerprint(p.data)
         other = data_change(env, shas[id(p.data)], p.plugins.get("trainer"))
-        if other is None:
+        older = version_change(env, p.plugins)  # said under --resume too: not the plain "reusing" line
+        if other is None and older is None:
             return f"reusing finished run {p.run_id}{where}; --overwrite retrains it"
-        return (f"{_name(p)}: finished run {p.run_id}{where} was trained on other data than these ({other}); "
-                "reused as it is: --overwrite retrains it on these")
+        if other is None:
+            return (f"{_name(p)}: finished run {p.run_id}{where} was recorded with {older}; reused as it is (its "
+                    "numbers are that version's): --overwrite retrains it with these")
+        return (f"{_name(p)}: finished run {p.run_id}{where} was trained on other data than these ({other})"
+                f"{f', recorded with {older}' if older else ''}; reused as it is: --overwrite retrains it on these")
     finals: list[dict[str, Any] | None] = []
     failed: dict[int, str] = {}  # index → one-line reason (pllzoo.jobs.record_failure)
     attempted = 0  # runs trained this time, not reused
@@ -700,6 +705,9 @@ def _warn_on_resume_changes(run_dir: Path, resume: bool, device: str, data_sha: 
     changed = supplier_change(run_dir, plugins)
     if changed is not None:
         warnings.warn(f"{run_dir.name} trained with {changed}; it continues with these")
+    older = version_change(recorded, plugins)
+    if older is not None:
+        warnings.warn(f"{run_dir.name} was trained so far with {older}; it continues with these")
     other = data_change(recorded, data_sha, plugins.get("trainer"))
     if other is not None:
         warnings.warn(f"{run_dir.name} trained on other data ({other}); it continues on these")

@@ -23,6 +23,7 @@ from pllzoo.state import PLLState
 class UniformTargets(Component):
     """Targets uniform over the candidate set: ``t_i = s_i / |S_i|`` (no disambiguation)."""
 
+    neutral = True  # no disambiguation: a loss that ignores the targets may have it; its targets are not tallied
     distributed = True  # per sample, no state
 
     @hookimpl
@@ -33,6 +34,7 @@ class UniformTargets(Component):
 class SelectAll(Component):
     """Every sample is reliable."""
 
+    neutral = True  # no selection: a loss that ignores the mask may have it
     distributed = True  # per sample, no state
 
     @hookimpl

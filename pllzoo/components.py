@@ -46,9 +46,9 @@ OPTIONAL_SLOTS: frozenset[str] = frozenset({"estimator", "predict"})
 SYNC_MODES: tuple[str, ...] = ("rows", "replicated")
 #: what the host itself provides to every component
 HOST_PROVIDES: frozenset[str] = frozenset({"logits", "probs", "candidates", "targets", "mask", "weak"})
-#: the built-in selection every row passes (the default; the one a loss that ``ignores`` the mask may have)
+#: the built-in selection every row passes (the default; ``neutral``, as a loss that ``ignores`` the mask asks)
 SELECT_ALL = "pllzoo.all"
-#: the built-in label update without disambiguation (the default; the one a loss that ``ignores`` the targets may have)
+#: the built-in label update without disambiguation (the default; ``neutral``, as a loss that ``ignores`` the targets asks)
 UNIFORM_TARGETS = "pllzoo.uniform"
 
 
@@ -67,12 +67,17 @@ class Component:
       (``pllzoo_logit_offset``) in a recipe where nothing reads the offset, and nothing needs or reads
       what it provides either, is refused: it would change nothing (:func:`check_compatible`).
     * ``ignores`` — inputs of its slot that it does not honour: ``"mask"`` for a loss that makes its
-      own selection (HTC's), so that a recipe swapping in a selection other than ``pllzoo.all`` is
+      own selection (HTC's), so that a recipe swapping in a selection that is not ``neutral`` is
       refused rather than run unchanged; ``"targets"`` for a loss that never reads ``step.targets``
-      (CC's, MSE's, EXP's read the candidate rows), so that a label update other than ``pllzoo.uniform``
+      (CC's, MSE's, EXP's read the candidate rows), so that a label update that is not ``neutral``
       in front of it is refused unless another component reads ``"targets"`` (SoLar's selection)
       or uses what the label update provides.  Only the shipped components' ``reads`` are taken as
       complete: beside an outside one (which may read ``step.targets`` undeclared) nothing is refused.
+    * ``neutral`` — ``True`` for a slot's do-nothing component: a selection that passes every row
+      (``pllzoo.all``), a label update that does not disambiguate (targets uniform over the candidates,
+      ``pllzoo.uniform``).  It may stand in front of a loss that ``ignores`` its output, and a neutral label
+      update's targets are not tallied as training labels (no ``label_acc*`` columns: their argmax is a tie).
+      The host asks this attribute, never a component's name, so a copy of a built-in is treated as the built-in.
     * ``views`` — input views beyond the weak one that the trainer must forward
       (``{"strong"}`` gives ``step.logits_strong``, ``{"strong_input"}`` the strong view's input alone, for a
       network of the component's own (PiCO's key encoder), ``{"features"}`` the encoder outputs;
@@ -118,6 +123,7 @@ class Component:
     ignores: ClassVar[frozenset[str]] = frozenset()
     views: ClassVar[frozenset[str]] = frozenset()
     strong_view: ClassVar[str | None] = None
+    neutral: ClassVar[bool] = False
     distributed: ClassVar[bool] = False
     sync: ClassVar[Mapping[str, str]] = MappingProxyType({})
     name: ClassVar[str] = ""
@@ -316,12 +322,12 @@ def _check_effective(method_name: str, components: Mapping[str, Component], offs
                 f"{', '.join(map(repr, sorted(comp.provides)))}, which none of the others reads ({listed}); "
                 f"it would change nothing but its own stages ({hint})")
     loss, selection = components.get("loss"), components.get("selection")
-    if loss is not None and selection is not None and "mask" in loss.ignores and selection.name != SELECT_ALL:
+    if loss is not None and selection is not None and "mask" in loss.ignores and not selection.neutral:
         raise PLLZooError(
             f"incompatible recipe {method_name!r}: loss {loss.name!r} does not read the selection's mask (it makes "
             f"its own selection, or none), so selection {selection.name!r} would change nothing")
     update = components.get("label_update")
-    if loss is not None and update is not None and "targets" in loss.ignores and update.name != UNIFORM_TARGETS:
+    if loss is not None and update is not None and "targets" in loss.ignores and not update.neutral:
         readers = {slot: c for slot, c in components.items() if c is not update and c is not loss}
         used = set().union(*(c.needs | c.reads for c in readers.values()))  # what the others read
         if readers.keys() <= set(complete) and "targets" not in used and not update.provides & (
@@ -409,8 +415,8 @@ SYNC_MODES: frozenset[str] = frozenset({"rows", "replicated"})
 
 def _check_declarations(cls: type[Component], label: str) -> None:
     """The class attributes the host reads (``needs``, ``provides``, ``reads``, ``ignores``, ``views``,
-    ``strong_view``, ``sync``) have the declared types, and ``views``/``ignores`` hold values the host acts on: a
-    string where a set is expected (``needs = "prior"``) or a misspelled view (``"strnog"``, which would leave
+    ``strong_view``, ``neutral``, ``sync``) have the declared types, and ``views``/``ignores`` hold values the host
+    acts on: a string where a set is expected (``needs = "prior"``) or a misspelled view (``"strnog"``, which would leave
     ``step.logits_strong`` unset all run) is one line when the plugin registers, not a failure in a run."""
     for attr in ("needs", "provides", "reads", "ignores", "views"):
         value = getattr(cls, attr)
@@ -422,6 +428,8 @@ def _check_declarations(cls: type[Component], label: str) -> None:
             near = difflib.get_close_matches(value, sorted(known), n=1)
             hint = f"did you mean {near[0]!r}? " if near else ""
             raise PLLZooError(f"{label}.{attr}: unknown {attr[:-1]} {value!r} ({hint}known: {', '.join(sorted(known))})")
+    if not isinstance(cls.neutral, bool):
+        raise PLLZooError(f"{label}.neutral must be True or False, got {cls.neutral!r}")
     if cls.strong_view is not None and not (isinstance(cls.strong_view, str) and cls.strong_view):
         raise PLLZooError(f"{label}.strong_view must be a view's name or None, got {cls.strong_view!r}")
     sync = cls.sync

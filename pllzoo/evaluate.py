@@ -86,6 +86,22 @@ def _check_data(run_dir: Path, data: Any, trainer: dict[str, Any] | None = None)
     return other
 
 
+def _check_versions(registry: Registry, run_dir: Path, method: Any, config: dict[str, Any]) -> None:
+    """Warn when what re-scores the model (the predict component, the backbone) is of another version than the
+    run recorded (:func:`pllzoo.runfolders.version_change`): its numbers may then differ from the log's."""
+    import warnings
+
+    from pllzoo.results import plugins_env
+    from pllzoo.runfolders import recorded_env, version_change
+
+    now = {**plugins_env(registry, method), "trainer": supplier_env(registry, "model", config["train"].get("model"),
+                                                                    "models")}
+    older = version_change(recorded_env(run_dir), now, frozenset({"predict", "model"}))
+    if older is not None:
+        warnings.warn(f"{run_dir.name}: recorded with {older}; re-scored with these, so its numbers may differ "
+                      "from its log's")
+
+
 def recorded_method(registry: Registry, run_dir: Path, config: dict[str, Any], predict: str | None = None) -> Any:
     """The run's recorded method (with ``predict`` swapped in) as this install resolves it.
 
@@ -185,6 +201,7 @@ def rescore(registry: Registry, run_dir: Path, overrides: dict[str, str], predic
     data = carve(registry.recorded_dataset(config["dataset"], dataset).load(opts), opts, config["seed"])
     now = supplier_env(registry, "dataset", config["dataset"], "datasets") if dataset is None else {}  # a file: none
     other = _check_data(run_dir, data, now)
+    _check_versions(registry, run_dir, method, config)
     comps = registry.build_components(method, {**recorded, **overrides}, (data.name, data.kind), training=False)
     check_same_components(config, comps, run_dir, set(overrides), swapped={"predict"} if predict else set())
     # eager: one pass over the test set does not pay for compiling it (CUDA graphs took ~20-40 s a process on an

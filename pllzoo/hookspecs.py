@@ -255,8 +255,11 @@ class DiscoverySpec:
             model.NAME=VALUE`` (:mod:`pllzoo.model_args`) and recorded with the run.  It is called at the
             start of every stage that re-initialises the model, after torch's global RNG was seeded from the
             run seed, so it must draw its initial weights from that RNG only (CPU runs stay deterministic);
-            and once more while the bench plans (``--dry-run`` too), unseeded, torch's RNG restored after, so
-            that a backbone that cannot be built refuses the bench before any run starts.  It raises
+            once more while the bench plans (``--dry-run`` too), unseeded, torch's RNG restored after, so
+            that a backbone that cannot be built refuses the bench before any run starts; and, where the bench
+            times a method's first steps for its estimate (one run per method, not with ``--jobs``, torchrun or
+            ``train.compile``), once for that, seeded as training, every random state restored after
+            (:mod:`pllzoo.timing`).  It raises
             ``PLLZooError`` (one line) for inputs it cannot take.
         :returns: None.
         Raises: the registry raises ``PLLZooError`` naming both plugins when a name is taken.
@@ -286,6 +289,9 @@ class DiscoverySpec:
             the ``torch.Generator`` ``gen`` (never torch's global RNG), so the same generator state gives the
             same output.  Views run on image data only.  An exception inside a view (its own ``PLLZooError``
             too), or another dtype, shape or device, fails the run with one line naming the view and its plugin.
+            A view that works on host images one sample at a time (PIL, as ``strong``) may be marked with
+            :func:`pllzoo.augment.pooled`: as the strong view of a run with ``--view-workers N`` > 0 (the default
+            on CUDA) it is then computed ahead by worker processes, which import it by module and name.
         :returns: None.
         Raises: the registry raises ``PLLZooError`` naming both plugins when a name is taken.
 
@@ -385,9 +391,9 @@ class RunSpec:
         Answered by: every component that implements it, last registered first
         (predict, estimator, loss, selection, label_update).
 
-        :param run: ``run.stage`` (name, index, epochs, params), ``run.data``
-            (``candidates`` bool ``[N, K]`` on ``run.device``, ``num_classes``),
-            ``run.config``.
+        :param run: ``run.stage`` (name, index, epochs, params), ``run.candidates``
+            (bool ``[N, K]`` on ``run.device``), ``run.num_classes``, ``run.data`` (the
+            dataset as loaded: its tensors stay on the CPU), ``run.config``.
         :param state: the run's :class:`pllzoo.state.PLLState`; write tensors
             only (e.g. ``state.confidence = ...  # [N, K] float32``).
         :returns: None.

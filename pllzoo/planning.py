@@ -432,7 +432,7 @@ def plan(
                 "train": hashed_train(cfg),  # see module doc
                 "data": {**as_dict(options), "seed": seed, **data.info, "train_counts": data.train_counts.tolist()},
             })
-            pooled = workers if prefetch.uses_pool(data.kind, views_of(comps), cfg.strong_view) else 0
+            pooled = workers if prefetch.uses_pool(data.kind, views_of(comps), registry.view(cfg.strong_view)) else 0
             if pooled:  # another random stream (pllzoo.prefetch); absent otherwise, so older run ids stand
                 config["view_stream"] = "pooled"
             if resolved_device != "cpu":  # views and permutations drawn on the device (Trainer.generators)

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import multiprocessing as mp
 import os
+import pickle
 import signal
 from collections import deque
 from collections.abc import Iterator
@@ -28,16 +29,20 @@ import torch
 
 from pllzoo import augment
 from pllzoo.components import STRONG_INPUT
+from pllzoo.errors import PLLZooError
 from pllzoo.seeding import derive_seed
 
 CHUNK = 64  # rows per task: part of the stream's definition, do not change lightly
-POOLED_VIEWS = frozenset({"strong", "simaugment", "pico-strong"})  # the per-sample PIL views; "weak" is one tensor op
 MAX_AUTO_WORKERS = 8
 
 
-def uses_pool(kind: str, views: frozenset[str], strong_view: str) -> bool:
-    """Whether a run computes a PIL strong view at all (image data, a component asks, a PIL view)."""
-    return kind == "image" and bool(views & STRONG_INPUT) and strong_view in POOLED_VIEWS
+def uses_pool(kind: str, views: frozenset[str], strong_view: augment.View) -> bool:
+    """Whether a run computes a per-sample host view at all: image data, a component asks for the strong view,
+    and the view carries :func:`pllzoo.augment.pooled` (the built-in PIL views; "weak" is one tensor op).
+
+    :param strong_view: the registered view itself (``registry.view(name)``), not its name: an outside copy of a
+        built-in is pooled as the built-in is (a review: the names were compared)."""
+    return kind == "image" and bool(views & STRONG_INPUT) and augment.is_pooled(strong_view)
 
 
 def resolve_workers(requested: int | None, device: str) -> int:
@@ -56,19 +61,29 @@ def _start_worker() -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # a terminal's Ctrl-C is the trainer's to handle (clean stop)
 
 
-def view_chunk(view: str, rows: np.ndarray, seed: int) -> np.ndarray:
-    """One task: ``view`` on uint8 ``rows [n, C, H, W]`` with a generator seeded by ``seed``."""
-    fn = augment.VIEWS[view]  # a built-in PIL view (POOLED_VIEWS): no registry to build in the worker
-    return fn(torch.from_numpy(rows), torch.Generator().manual_seed(seed)).numpy()
+def view_chunk(view: augment.View, who: str, rows: np.ndarray, seed: int) -> np.ndarray:
+    """One task: ``view`` (sent by module and name; no registry to build in the worker) on uint8
+    ``rows [n, C, H, W]`` with a generator seeded by ``seed``, held to the view contract as in the loop."""
+    return augment.checked_view(view, who)(torch.from_numpy(rows), torch.Generator().manual_seed(seed)).numpy()
 
 
 class ViewPool:
     """A process pool that yields one epoch's strong views, batch by batch, computed ahead."""
 
-    def __init__(self, view: str, workers: int) -> None:
-        augment.make_view(view)  # an unknown name fails here, not in a worker
+    def __init__(self, view: augment.View, who: str, workers: int) -> None:
+        """:param view: a registered view marked :func:`~pllzoo.augment.pooled`; ``who`` names it in messages
+        (``view 'strong' (plugin pllzoo)``).
+        :raises PLLZooError: one line, for a view the workers cannot be sent (a lambda, a nested function)."""
+        try:
+            pickle.dumps(view)
+        except Exception as exc:  # pickling raises what the object's reducer raises (PicklingError, AttributeError)
+            from pllzoo.plugins import one_line
+
+            raise PLLZooError(f"{who} is marked pooled but cannot be sent to the view worker processes "
+                              f"({one_line(exc)}): make it a module-level function, or run with --view-workers 0"
+                              ) from None
         method = "forkserver" if "forkserver" in mp.get_all_start_methods() else "spawn"  # no fork: CUDA is live
-        self.view, self.workers = view, workers
+        self.view, self.who, self.workers = view, who, workers
         self.executor = ProcessPoolExecutor(workers, mp_context=mp.get_context(method), initializer=_start_worker)
 
     def batches(self, x: torch.Tensor, perm: torch.Tensor, batch_size: int, n_batches: int, seed: int
@@ -84,7 +99,8 @@ class ViewPool:
 
         def submit(b: int) -> list[Future]:
             rows = x_np[perm_np[b * batch_size : (b + 1) * batch_size]]
-            return [self.executor.submit(view_chunk, self.view, rows[i : i + CHUNK], derive_seed(seed, b, i // CHUNK))
+            return [self.executor.submit(view_chunk, self.view, self.who, rows[i : i + CHUNK],
+                                         derive_seed(seed, b, i // CHUNK))
                     for i in range(0, len(rows), CHUNK)]
 
         pending = deque(submit(b) for b in range(min(ahead, n_batches)))
@@ -92,7 +108,18 @@ class ViewPool:
             futures = pending.popleft()
             if b + ahead < n_batches:
                 pending.append(submit(b + ahead))
-            yield torch.from_numpy(np.concatenate([f.result() for f in futures]))
+            yield torch.from_numpy(np.concatenate([self._result(f) for f in futures]))
+
+    def _result(self, future: Future) -> np.ndarray:
+        """A task's views; what failed in a worker is one line naming the view (its own one line as it is)."""
+        try:
+            return future.result()
+        except PLLZooError:
+            raise
+        except Exception as exc:  # e.g. the worker could not import the view's module, or a worker died
+            from pllzoo.plugins import one_line
+
+            raise PLLZooError(f"{self.who} failed in a view worker process: {one_line(exc)}") from exc
 
     def close(self) -> None:
         self.executor.shutdown(wait=True, cancel_futures=True)

@@ -258,6 +258,12 @@ def check(ctx: click.Context, plans: list[RunPlan]) -> None:
     if run_id(planned) != run_id(recorded):
         warnings.warn(f"--from-run {path}: replayed as run {run_id(planned)}, not {run_id(recorded)}, as "
                       f"{', '.join(differ)} differ (chosen on the command line or not recorded)", stacklevel=2)
+    from pllzoo.runfolders import version_change
+
+    older = version_change(recorded_env_of(Path(path)), plans[0].plugins)
+    if older is not None:
+        warnings.warn(f"--from-run {path}: recorded with {older}; replayed with these, whose numbers may differ",
+                      stacklevel=2)
     if str(planned.get("device")) == "cpu":
         from pllzoo.runfolders import machine_change
         from pllzoo.threads import default_threads

@@ -171,7 +171,6 @@ class Run:
     # training set (test transform), float32
     embed_train: Callable[..., torch.Tensor] = lambda train_mode=False: torch.empty(0)  # (train_mode=False) ->
     # encoder features [N, F] of the training set (test transform), float32
-    logs: dict[str, Any] = field(default_factory=dict)  # per-epoch values (e.g. a prior vector)
     modules: dict[str, torch.nn.Module] = field(default_factory=dict)  # the stage's extra modules
     # (``pllzoo_modules``), named "<slot>.<name>", set right after that hook: a predict component may use
     # a head the loss trains (run.modules["loss.tail"])

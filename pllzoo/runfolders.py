@@ -44,6 +44,37 @@ def supplier_change(run_dir: Path, plugins: dict[str, Any]) -> str | None:
     return "; ".join(changes) or None
 
 
+def version_change(env: dict[str, Any] | None, plugins: dict[str, Any], keys: frozenset[str] | None = None
+                   ) -> str | None:
+    """Which distributions supplied the run's components, backbone or views (env.json's ``components`` and
+    ``trainer`` parts) at another version than the ones installed now (``plugins``, the same parts planned now),
+    or None; ``keys``: only these slots or trainer keys (e.g. ``{"predict", "model"}`` for a re-scoring).  A run's
+    id names its components and their hyper-parameters, not the code's version: a component may compute
+    otherwise from one version to the next (an outside review: HTC's ensemble changed its default for classes of
+    prior 0 under the same id), as scikit-learn warns when a model pickled by another version is loaded.  Said,
+    not refused: most version changes leave a component's numbers as they were.
+    E.g. ``"pllzoo-ltpll 0.1.0 (htc.ensemble), now 0.2.0"``."""
+    if env is None:
+        return None
+    changed: dict[tuple[str, str, str], list[str]] = {}
+    for part in ("components", "trainer"):
+        was, now = env.get(part), plugins.get(part) or {}
+        if not isinstance(was, dict):
+            continue
+        for key, current in now.items():
+            old = was.get(key)
+            if keys is not None and key not in keys or not isinstance(old, dict) or not isinstance(current, dict):
+                continue
+            if old.get("dist") == current.get("dist") and old.get("version") != current.get("version"):
+                name = str(current.get("component", current.get("name")))
+                names = changed.setdefault((str(old.get("dist")), str(old.get("version")),
+                                            str(current.get("version"))), [])
+                if name not in names:
+                    names.append(name)
+    return "; ".join(f"{dist} {old} ({', '.join(names)}), now {new}"
+                     for (dist, old, new), names in changed.items()) or None
+
+
 def recorded_env(run_dir: Path) -> dict[str, Any] | None:
     """``run_dir/env.json`` as a dict, or None where it is missing or damaged."""
     try:

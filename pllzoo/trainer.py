@@ -49,7 +49,7 @@ from pllzoo.checks import (check_grads, check_logits, check_loss, check_offset, 
 from pllzoo.checkpoint import NAME as CHECKPOINT
 from pllzoo.checkpoint import (Bookkeeper, CheckpointError, check_owner, lacks_momentum, load_checkpoint, restore_rng,
                                save_checkpoint, save_guess_s, signal_stop, stop_requested, stop_signals, time_stop)
-from pllzoo.components import STRONG_INPUT, UNIFORM_TARGETS, Component, single_answerers, views_of
+from pllzoo.components import STRONG_INPUT, Component, single_answerers, views_of
 from pllzoo.data.base import PLLData
 from pllzoo.devices import compile_features, compile_model, graph_sizes
 from pllzoo.errors import PLLZooError
@@ -133,14 +133,16 @@ class Trainer:
         # the targets' accuracy on the training rows (metrics.label_tally), where they are the method's own: not
         # the uniform targets of a method without a label update; those the loss trained on where it says
         # (step.trained_targets: PiCO's W after its loss's update, an outside review: one epoch behind otherwise)
-        self.tally_labels = components["label_update"].name != UNIFORM_TARGETS
+        self.tally_labels = not components["label_update"].neutral
         self.label_keys_own = False  # a component logs a label_acc* key itself (said once): its values stand
         self.epoch_tally: torch.Tensor | None = None  # [2, K] of the last training epoch, summed over ranks
         # backbone and views by name (None: the process-wide registry; a --jobs worker passes its own)
         self.registry = registry
         self.weak = augment.make_view(config.weak_view if self.image else "none", "train.weak_view", registry)
-        self.strong = augment.make_view(config.strong_view if self.image else "none", "train.strong_view", registry)
-        pooled = view_workers > 0 and prefetch.uses_pool(data.kind, self.views, config.strong_view)
+        strong = augment.registered_view(config.strong_view if self.image else "none", "train.strong_view", registry)
+        self.strong = augment.checked_view(*strong)
+        pooled = view_workers > 0 and prefetch.uses_pool(data.kind, self.views, strong[0])
+        self.pooled_view = strong  # (view, its name in messages): what the pool's workers compute
         self.view_workers = view_workers if pooled else 0  # > 0: the strong view is computed ahead
         self.view_pool: prefetch.ViewPool | None = None
         self.amp = config.amp and device.type == "cuda"
@@ -362,7 +364,7 @@ class Trainer:
     def fit(self, resume: bool = False) -> list[dict[str, Any]]:
         """Train (from the checkpoint when ``resume``); :class:`~pllzoo.checkpoint.Stopped` on a clean stop."""
         if self.view_workers:
-            self.view_pool = prefetch.ViewPool(self.config.strong_view, self.view_workers)
+            self.view_pool = prefetch.ViewPool(*self.pooled_view, self.view_workers)
         try:
             with stop_signals():
                 return self._fit(resume)

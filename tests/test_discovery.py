@@ -389,6 +389,8 @@ def test_a_shipped_class_registered_again_under_another_name_keeps_its_own(monke
     assert alias.name == "t.all" and issubclass(alias, SelectAll) and alias is not SelectAll
     comps = reg.build_components(reg.method("htc"), {})  # refused before: "selection 't.all' would change nothing"
     assert comps["selection"].name == "pllzoo.all"
+    comps = reg.build_components(reg.method("htc+selection=t.all"), {})  # the copy, named: neutral as the built-in
+    assert comps["selection"].name == "t.all"  # (the check compared names and refused it: a review)
     assert Registry.build(*make_plugin_manager()).components["selection"]["pllzoo.all"][0] is SelectAll  # rebuilt
 
 

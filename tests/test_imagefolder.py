@@ -250,6 +250,35 @@ def test_pll_from_images_takes_a_torchvision_style_dataset():
         pll_from_images("tv", TinyTorchvisionStyle(4, True), wrong, DataOptions())
 
 
+class Relabelled(TinyTorchvisionStyle):
+    """A test set whose labels are given (some outside 0..K-1)."""
+
+    def __init__(self, labels: list[int]) -> None:
+        super().__init__(len(labels), True)
+        self.labels = labels
+
+    def __getitem__(self, i: int):
+        return super().__getitem__(i)[0], self.labels[i]
+
+
+@pytest.mark.parametrize("labels", [[0, 1, -1], [0, 1, 2]])
+def test_test_labels_outside_the_classes_are_one_line(labels):
+    """numpy wrapped a test label -1 to the last class (its accuracy scored against another label) and a label K
+    was an IndexError (a review)."""
+    cand = torch.ones(4, 2, dtype=torch.bool)
+    with pytest.raises(PLLZooError, match=r"^tv: test labels outside 0\.\.1$"):
+        pll_from_images("tv", TinyTorchvisionStyle(4, True), cand, DataOptions(), test=Relabelled(labels))
+
+
+def test_an_image_over_pils_pixel_limit_is_one_line(folder, monkeypatch):
+    """PIL's DecompressionBombError is no OSError: it ended the command with a traceback (a review)."""
+    root, _ = folder
+    monkeypatch.setattr(Image, "MAX_IMAGE_PIXELS", 16)  # 8x8 images: 64 pixels, over twice the limit
+    with pytest.raises(PLLZooError, match=r"^cat/00.png: not a readable image \(DecompressionBombError: .*\); "
+                                          "remove or replace it$"):
+        load_image_folder(root, DataOptions())
+
+
 def test_16_bit_grey_images_are_scaled_not_clipped(tmp_path):
     """PIL's convert("RGB") clips a 16-bit image (mode I;16) to 255 almost everywhere; the loader scales it."""
     root = tmp_path / "grey"

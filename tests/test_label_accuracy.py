@@ -60,6 +60,23 @@ def test_only_methods_with_their_own_targets_log_it():
     assert not any(k.startswith("label_acc") for k in records[-1])
 
 
+def test_a_copy_of_the_uniform_targets_under_another_name_is_not_tallied_either():
+    """The trainer asked the label update's name (``pllzoo.uniform``): an outside plugin registering the same
+    class under its own name got ``label_acc`` columns the built-in has not (a review).  It asks ``neutral``."""
+    from pllzoo.builtin import UniformTargets
+
+    class Copy(UniformTargets):
+        name = "t.uniform"
+
+    class Disambiguates(UniformTargets):  # the same targets, but declared as its own: tallied
+        name, neutral = "t.mine", False
+
+    _, records = _fit("cc", Copy())
+    assert not any(k.startswith("label_acc") for k in records[-1])
+    _, records = _fit("cc", Disambiguates())
+    assert 0 <= records[-1]["label_acc"] <= 100
+
+
 def test_the_targets_a_loss_says_it_trained_on_are_tallied():
     """``step.trained_targets``: a loss training on other targets than the label update's (PiCO's W after the
     update its loss makes) has those scored; here the first candidate's, under PRODEN's label update."""

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from pllzoo import augment, prefetch
+from pllzoo import PLLZooError, augment, prefetch
 from pllzoo.results import run_id
 from pllzoo.run import TrainConfig
 from pllzoo.seeding import derive_seed
@@ -37,7 +37,7 @@ def test_pool_yields_the_documented_stream(workers, monkeypatch):
     g = torch.Generator().manual_seed(0)
     x = torch.randint(0, 256, (60, 3, 32, 32), generator=g, dtype=torch.uint8)
     perm = torch.randperm(60, generator=g)
-    pool = prefetch.ViewPool("strong", workers)
+    pool = prefetch.ViewPool(augment.strong, "view 'strong'", workers)
     try:
         got = list(pool.batches(x, perm, 24, 3, seed=11))
     finally:
@@ -57,17 +57,51 @@ def test_resolve_workers():
 
 
 def test_uses_pool_only_for_pil_strong_views_on_images():
-    strong = frozenset({"strong"})
-    assert prefetch.uses_pool("image", strong, "strong") and prefetch.uses_pool("image", strong, "simaugment")
-    assert prefetch.uses_pool("image", strong, "pico-strong")  # PiCO's own (PIL) strong view
+    strong, view = frozenset({"strong"}), augment.VIEWS
+    assert prefetch.uses_pool("image", strong, view["strong"]) and prefetch.uses_pool("image", strong, view["simaugment"])
+    assert prefetch.uses_pool("image", strong, view["pico-strong"])  # PiCO's own (PIL) strong view
     # PiCO asks for the strong view's input only (``strong_input``: its key encoder's, no pass of the trained
     # network); the pool must compute it all the same (a review: nothing tested it)
-    assert prefetch.uses_pool("image", frozenset({"strong_input"}), "pico-strong")
-    assert not prefetch.uses_pool("tabular", strong, "strong")
-    assert not prefetch.uses_pool("image", frozenset(), "strong")
-    assert not prefetch.uses_pool("image", strong, "weak")
-    with pytest.raises(Exception, match="unknown view"):
-        prefetch.ViewPool("nope", 1)
+    assert prefetch.uses_pool("image", frozenset({"strong_input"}), view["pico-strong"])
+    assert not prefetch.uses_pool("tabular", strong, view["strong"])
+    assert not prefetch.uses_pool("image", frozenset(), view["strong"])
+    assert not prefetch.uses_pool("image", strong, view["weak"])
+    assert not prefetch.uses_pool("image", strong, view["strong-batched"])  # a batched tensor op: in the loop
+    assert not prefetch.uses_pool("image", strong, lambda x, gen: x)  # an outside view that is not marked
+
+
+def test_a_pooled_view_the_workers_cannot_be_sent_is_one_line():
+    with pytest.raises(PLLZooError, match=r"^view 'my\.v' \(plugin p\) is marked pooled but cannot be sent to the "
+                                          r"view worker processes \(.*\): make it a module-level function, or run "
+                                          r"with --view-workers 0$"):
+        prefetch.ViewPool(augment.pooled(lambda x, gen: x), "view 'my.v' (plugin p)", 1)
+
+
+def test_a_view_failing_in_a_worker_is_one_line_naming_it():
+    pool = prefetch.ViewPool(augment.weak, "view 'my.bad' (plugin p)", 1)  # tensors of another shape: refused
+    try:
+        with pytest.raises(PLLZooError, match=r"^view 'my.bad' \(plugin p\): expected uint8 RGB|^view 'my.bad' "
+                                              r"\(plugin p\) (failed|returned)"):
+            list(pool.batches(torch.zeros(8, 1, 4, 4, dtype=torch.float32), torch.arange(8), 4, 2, seed=0))
+    finally:
+        pool.close()
+
+
+def test_an_outside_copy_of_a_builtin_view_is_pooled_as_the_builtin(registry):
+    """The pool was chosen by the view's name: a plugin registering ``augment.strong`` under its own name trained
+    in the loop, on another stream, and ignored --view-workers (a review).  The mark decides."""
+    registry.views["my.strong"] = (augment.strong, "outside")  # as pllzoo_register_views registers it
+    data = make_fake_images(n=32, k=4)
+    comps = registry.build_components(
+        registry.method("solar"), {"estimator.est_epochs": 0, "loss.first_epoch_rn": False, "loss.warmup_epochs": 0},
+        dataset=(data.name, data.kind))
+    records = {}
+    for name in ("strong", "my.strong"):
+        cfg = TrainConfig(model="cnn", epochs=1, lr=0.01, weight_decay=0.0, batch_size=16, strong_view=name)
+        trainer = Trainer(data, comps, cfg, seed=1, device=torch.device("cpu"), view_workers=1, registry=registry)
+        assert trainer.view_workers == 1, name
+        records[name] = trainer.fit()[-1]["loss"]
+    assert records["strong"] == records["my.strong"]
 
 
 def _train(registry, workers: int) -> tuple[list[dict], torch.Tensor]:

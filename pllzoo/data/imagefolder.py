@@ -126,11 +126,14 @@ def _open_image(path: str) -> Any:
 
 def _read_all(ds: ImageDataset, names: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
     """All images ``uint8 [N, 3, H, W]`` and labels ``int64 [N]`` of ``ds``; sizes must agree."""
+    from PIL import Image
+
     images, labels = [], []
     for i in range(len(ds)):
         try:
             image, label = ds[i]
-        except OSError as exc:  # PIL.UnidentifiedImageError too: a file named like an image that is not one
+        except (OSError, Image.DecompressionBombError) as exc:  # PIL.UnidentifiedImageError too: a file named
+            # like an image that is not one; a bomb (over PIL's pixel limit) is no OSError (a review: a traceback)
             raise PLLZooError(f"{names[i]}: not a readable image ({exception_line(exc)}); remove or replace "
                               "it") from None
         a = _chw_uint8(image, names[i])
@@ -194,6 +197,8 @@ def pll_from_images(
     else:
         x_test, y_test = _read_all(test, list(test_names) if test_names is not None
                                    else [f"test item {i}" for i in range(len(test))])
+        if y_test.min() < 0 or y_test.max() >= len(test_map):  # numpy would wrap -1 to the last class (a review)
+            raise PLLZooError(f"{name}: test labels outside 0..{len(test_map) - 1}")
         y_test = test_map[y_test]
         if x_test.shape[1:] != x.shape[1:]:
             raise PLLZooError(f"{name}: test images are {x_test.shape[3]}x{x_test.shape[2]}, "
