@@ -10,6 +10,7 @@ import os
 import shutil
 import socket
 import warnings
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -25,23 +26,23 @@ def supplier_change(run_dir: Path, plugins: dict[str, Any]) -> str | None:
     ``run_dir/env.json``, or None.  The run id names components by name only, so another plugin's component
     of the same name (another distribution installed, one plugin refused in its place) would otherwise be
     taken for the finished run's.  A version change of the same plugin is not a change here."""
-    env = recorded_env(run_dir)
-    if env is None:
-        return None
     changes = []
-    for part in ("components", "trainer"):
-        was, now = env.get(part), plugins.get(part) or {}
-        if not isinstance(was, dict):
-            continue
-        for key, current in now.items():
-            old = was.get(key)
-            if not isinstance(old, dict) or (old.get("plugin"), old.get("dist")) == (current["plugin"],
-                                                                                   current["dist"]):
-                continue
+    for key, old, current in _suppliers(recorded_env(run_dir), plugins):
+        if (old.get("plugin"), old.get("dist")) != (current["plugin"], current["dist"]):
             name = current.get("component", current.get("name"))
             changes.append(f"{key} {name!r} of plugin {old.get('plugin')!r} ({old.get('dist')}), now of plugin "
                            f"{current['plugin']!r} ({current['dist']})")
     return "; ".join(changes) or None
+
+
+def _suppliers(env: dict[str, Any] | None, plugins: dict[str, Any]) -> Iterator[tuple[str, dict, dict]]:
+    """``(key, recorded, now)`` for each component slot and trainer key (backbone, views, dataset) of env.json's
+    ``components`` and ``trainer`` parts that ``env`` records and ``plugins`` plans now."""
+    for part in ("components", "trainer"):
+        was, now = (env or {}).get(part), plugins.get(part) or {}
+        if isinstance(was, dict):
+            yield from ((key, was[key], current) for key, current in now.items()
+                        if isinstance(was.get(key), dict) and isinstance(current, dict))
 
 
 def version_change(env: dict[str, Any] | None, plugins: dict[str, Any], keys: frozenset[str] | None = None
@@ -54,23 +55,15 @@ def version_change(env: dict[str, Any] | None, plugins: dict[str, Any], keys: fr
     prior 0 under the same id), as scikit-learn warns when a model pickled by another version is loaded.  Said,
     not refused: most version changes leave a component's numbers as they were.
     E.g. ``"pllzoo-ltpll 0.1.0 (htc.ensemble), now 0.2.0"``."""
-    if env is None:
-        return None
     changed: dict[tuple[str, str, str], list[str]] = {}
-    for part in ("components", "trainer"):
-        was, now = env.get(part), plugins.get(part) or {}
-        if not isinstance(was, dict):
-            continue
-        for key, current in now.items():
-            old = was.get(key)
-            if keys is not None and key not in keys or not isinstance(old, dict) or not isinstance(current, dict):
-                continue
-            if old.get("dist") == current.get("dist") and old.get("version") != current.get("version"):
-                name = str(current.get("component", current.get("name")))
-                names = changed.setdefault((str(old.get("dist")), str(old.get("version")),
-                                            str(current.get("version"))), [])
-                if name not in names:
-                    names.append(name)
+    for key, old, current in _suppliers(env, plugins):
+        if (keys is None or key in keys) and old.get("dist") == current.get("dist") and \
+                old.get("version") != current.get("version"):
+            name = str(current.get("component", current.get("name")))
+            names = changed.setdefault((str(old.get("dist")), str(old.get("version")), str(current.get("version"))),
+                                       [])
+            if name not in names:
+                names.append(name)
     return "; ".join(f"{dist} {old} ({', '.join(names)}), now {new}"
                      for (dist, old, new), names in changed.items()) or None
 

@@ -116,3 +116,21 @@ def make_fake_images(n: int = 64, k: int = 4, seed: int = 0) -> "PLLData":
     from pllzoo.conformance import tiny_images
 
     return tiny_images(n, k, seed)
+
+
+def stopped_run(tmp_path: Path, monkeypatch, request) -> tuple[list[str], Path]:
+    """A 5-epoch PRODEN bench on synthetic-lt stopped by ``--time-limit`` after its first epochs (a fake clock,
+    10 s an epoch): the bench's arguments (add ``--resume`` to continue it) and its run folder, checkpointed."""
+    import fake_clock
+    import torch
+    from click.testing import CliRunner
+
+    from pllzoo.cli import cli
+
+    request.addfinalizer(lambda threads=torch.get_num_threads(): torch.set_num_threads(threads))
+    fake_clock.install(monkeypatch)
+    args = ["bench", "--methods", "proden", "--dataset", "synthetic-lt", "--epochs", "5", "--out",
+            str(tmp_path / "out"), "--threads", "1"]
+    assert CliRunner().invoke(cli, [*args, "--time-limit", "0.5"]).exit_code == 75
+    (run,) = (p for p in (tmp_path / "out" / "runs").iterdir() if p.is_dir())
+    return args, run

@@ -9,6 +9,7 @@ import json
 import pytest
 from click.testing import CliRunner
 
+from conftest import stopped_run
 from pllzoo.cli import cli
 from pllzoo.data.base import fingerprint
 
@@ -39,16 +40,7 @@ def test_evaluate_on_other_data_says_so(out):
 
 
 def test_resume_on_other_data_says_so(tmp_path, monkeypatch, request):
-    import fake_clock
-    import torch
-
-    request.addfinalizer(lambda threads=torch.get_num_threads(): torch.set_num_threads(threads))
-    fake_clock.install(monkeypatch)  # 10 s an epoch
-    out = tmp_path / "out"
-    args = ["bench", "--methods", "proden", "--dataset", "synthetic-lt", "--epochs", "5", "--out", str(out),
-            "--threads", "1"]
-    assert CliRunner().invoke(cli, [*args, "--time-limit", "0.5"]).exit_code == 75
-    (run,) = (p for p in (out / "runs").iterdir() if p.is_dir())
+    args, run = stopped_run(tmp_path, monkeypatch, request)
     env = json.loads((run / "env.json").read_text())
     (run / "env.json").write_text(json.dumps({**env, "data_sha256": "0" * 16}))
     res = CliRunner().invoke(cli, [*args, "--resume"])

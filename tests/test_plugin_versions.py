@@ -10,6 +10,7 @@ import json
 
 from click.testing import CliRunner
 
+from conftest import stopped_run
 from pllzoo.cli import cli
 from pllzoo.runfolders import version_change
 
@@ -78,16 +79,7 @@ def test_reuse_resume_replay_and_evaluate_say_which_versions(out, tmp_path):
 
 
 def test_a_resumed_run_says_which_versions_trained_it_so_far(tmp_path, monkeypatch, request):
-    import fake_clock
-    import torch
-
-    request.addfinalizer(lambda threads=torch.get_num_threads(): torch.set_num_threads(threads))
-    fake_clock.install(monkeypatch)  # 10 s an epoch
-    out = tmp_path / "out"
-    args = ["bench", "--methods", "proden", "--dataset", "synthetic-lt", "--epochs", "5", "--out", str(out),
-            "--threads", "1"]
-    assert CliRunner().invoke(cli, [*args, "--time-limit", "0.5"]).exit_code == 75
-    (run,) = (p for p in (out / "runs").iterdir() if p.is_dir())
+    args, run = stopped_run(tmp_path, monkeypatch, request)
     now = _recorded_with(run, "label_update", "0.0.1")
     res = CliRunner().invoke(cli, [*args, "--resume"])
     assert res.exit_code == 0, res.output
