@@ -77,7 +77,8 @@ class Component:
       (``pllzoo.all``), a label update that does not disambiguate (targets uniform over the candidates,
       ``pllzoo.uniform``).  It may stand in front of a loss that ``ignores`` its output, and a neutral label
       update's targets are not tallied as training labels (no ``label_acc*`` columns: their argmax is a tie).
-      The host asks this attribute, never a component's name, so a copy of a built-in is treated as the built-in.
+      The host asks this attribute, never a component's name, so a copy of a built-in is treated as the built-in;
+      a subclass that implements a hook of its own is not neutral unless it declares so (:func:`is_neutral`).
     * ``views`` — input views beyond the weak one that the trainer must forward
       (``{"strong"}`` gives ``step.logits_strong``, ``{"strong_input"}`` the strong view's input alone, for a
       network of the component's own (PiCO's key encoder), ``{"features"}`` the encoder outputs;
@@ -205,6 +206,18 @@ def is_distributed(comp: Component) -> bool:
     return bool(vars(type(comp)).get("distributed", False))
 
 
+def is_neutral(comp: Component) -> bool:
+    """Whether ``comp`` is its slot's do-nothing component (:attr:`Component.neutral`): declared on its class, or
+    inherited through classes that implement no hook of their own (a copy registered under another name is
+    neutral; a subclass of ``SelectAll`` that selects, by a ``pllzoo_select`` of its own, is not unless it says so)."""
+    for cls in type(comp).__mro__:
+        if "neutral" in vars(cls):
+            return vars(cls)["neutral"] is True
+        if any(isinstance(getattr(v, "pllzoo_impl", None), dict) for v in vars(cls).values()):
+            return False
+    return False
+
+
 def label(comp: Component) -> str:
     """The name a component is registered under, else its class name (a subclass does not inherit a name)."""
     return vars(type(comp)).get("name") or type(comp).__qualname__
@@ -322,12 +335,12 @@ def _check_effective(method_name: str, components: Mapping[str, Component], offs
                 f"{', '.join(map(repr, sorted(comp.provides)))}, which none of the others reads ({listed}); "
                 f"it would change nothing but its own stages ({hint})")
     loss, selection = components.get("loss"), components.get("selection")
-    if loss is not None and selection is not None and "mask" in loss.ignores and not selection.neutral:
+    if loss is not None and selection is not None and "mask" in loss.ignores and not is_neutral(selection):
         raise PLLZooError(
             f"incompatible recipe {method_name!r}: loss {loss.name!r} does not read the selection's mask (it makes "
             f"its own selection, or none), so selection {selection.name!r} would change nothing")
     update = components.get("label_update")
-    if loss is not None and update is not None and "targets" in loss.ignores and not update.neutral:
+    if loss is not None and update is not None and "targets" in loss.ignores and not is_neutral(update):
         readers = {slot: c for slot, c in components.items() if c is not update and c is not loss}
         used = set().union(*(c.needs | c.reads for c in readers.values()))  # what the others read
         if readers.keys() <= set(complete) and "targets" not in used and not update.provides & (

@@ -49,7 +49,7 @@ from pllzoo.checks import (check_grads, check_logits, check_loss, check_offset, 
 from pllzoo.checkpoint import NAME as CHECKPOINT
 from pllzoo.checkpoint import (Bookkeeper, CheckpointError, check_owner, lacks_momentum, load_checkpoint, restore_rng,
                                save_checkpoint, save_guess_s, signal_stop, stop_requested, stop_signals, time_stop)
-from pllzoo.components import STRONG_INPUT, Component, single_answerers, views_of
+from pllzoo.components import STRONG_INPUT, Component, is_neutral, single_answerers, views_of
 from pllzoo.data.base import PLLData
 from pllzoo.devices import compile_features, compile_model, graph_sizes
 from pllzoo.errors import PLLZooError
@@ -133,7 +133,7 @@ class Trainer:
         # the targets' accuracy on the training rows (metrics.label_tally), where they are the method's own: not
         # the uniform targets of a method without a label update; those the loss trained on where it says
         # (step.trained_targets: PiCO's W after its loss's update, an outside review: one epoch behind otherwise)
-        self.tally_labels = not components["label_update"].neutral
+        self.tally_labels = not is_neutral(components["label_update"])
         self.label_keys_own = False  # a component logs a label_acc* key itself (said once): its values stand
         self.epoch_tally: torch.Tensor | None = None  # [2, K] of the last training epoch, summed over ranks
         # backbone and views by name (None: the process-wide registry; a --jobs worker passes its own)

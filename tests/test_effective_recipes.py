@@ -117,6 +117,14 @@ def test_a_selection_in_front_of_a_loss_with_its_own_is_refused_but_select_all_i
                                           r"'test.selection' would change nothing"):
         check_compatible("e", _recipe(selection=Plain(), **parts))
 
+    class Selects(Neutral):  # a subclass that selects by a hook of its own is no longer neutral
+        @hookimpl
+        def pllzoo_select(self, step):
+            return step.batch.index % 2 == 0
+
+    with pytest.raises(PLLZooError, match=r"so selection 'test.selection' would change nothing"):
+        check_compatible("e2", _recipe(selection=Selects(), **parts))
+
 
 def test_a_label_update_in_front_of_a_loss_without_targets_is_refused_unless_something_reads_them():
     """A loss that reads the candidate rows (CC's, MSE's, EXP's) made a swapped label update a silent no-op:

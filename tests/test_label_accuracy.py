@@ -71,10 +71,18 @@ def test_a_copy_of_the_uniform_targets_under_another_name_is_not_tallied_either(
     class Disambiguates(UniformTargets):  # the same targets, but declared as its own: tallied
         name, neutral = "t.mine", False
 
+    class OwnUpdate(UniformTargets):  # a hook of its own: not neutral unless it says so
+        name = "t.own"
+
+        @hookimpl
+        def pllzoo_label_update(self, step):
+            return FirstCandidate().pllzoo_label_update(step=step)
+
     _, records = _fit("cc", Copy())
     assert not any(k.startswith("label_acc") for k in records[-1])
-    _, records = _fit("cc", Disambiguates())
-    assert 0 <= records[-1]["label_acc"] <= 100
+    for own in (Disambiguates(), OwnUpdate()):
+        _, records = _fit("cc", own)
+        assert 0 <= records[-1]["label_acc"] <= 100, own.name
 
 
 def test_the_targets_a_loss_says_it_trained_on_are_tallied():
