@@ -75,6 +75,8 @@ class Confident(Component):
     reads = frozenset()                 # read when present, not needed: "logit_offset", "targets"
     ignores = frozenset()               # its slot's inputs it does not honour: "mask", "targets" (a loss's)
     views = frozenset()                 # extra views: "strong", "features"
+    neutral = False                     # True for a slot's do-nothing one (pllzoo.all, pllzoo.uniform); not inherited
+                                        # through a class that implements a hook of its own
     distributed = True                  # correct under torchrun/DDP (per sample, no state)
     sync = {}                           # DDP: {provided key: "rows" | "replicated"} (docs/distributed.md)
 
@@ -103,9 +105,10 @@ component whose `provides` none of the others needs or reads and that plans stag
 `--hp estimator.est_epochs=0` it plans none, only logs `prior`/`prior_tv`, and is kept; `proden+loss=valen.loss`:
 VALEN's encoder and decoder would train for a Dirichlet only `valen.targets` reads; the rule reads stages, so with
 `--hp loss.warm_up=0` it plans none and is kept, its encoder and decoder training for nothing), a
-selection other than `pllzoo.all` in front of a loss that `ignores` the `"mask"` (HTC's loss selects its own rows;
-PiCO's averages over the whole batch),
-and a label update other than `pllzoo.uniform` in front of a loss that `ignores` the `"targets"` (CC's, MSE's and EXP's
+selection that is not `neutral` (`pllzoo.all` is) in front of a loss that `ignores` the `"mask"` (HTC's loss selects
+its own rows; PiCO's averages over the whole batch),
+and a label update that is not `neutral` (`pllzoo.uniform` is) in front of a loss that `ignores` the `"targets"` (CC's,
+MSE's and EXP's
 losses read the candidate rows) unless another component `reads` `"targets"` (SoLar's selection: so
 `cc+label_update=proden.confidence` is refused, `cc+label_update=proden.confidence+selection=solar.classwise+estimator=solar.prior`
 is not) or what the label update `provides`.  A component that only works with another's keys says so in

@@ -16,9 +16,9 @@ each reproducibly.  The run's config records which stream it used (``view_stream
 
 from __future__ import annotations
 
+import importlib
 import multiprocessing as mp
 import os
-import pickle
 import signal
 from collections import deque
 from collections.abc import Iterator
@@ -61,10 +61,31 @@ def _start_worker() -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # a terminal's Ctrl-C is the trainer's to handle (clean stop)
 
 
-def view_chunk(view: augment.View, who: str, rows: np.ndarray, seed: int) -> np.ndarray:
-    """One task: ``view`` (sent by module and name; no registry to build in the worker) on uint8
+def view_reference(view: augment.View) -> tuple[str, str] | None:
+    """``(module, qualified name)`` by which a worker process imports ``view``, or None where that does not find
+    ``view`` itself (a lambda, a nested function, a callable object)."""
+    module, qualname = getattr(view, "__module__", None), getattr(view, "__qualname__", None)
+    if not isinstance(module, str) or not isinstance(qualname, str):
+        return None
+    try:
+        return (module, qualname) if _imported((module, qualname)) is view else None
+    except Exception:  # noqa: BLE001 (what an attribute lookup on a module may raise)
+        return None
+
+
+def _imported(reference: tuple[str, str]) -> object:
+    found: object = importlib.import_module(reference[0])
+    for part in reference[1].split("."):
+        found = getattr(found, part)
+    return found
+
+
+def view_chunk(reference: tuple[str, str], who: str, rows: np.ndarray, seed: int) -> np.ndarray:
+    """One task: the view at ``reference`` (:func:`view_reference`: imported here, so that a failing import is
+    this task's exception, not a worker's death; no registry to build in the worker) on uint8
     ``rows [n, C, H, W]`` with a generator seeded by ``seed``, held to the view contract as in the loop."""
-    return augment.checked_view(view, who)(torch.from_numpy(rows), torch.Generator().manual_seed(seed)).numpy()
+    view = augment.checked_view(_imported(reference), who)  # type: ignore[arg-type]
+    return view(torch.from_numpy(rows), torch.Generator().manual_seed(seed)).numpy()
 
 
 class ViewPool:
@@ -74,16 +95,13 @@ class ViewPool:
         """:param view: a registered view marked :func:`~pllzoo.augment.pooled`; ``who`` names it in messages
         (``view 'strong' (plugin pllzoo)``).
         :raises PLLZooError: one line, for a view the workers cannot be sent (a lambda, a nested function)."""
-        try:
-            pickle.dumps(view)
-        except Exception as exc:  # pickling raises what the object's reducer raises (PicklingError, AttributeError)
-            from pllzoo.plugins import one_line
-
-            raise PLLZooError(f"{who} is marked pooled but cannot be sent to the view worker processes "
-                              f"({one_line(exc)}): make it a module-level function, or run with --view-workers 0"
-                              ) from None
+        reference = view_reference(view)
+        if reference is None:
+            raise PLLZooError(f"{who} is marked pooled but the view worker processes cannot import it (not found "
+                              f"as {getattr(view, '__module__', '?')}.{getattr(view, '__qualname__', '?')}): make "
+                              "it a module-level function, or run with --view-workers 0")
         method = "forkserver" if "forkserver" in mp.get_all_start_methods() else "spawn"  # no fork: CUDA is live
-        self.view, self.who, self.workers = view, who, workers
+        self.reference, self.who, self.workers = reference, who, workers
         self.executor = ProcessPoolExecutor(workers, mp_context=mp.get_context(method), initializer=_start_worker)
 
     def batches(self, x: torch.Tensor, perm: torch.Tensor, batch_size: int, n_batches: int, seed: int
@@ -99,7 +117,7 @@ class ViewPool:
 
         def submit(b: int) -> list[Future]:
             rows = x_np[perm_np[b * batch_size : (b + 1) * batch_size]]
-            return [self.executor.submit(view_chunk, self.view, self.who, rows[i : i + CHUNK],
+            return [self.executor.submit(view_chunk, self.reference, self.who, rows[i : i + CHUNK],
                                          derive_seed(seed, b, i // CHUNK))
                     for i in range(0, len(rows), CHUNK)]
 
@@ -116,7 +134,7 @@ class ViewPool:
             return future.result()
         except PLLZooError:
             raise
-        except Exception as exc:  # e.g. the worker could not import the view's module, or a worker died
+        except Exception as exc:  # e.g. the worker could not import the view's module, or died
             from pllzoo.plugins import one_line
 
             raise PLLZooError(f"{self.who} failed in a view worker process: {one_line(exc)}") from exc

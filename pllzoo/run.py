@@ -116,7 +116,7 @@ class Step:
     targets: torch.Tensor | None = None  # set after pllzoo_label_update
     trained_targets: torch.Tensor | None = None  # float [B, K], set by a loss that trains on other targets than
     # ``targets`` (PiCO's W after the update its loss makes): the epoch's training-label accuracy tallies these in
-    # their place (as it does the targets: only where the label update is not pllzoo.uniform); checked as targets
+    # their place (as it does the targets: only where the label update is not neutral); checked as targets
     mask: torch.Tensor | None = None  # set after pllzoo_select
     scratch: dict[str, torch.Tensor] = field(default_factory=dict)  # this step's values shared between hooks;
     # a key one component writes and another reads is declared in provides/needs like a state key

@@ -53,9 +53,16 @@ def version_change(env: dict[str, Any] | None, plugins: dict[str, Any], keys: fr
     id names its components and their hyper-parameters, not the code's version: a component may compute
     otherwise from one version to the next (an outside review: HTC's ensemble changed its default for classes of
     prior 0 under the same id), as scikit-learn warns when a model pickled by another version is loaded.  Said,
-    not refused: most version changes leave a component's numbers as they were.
+    not refused: most version changes leave a component's numbers as they were.  A record made before env.json
+    had those parts is read by its ``versions`` (every distribution's version; a review: 313 archived runs).
     E.g. ``"pllzoo-ltpll 0.1.0 (htc.ensemble), now 0.2.0"``."""
     changed: dict[tuple[str, str, str], list[str]] = {}
+    versions = (env or {}).get("versions")  # every distribution's, also in records made before the parts above
+    for part in ("components", "trainer"):  # a part a record lacks: its distribution's version there
+        if env is not None and not isinstance(env.get(part), dict) and isinstance(versions, dict):
+            env = {**env, part: {key: {"dist": now["dist"], "version": versions[now["dist"]]}
+                                 for key, now in (plugins.get(part) or {}).items()
+                                 if isinstance(now, dict) and now.get("dist") in versions}}
     for key, old, current in _suppliers(env, plugins):
         if (keys is None or key in keys) and old.get("dist") == current.get("dist") and \
                 old.get("version") != current.get("version"):

@@ -41,6 +41,10 @@ def test_each_distribution_is_named_once_with_its_components():
     assert version_change(now, now) is None and version_change(None, now) is None
     other = {"components": {"predict": _part("htc.ensemble", "my-fork", "9.0")}}  # another plugin: not a version
     assert version_change(was, other) is None  # (supplier_change's, which retrains)
+    older = {"versions": {"pllzoo-ltpll": "0.1.0", "pllzoo": "0.4.0"}}  # recorded before the supplier parts
+    assert version_change(older, now) == "pllzoo-ltpll 0.1.0 (htc.confidence, htc.ensemble), now 0.2.0"
+    assert version_change({**older, "trainer": was["trainer"]}, now) == (
+        "pllzoo-ltpll 0.1.0 (htc.confidence, htc.ensemble), now 0.2.0; pllzoo 0.3.0 (mlp, weak), now 0.4.0")
 
 
 def _recorded_with(run, slot_or_key: str, version: str, part: str = "components") -> str:

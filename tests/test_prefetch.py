@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import json
 import math
+import os
+import sys
 from pathlib import Path
 
 import pytest
@@ -71,10 +73,34 @@ def test_uses_pool_only_for_pil_strong_views_on_images():
 
 
 def test_a_pooled_view_the_workers_cannot_be_sent_is_one_line():
-    with pytest.raises(PLLZooError, match=r"^view 'my\.v' \(plugin p\) is marked pooled but cannot be sent to the "
-                                          r"view worker processes \(.*\): make it a module-level function, or run "
-                                          r"with --view-workers 0$"):
+    with pytest.raises(PLLZooError, match=r"^view 'my\.v' \(plugin p\) is marked pooled but the view worker "
+                                          r"processes cannot import it \(not found as test_prefetch\..*<lambda>\): "
+                                          r"make it a module-level function, or run with --view-workers 0$"):
         prefetch.ViewPool(augment.pooled(lambda x, gen: x), "view 'my.v' (plugin p)", 1)
+
+
+def test_a_view_whose_module_fails_to_import_in_a_worker_is_one_line_with_the_cause(tmp_path, monkeypatch):
+    """The import of the view's module in a worker failed inside the pool's own unpickling: the worker died with a
+    traceback on stderr and the one line said only BrokenProcessPool (a review).  The task imports it now."""
+    (tmp_path / "badview.py").write_text(
+        "import os\n"
+        "if os.environ.get('BADVIEW_PARENT') != str(os.getpid()):\n"
+        "    raise ImportError('libfoo.so not found')\n"
+        "def v(x, gen):\n"
+        "    return x\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.setenv("BADVIEW_PARENT", str(os.getpid()))
+    import badview
+
+    pool = prefetch.ViewPool(badview.v, "view 'bad.v' (plugin p)", 1)
+    try:
+        with pytest.raises(PLLZooError, match=r"^view 'bad.v' \(plugin p\) failed in a view worker process: "
+                                              r"(ImportError: libfoo.so not found|ModuleNotFoundError: No module "
+                                              r"named 'badview')$"):  # the latter where a worker has another path
+            list(pool.batches(torch.zeros(8, 3, 4, 4, dtype=torch.uint8), torch.arange(8), 4, 2, seed=0))
+    finally:
+        pool.close()
+        sys.modules.pop("badview", None)
 
 
 def test_a_view_failing_in_a_worker_is_one_line_naming_it():
