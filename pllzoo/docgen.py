@@ -108,8 +108,7 @@ VALEN's encoder and decoder would train for a Dirichlet only `valen.targets` rea
 selection that is not `neutral` (`pllzoo.all` is) in front of a loss that `ignores` the `"mask"` (HTC's loss selects
 its own rows; PiCO's averages over the whole batch),
 and a label update that is not `neutral` (`pllzoo.uniform` is) in front of a loss that `ignores` the `"targets"` (CC's,
-MSE's and EXP's
-losses read the candidate rows) unless another component `reads` `"targets"` (SoLar's selection: so
+MSE's and EXP's losses read the candidate rows) unless another component `reads` `"targets"` (SoLar's selection: so
 `cc+label_update=proden.confidence` is refused, `cc+label_update=proden.confidence+selection=solar.classwise+estimator=solar.prior`
 is not) or what the label update `provides`.  A component that only works with another's keys says so in
 `needs` (PiCO's W moves with the prototypes of `pico.loss`: `pico.confidence` needs `pico_prototypes`).
