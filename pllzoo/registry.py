@@ -615,6 +615,9 @@ def _own_class(cls: type) -> type:
 
     The registry writes a component's (an observer's) name on its class; a class registered already (a
     shipped one, reused by a plugin under another name) keeps its first name, which its recipes and checks
-    compare with, and the new name goes on this subclass."""
+    compare with, and the new name goes on this subclass.  It keeps a DDP opt-in declared on ``cls`` itself
+    (``distributed`` is not inherited, :func:`pllzoo.components.is_distributed`: a copy was refused under torchrun
+    where the class it copies ran)."""
+    own = {k: vars(cls)[k] for k in ("distributed",) if k in vars(cls)}
     return type(cls.__name__, (cls,), {"__module__": cls.__module__, "__doc__": cls.__doc__,
-                                       "__qualname__": cls.__qualname__})
+                                       "__qualname__": cls.__qualname__, **own})

@@ -391,6 +391,9 @@ def test_a_shipped_class_registered_again_under_another_name_keeps_its_own(monke
     assert comps["selection"].name == "pllzoo.all"
     comps = reg.build_components(reg.method("htc+selection=t.all"), {})  # the copy, named: neutral as the built-in
     assert comps["selection"].name == "t.all"  # (the check compared names and refused it: a review)
+    from pllzoo.components import is_distributed
+
+    assert is_distributed(comps["selection"])  # DDP opt-in kept by the copy (not inherited: it was refused)
     assert Registry.build(*make_plugin_manager()).components["selection"]["pllzoo.all"][0] is SelectAll  # rebuilt
 
 
