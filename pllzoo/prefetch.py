@@ -94,7 +94,7 @@ class ViewPool:
     def __init__(self, view: augment.View, who: str, workers: int) -> None:
         """:param view: a registered view marked :func:`~pllzoo.augment.pooled`; ``who`` names it in messages
         (``view 'strong' (plugin pllzoo)``).
-        :raises PLLZooError: one line, for a view the workers cannot be sent (a lambda, a nested function)."""
+        :raises PLLZooError: one line, for a view the workers cannot import (a lambda, a nested function)."""
         reference = view_reference(view)
         if reference is None:
             raise PLLZooError(f"{who} is marked pooled but the view worker processes cannot import it (not found "
