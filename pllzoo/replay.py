@@ -260,7 +260,8 @@ def check(ctx: click.Context, plans: list[RunPlan]) -> None:
                       f"{', '.join(differ)} differ (chosen on the command line or not recorded)", stacklevel=2)
     from pllzoo.runfolders import version_change
 
-    older = version_change(recorded_env_of(Path(path)), plans[0].plugins)
+    env = recorded_env_of(Path(path))  # beside the config, or in the archive of an archived-only run
+    older = version_change(env, plans[0].plugins)
     if older is not None:
         warnings.warn(f"--from-run {path}: recorded with {older}; replayed with these, whose numbers may differ",
                       stacklevel=2)
@@ -269,14 +270,13 @@ def check(ctx: click.Context, plans: list[RunPlan]) -> None:
         from pllzoo.threads import default_threads
 
         threads = ctx.params.get("threads") or default_threads(ctx.params.get("jobs") or 1)
-        other_cpu = machine_change(recorded_env_of(Path(path)), threads)
+        other_cpu = machine_change(env, threads)
         if other_cpu is not None:
             warnings.warn(f"--from-run {path}: {other_cpu}", stacklevel=2)
     from pllzoo.data.base import fingerprint
-    from pllzoo.runfolders import data_change, recorded_env
+    from pllzoo.runfolders import data_change
 
-    run_dir = Path(path) if Path(path).is_dir() else Path(path).parent  # RUN_DIR or RUN_DIR/config.json
-    other = data_change(recorded_env(run_dir), fingerprint(plans[0].data), plans[0].plugins.get("trainer"))
+    other = data_change(env, fingerprint(plans[0].data), plans[0].plugins.get("trainer"))
     if other is not None:  # a user's file is named by its name, shape and counts only (the run id)
         warnings.warn(f"--from-run {path}: the recorded run trained on other data than these ({other}); it is "
                       "replayed on these", stacklevel=2)

@@ -102,6 +102,9 @@ def test_a_finished_run_reused_on_other_data_says_so(tmp_path):
     assert not run.exists()
     res = CliRunner().invoke(cli, [*args, "--dataset", str(b)])
     assert res.exit_code == 0 and f"finished run {run.name} (from runs.jsonl.xz) was trained on other data" in res.output
+    res = CliRunner().invoke(cli, [*replay, "--dataset", str(b), "--dry-run"])  # replayed from the archive alone
+    assert res.exit_code == 0, res.output
+    assert f"--from-run {run}: the recorded run trained on other data than these (fingerprint {was}" in res.output
     res = CliRunner().invoke(cli, [*args, "--dataset", str(b), "--overwrite"])
     assert res.exit_code == 0 and "other data" not in res.output, res.output
     assert json.loads((run / "env.json").read_text())["data_sha256"] != was  # retrained on B
