@@ -11,11 +11,14 @@ recorded as the run's failure, with no checkpoint, and the bench ended.
 ``sys.stderr``: the first failed write points descriptor 2 at the null device (so that what C code, child
 processes and the interpreter's exit write there goes nowhere instead of failing) and what follows is dropped.
 A run's outcome rests on its files (``log.jsonl``, the checkpoint, ``results.csv``) and on the exit status.
-Standard output is not wrapped: a table that cannot be printed is the command's error (``pllzoo.cli``).
+Standard output is not wrapped: a table that cannot be printed is the command's error (``pllzoo.cli``), and a
+standard output closed at start fails its first write (:class:`ClosedOutput`).
 """
 
 from __future__ import annotations
 
+import errno
+import io
 import os
 import sys
 from typing import Any, TextIO
@@ -105,14 +108,29 @@ def _closed(fd: int) -> bool:
     return False
 
 
+class ClosedOutput(io.TextIOBase):
+    """Standard output whose descriptor was closed when the program started (``pllzoo methods >&-``): a write
+    fails with ``EBADF``, as it would in C, and so the command ends in one line and exit 1, as under a full disk
+    (an outside review: the listing went nowhere and the exit was 0).  Flushing what was never written is not
+    an error (the interpreter flushes at exit)."""
+
+    def writable(self) -> bool:
+        return True
+
+    def write(self, data) -> int:
+        raise OSError(errno.EBADF, "standard output is closed")
+
+
 def install() -> BestEffort:
     """Put :class:`BestEffort` in front of ``sys.stderr`` (once) and give closed standard descriptors the null
     device, so that no file the program opens later takes descriptor 0, 1 or 2 and receives what was meant for a
     terminal.  A ``sys.stderr`` the interpreter left ``None`` (descriptor 2 closed at start) becomes a stream to
-    the null device."""
+    the null device; a ``sys.stdout`` left ``None``, a :class:`ClosedOutput`."""
     for fd in (0, 1, 2):
         if _closed(fd):
             null_descriptor(fd)
+    if sys.stdout is None:  # `>&-`: what a command prints is its output; its loss is the command's error
+        sys.stdout = ClosedOutput()
     if isinstance(sys.stderr, BestEffort):
         return sys.stderr
     if sys.stderr is None:

@@ -166,3 +166,12 @@ def test_a_bench_with_stderr_closed_runs(tmp_path):
                   stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, preexec_fn=lambda: os.close(2))
     assert res.returncode == 0 and "proden" in res.stdout
     assert (tmp_path / "results.csv").is_file()
+
+
+@pytest.mark.skipif(os.name != "posix", reason="closes a descriptor in the child")
+@pytest.mark.parametrize("args", [("methods",), ("--version",)])
+def test_a_listing_to_a_closed_stdout_is_one_line(args):
+    """`pllzoo methods >&-`: the listing, the command's output, went nowhere and the exit was 0 (an outside review);
+    now its first write fails, as under a full disk."""
+    res = _pllzoo(*args, stdin=subprocess.DEVNULL, stderr=subprocess.PIPE, preexec_fn=lambda: os.close(1))
+    assert res.returncode == 1 and res.stderr == "Error: cannot write: standard output is closed\n", res.stderr

@@ -64,7 +64,8 @@ def _os_error(exc: OSError) -> click.ClickException:
     except OSError:  # stdout itself failed: nothing more goes there (nor at the interpreter's exit)
         sys.stdout = open(os.devnull, "w")
     where = f" ({exc.filename})" if exc.filename else " (standard output?)" if exc.errno == errno.ENOSPC else ""
-    verb = "write" if exc.errno in (errno.ENOSPC, errno.EROFS, errno.EDQUOT, errno.EFBIG) else "read or write"
+    written = exc.errno in (errno.ENOSPC, errno.EROFS, errno.EDQUOT, errno.EFBIG)
+    verb = "write" if written or (exc.errno == errno.EBADF and not exc.filename) else "read or write"
     return click.ClickException(f"cannot {verb}: {exc.strerror or exc}{where}")
 
 
