@@ -440,6 +440,10 @@ def plan(
             plans.append(RunPlan(recipe, seed, data, cfg, per_method[recipe.name], config, pooled, check,
                                  {**plugins[recipe.name], **backbone_env(registry, cfg, dataset)},
                                  methods=tuple(r.name for r in recipes)))
+    if view_workers and plans and not any(p.view_workers for p in plans):  # asked for, and it would do nothing
+        warnings.warn(f"--view-workers {view_workers}: no planned run computes a strong view per sample (image data, "
+                      "a component asking for the strong view, a view marked pllzoo.augment.pooled), so it changes "
+                      "nothing", stacklevel=2)
     return plans
 
 

@@ -7,6 +7,7 @@ import json
 import math
 import os
 import sys
+import warnings
 from pathlib import Path
 
 import pytest
@@ -173,8 +174,12 @@ def test_plan_marks_pooled_runs(registry, shared_data):
     opts = DataOptions(data_dir=shared_data, subset=64)
     (cpu,) = bench.plan(registry, ["solar"], "cifar10lt", [1], opts, epochs=1, device="cpu")
     (pooled,) = bench.plan(registry, ["solar"], "cifar10lt", [1], opts, epochs=1, device="cpu", view_workers=2)
-    (tabular,) = bench.plan(registry, ["solar"], "synthetic-lt", [1], DataOptions(), epochs=1, device="cpu",
-                            view_workers=2)
+    with pytest.warns(UserWarning, match=r"^--view-workers 2: no planned run computes a strong view per sample"):
+        (tabular,) = bench.plan(registry, ["solar"], "synthetic-lt", [1], DataOptions(), epochs=1, device="cpu",
+                                view_workers=2)  # said: it would change nothing (it was silent)
+    with warnings.catch_warnings():
+        warnings.filterwarnings("error", message="--view-workers")  # not said where one run of several pools
+        bench.plan(registry, ["solar", "proden"], "cifar10lt", [1], opts, epochs=1, device="cpu", view_workers=2)
     assert cpu.view_workers == 0 and "view_stream" not in cpu.config
     assert pooled.view_workers == 2 and pooled.config["view_stream"] == "pooled" and pooled.run_id != cpu.run_id
     assert tabular.view_workers == 0 and "view_stream" not in tabular.config
