@@ -30,7 +30,6 @@ from __future__ import annotations
 import contextlib
 import pickle
 import signal
-import sys
 import threading
 import time
 import warnings
@@ -40,7 +39,7 @@ from typing import Any, Callable, Iterator
 
 import torch
 
-from pllzoo import interrupts
+from pllzoo import best_effort, interrupts
 from pllzoo.atomic import write_atomic
 from pllzoo.checkpoint_file import NAME, CheckpointError  # torch-free, for run-folder readers (report)
 from pllzoo.errors import PLLZooError
@@ -321,8 +320,10 @@ def _on_signal(signum: int, frame: Any) -> None:
             return
         raise Abandoned(signum)  # the second one abandons the epoch; the last checkpoint stays
     _received, _received_at = signum, time.monotonic()
-    print(f"{signal.Signals(signum).name} received: stopping with a checkpoint after the current epoch "
-          "(send it again to abandon the epoch)", file=sys.stderr, flush=True)
+    # one unbuffered write to descriptor 2: a print here, landing in the middle of the loop's own write to
+    # sys.stderr (a progress line), raises "reentrant call" into that write, i.e. into the run
+    best_effort.notice(f"{signal.Signals(signum).name} received: stopping with a checkpoint after the current epoch "
+                       "(send it again to abandon the epoch)")
 
 
 @contextlib.contextmanager

@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import dataclasses
+import io
 import json
 import os
 import signal
+import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -177,6 +180,24 @@ def test_a_repeat_within_a_second_is_the_same_stop(tiny_data, tmp_path, default_
     with pytest.raises(Stopped, match="stopped by SIGTERM after epoch 1/"):
         _trainer(tiny_data, tmp_path / "cut", on_epoch=twice).fit()
     assert (tmp_path / "cut" / "checkpoint.pt").exists()
+
+
+def test_the_stop_notice_does_not_touch_sys_stderr(tiny_data, tmp_path, default_signals, capfd, monkeypatch):
+    """The handler's notice is one write to descriptor 2: a signal landing inside the loop's own write to
+    sys.stderr (here: a stream that is busy) must not raise "reentrant call" into the run (it printed there)."""
+    class Busy(io.StringIO):
+        def write(self, text):
+            raise RuntimeError("reentrant call inside <_io.BufferedWriter name='<stderr>'>")
+
+    def signal_now(records):
+        with monkeypatch.context() as m:
+            m.setattr(sys, "stderr", Busy())
+            os.kill(os.getpid(), signal.SIGTERM)
+            time.sleep(0.01)  # the handler runs here, while the stream is busy
+
+    with pytest.raises(Stopped, match="stopped by SIGTERM after epoch 1/"):
+        _trainer(tiny_data, tmp_path / "cut", on_epoch=signal_now).fit()
+    assert "SIGTERM received: stopping with a checkpoint after the current epoch" in capfd.readouterr().err
 
 
 def test_a_handler_someone_installed_is_left_alone(tiny_data):
