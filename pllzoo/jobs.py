@@ -48,7 +48,8 @@ each worker ends its current epoch with a checkpoint (a repeat within a second i
 ``results.csv`` covers them and the CLI prints how to continue (exit 128 + the signal).  A second
 signal abandons the epochs: the workers are killed, each keeping its last checkpoint.  Any other
 exception in the parent stops the workers the first way.  A worker ignores SIGINT (the parent decides)
-and takes a SIGTERM of its own as that stop; a worker whose parent died stops itself the same way.
+and takes a SIGTERM of its own as that stop; a worker whose parent died stops itself the same way, and its
+run's lock, which it joined, stays held until it has.
 The forkserver is started with SIGINT and SIGTERM ignored (:func:`_start_server`).
 
 Time limit.  ``--time-limit`` gives every worker the bench's deadline on ``time.monotonic`` (one clock
@@ -179,13 +180,15 @@ def _watch_stop(signum) -> None:
 
 
 def _child(blob: bytes, specs, sys_path: list[str], run_dir: str, resume: bool, threads: int, deadline: float | None,
-           conn, alive, signum) -> None:
+           conn, alive, signum, lock: str | None = None) -> None:
     """Worker body: train one plan, sending each step of it (and each warning) through ``conn``.
 
     SIGINT is ignored (Ctrl-C reaches the whole process group; the parent decides).  A SIGTERM, the
     parent's signal put in ``signum`` (a shared int) or the parent's end asks for a
     clean stop (:func:`pllzoo.checkpoint.request_stop`): the current epoch ends with a checkpoint, then
-    the run stops.  Quietly: the parent says it once for all.
+    the run stops.  Quietly: the parent says it once for all.  The worker joins the run's ``lock``, which the
+    parent holds (:func:`pllzoo.runfolders.join_lock`): a parent killed outright leaves a lock that is held
+    while its worker still finishes the epoch.
     """
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, lambda *_: checkpoint.request_stop(signal.SIGTERM))
@@ -204,6 +207,11 @@ def _child(blob: bytes, specs, sys_path: list[str], run_dir: str, resume: bool, 
     from pllzoo import bench
 
     run_dir = Path(run_dir)
+    if lock is not None:
+        from pllzoo.runfolders import join_lock
+
+        with contextlib.suppress(OSError):  # a lock it cannot add itself to is the parent's alone, as before
+            join_lock(Path(lock))
     try:
         with checkpoint.stop_signals():  # entered here first, so the trainer's own entry keeps a stop asked for
             # before it (it takes over no signal: SIGINT is ignored, SIGTERM handled above)
@@ -305,7 +313,8 @@ def run_parallel(
             return
         reader, writer = ctx.Pipe(duplex=False)
         run_dir = (dirs or {}).get(i, runs_dir / plans[i].run_id)
-        args = (blob, specs, list(sys.path), str(run_dir), resume, threads, deadline, writer, alive, signum)
+        args = (blob, specs, list(sys.path), str(run_dir), resume, threads, deadline, writer, alive, signum,
+                str(runs_dir / f"{plans[i].run_id}.lock"))
         proc = ctx.Process(target=_child, args=args, name=f"pllzoo-job-{i}")
         proc.start()
         writer.close()  # the worker has its own copy

@@ -293,27 +293,34 @@ def retrain_note(run_dir: Path) -> str | None:
 STALE_LOCK_S = 30.0  # a lock file without a PID (its writer died between creating and writing it) after this
 
 
+def _holder_line() -> str:
+    start = _start_ticks(os.getpid())
+    return f"{os.getpid()} {socket.gethostname()}{'' if start is None else ' ' + start}\n"
+
+
 def take_lock(lock: Path) -> int | str | None:
     """Create ``lock`` holding this PID (``O_CREAT | O_EXCL``); None when taken, else the holder's PID.
 
     It holds ``PID HOST START``, START the process's start time in clock ticks since boot (Linux's
-    ``/proc/PID/stat``; left out where it cannot be read).  A lock whose PID is not a live process on this host,
-    or is one that started at another time (the PID reused: a later process, or PID 1 of a container restarted
-    under the same hostname), is stale and taken over; one written on another host (a shared ``--out`` across
-    nodes, or a new container with a new hostname) cannot be checked and counts as held."""
-    for _ in range(3):
+    ``/proc/PID/stat``; left out where it cannot be read), and one such line more for each process that joined
+    it (:func:`join_lock`).  A lock none of whose PIDs is a live process on this host, or is one that started at
+    another time (the PID reused: a later process, or PID 1 of a container restarted under the same hostname),
+    is stale and taken over; one written on another host (a shared ``--out`` across nodes, or a new container
+    with a new hostname) cannot be checked and counts as held.  A stale lock is removed only by the process
+    holding ``LOCK.break`` (:func:`_break_stale`), after it looked again: two processes taking it over at once
+    both got it (an outside review)."""
+    for _ in range(100):  # each round: the lock is taken, held, or one process has just broken a stale one
         try:
             fd = os.open(lock, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
         except FileExistsError:
             holder = lock_holder(lock)
             if holder is not None:
                 return holder
-            lock.unlink(missing_ok=True)  # stale
+            _break_stale(lock)
             continue
         try:
             with os.fdopen(fd, "w") as f:
-                start = _start_ticks(os.getpid())
-                f.write(f"{os.getpid()} {socket.gethostname()}{'' if start is None else ' ' + start}\n")
+                f.write(_holder_line())
         except OSError:  # a full disk: no empty lock left behind to hold the run for STALE_LOCK_S
             lock.unlink(missing_ok=True)
             raise
@@ -321,17 +328,77 @@ def take_lock(lock: Path) -> int | str | None:
     return "unknown"
 
 
-def lock_holder(lock: Path) -> int | str | None:
-    """The live PID named in ``lock`` (``"PID on HOST"`` for another host's); None when the lock is stale."""
+def _break_stale(lock: Path) -> None:
+    """Remove ``lock`` if it is (still) stale, holding ``LOCK.break`` while it looks and removes, so that of
+    two processes that both read it as stale, the second finds the first's new lock, not the stale one.  A
+    breaker older than :data:`BREAK_S` was left by a process that died holding it."""
+    import time
+
+    breaker = lock.with_name(lock.name + ".break")
+    try:
+        fd = os.open(breaker, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
+    except FileExistsError:
+        try:
+            if time.time() - breaker.stat().st_mtime > BREAK_S:
+                breaker.unlink(missing_ok=True)
+        except OSError:
+            pass
+        time.sleep(0.01)  # another process is breaking it: look again after it
+        return
+    try:
+        os.close(fd)
+        try:
+            stale = lock.read_text()
+        except FileNotFoundError:
+            return
+        if lock_holder(lock, stale) is None:
+            lock.unlink(missing_ok=True)
+    finally:
+        breaker.unlink(missing_ok=True)
+
+
+BREAK_S = 10.0
+
+
+def join_lock(lock: Path) -> None:
+    """Add this process to ``lock``, which a live process (its parent bench) holds, so that the lock stays held
+    while this one lives: a ``--jobs`` worker trains the run its parent locked, and a parent killed with
+    ``kill -9`` left its lock naming a dead PID, which a new bench took over while the worker still trained and
+    wrote into the folder (an outside review).  The lock is replaced whole (a reader never sees half of it)."""
+    from pllzoo.atomic import write_atomic
+
+    try:
+        text = lock.read_text()
+    except OSError:
+        return
+    write_atomic(lock, text + ("" if text.endswith("\n") or not text else "\n") + _holder_line())
+
+
+def lock_holder(lock: Path, text: str | None = None) -> int | str | None:
+    """A live PID named in ``lock`` (``"PID on HOST"`` for another host's); None when the lock is stale.
+
+    :param text: the lock's text, read already."""
     import time
 
     try:
-        text, age = lock.read_text().strip(), time.time() - lock.stat().st_mtime
+        age = time.time() - lock.stat().st_mtime
+        text = lock.read_text() if text is None else text
     except FileNotFoundError:
         return None
     except OSError:
         return "unknown"
-    pid_text, _, rest = text.partition(" ")  # "PID HOST START"; older locks hold "PID HOST" or the PID alone
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    if not lines:  # its writer has not written yet, or died before it did
+        return None if age > STALE_LOCK_S else "unknown"
+    for line in lines:
+        holder = _line_holder(line, age)
+        if holder is not None:
+            return holder
+    return None
+
+
+def _line_holder(line: str, age: float) -> int | str | None:
+    pid_text, _, rest = line.partition(" ")  # "PID HOST START"; older locks hold "PID HOST" or the PID alone
     host, _, start = rest.partition(" ")
     if not pid_text.isdigit():
         return None if age > STALE_LOCK_S else "unknown"

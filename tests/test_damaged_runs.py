@@ -8,6 +8,7 @@ a truncated, empty or garbage ``log.jsonl``, a log missing its last epochs, a tr
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import pandas as pd
@@ -348,3 +349,22 @@ def test_archive_prune_keeps_every_run_folder_the_readers_would_leave_out(out, c
         assert "damaged run" in one_line_about(res.output, "Error:", run)
     else:  # no log or no config: nothing to keep, so it is not archived
         assert res.exit_code == 0 and run.name not in archive.read(out), res.output
+
+
+def test_archive_prune_leaves_a_run_another_process_holds(out):
+    """An outside review: `archive --prune` while a bench trained a run (no checkpoint yet, its log archived as it
+    stood) deleted its folder, and the bench failed at its next epoch.  A locked run is kept, and said so; once
+    its lock is gone it is pruned, and prune leaves no lock of its own behind."""
+    import socket
+
+    for run in (out / "runs").iterdir():
+        (run / "checkpoint.pt").unlink(missing_ok=True)
+    run = _first(out)
+    lock = run.with_name(f"{run.name}.lock")
+    lock.write_text(f"{os.getppid()} {socket.gethostname()}\n")  # a live process of this host holds it
+    res = CliRunner().invoke(cli, ["archive", str(out), "--prune"])
+    assert res.exit_code == 0 and run.is_dir(), res.output
+    assert "kept 1: 1 with a run another process is training (runs/<id>.lock)" in res.output, res.output
+    lock.unlink()
+    res = CliRunner().invoke(cli, ["archive", str(out), "--prune"])
+    assert res.exit_code == 0 and not run.exists() and not any(out.glob("runs/*.lock")), res.output
