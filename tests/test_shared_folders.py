@@ -6,10 +6,12 @@ from __future__ import annotations
 
 import json
 import os
+from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
 
+from pllzoo import atomic
 from pllzoo.atomic import write_atomic
 from pllzoo.cli import cli
 from pllzoo.results import run_id
@@ -19,12 +21,15 @@ BENCH = ["bench", "--methods", "proden", "--dataset", "synthetic-lt", "--subset"
 
 
 def test_write_atomic_never_writes_through_a_link(tmp_path):
-    """A link at ``name.tmp`` is removed, not followed; a link at ``name`` is replaced by the file; a failed
-    write leaves the old file and no ``.tmp``."""
+    """A link at ``name.tmp`` (the temporary name of older versions) or at this process's own temporary name is
+    never written through; a link at ``name`` is replaced by the file; a failed write leaves the old file and no
+    temporary file."""
     victim = tmp_path / "victim"
     victim.write_text("precious")
     (tmp_path / "a.md.tmp").symlink_to(victim)
+    (tmp_path / f"a.md.{os.getpid()}-{next(atomic._WRITES) + 1}.tmp").symlink_to(victim)  # the name it will use
     write_atomic(tmp_path / "a.md", "table φ")
+    (tmp_path / "a.md.tmp").unlink()
     assert victim.read_text() == "precious" and (tmp_path / "a.md").read_text(encoding="utf-8") == "table φ"
     (tmp_path / "b.json").symlink_to(victim)
     write_atomic(tmp_path / "b.json", b"{}")
@@ -36,7 +41,7 @@ def test_write_atomic_never_writes_through_a_link(tmp_path):
 
     with pytest.raises(OSError):
         write_atomic(tmp_path / "a.md", half)
-    assert (tmp_path / "a.md").read_text(encoding="utf-8") == "table φ" and not (tmp_path / "a.md.tmp").exists()
+    assert (tmp_path / "a.md").read_text(encoding="utf-8") == "table φ"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["a.md", "b.json", "victim"]
 
 
@@ -133,3 +138,21 @@ def test_a_config_file_past_its_cap_is_one_line(tmp_path):
         res = CliRunner().invoke(cli, ["bench", "--config", str(path), "--dry-run"])
         assert res.exit_code != 0 and "Traceback" not in res.output, res.output
         assert f"--config {path}: larger than 1 MiB; not a pllzoo config file" in res.output, res.output
+
+
+def test_two_processes_writing_one_file_at_once_each_write_it_whole(tmp_path):
+    """An outside review: two `pllzoo archive` of one folder at once shared `<name>.tmp`; the second removed the
+    first's, whose rename then failed (FileNotFoundError).  Each process writes a temporary file of its own."""
+    import multiprocessing as mp
+
+    ctx = mp.get_context("spawn")
+    with ctx.Pool(2) as pool:
+        pool.map(_write_many, [(str(tmp_path / "f"), "a"), (str(tmp_path / "f"), "b")])
+    assert (tmp_path / "f").read_text() in ("a" * 10_000, "b" * 10_000)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["f"]
+
+
+def _write_many(args):
+    path, letter = args
+    for _ in range(2000):
+        write_atomic(Path(path), letter * 10_000)

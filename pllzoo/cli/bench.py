@@ -24,7 +24,7 @@ from pathlib import Path
 
 import click
 
-from pllzoo import configfile, replay  # click callbacks of --config/--from-run; neither loads torch
+from pllzoo import atomic, configfile, replay  # click callbacks of --config/--from-run; neither loads torch
 from pllzoo.atomic import write_atomic
 from pllzoo.cli import cli, complete, warn_failed_plugins
 from pllzoo.cli.listing import show_report
@@ -411,7 +411,7 @@ def _write_error(exc: OSError, out: Path) -> PLLZooError:
     half-written)."""
     target = exc.filename2 or exc.filename  # os.replace(tmp, target) names both: the target is what failed
     if target and str(target).endswith(".tmp") and not Path(target).is_dir():
-        target = str(target)[:-4]  # the file that the temporary one was to become
+        target = atomic.target(str(target))  # the file that the temporary one was to become
     if isinstance(exc, IsADirectoryError) and target and Path(target).is_dir():
         return PLLZooError(f"cannot write the results under --out {out}: {target} is a folder, not pllzoo's "
                            "file; move it away, then rerun with --resume (finished runs are kept)")
