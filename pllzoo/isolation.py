@@ -11,8 +11,15 @@ discovery (:func:`pllzoo.registry.get_registry`, stdout only).
 from __future__ import annotations
 
 import contextlib
+import random
 import sys
+import warnings
 from typing import Any, Iterator
+
+
+DYNAMO_KEYS = ("automatic_dynamic_shapes", "recompile_limit", "cache_size_limit")
+"""torch._dynamo's process-wide settings that ``train.compile=reduce-overhead`` sets for its run
+(:func:`pllzoo.devices.compile_model`); :func:`torch_globals_kept` sets them back."""
 
 
 def pop_modes(depth: int) -> None:
@@ -145,9 +152,12 @@ def torch_globals_kept() -> Iterator[None]:
     length = getattr(torch._C, "_len_torch_function_stack", None)
     modes = length() if length is not None else None
     before = torch_settings()
+    dynamo = sys.modules.get("torch._dynamo.config")  # train.compile=reduce-overhead sets two (pllzoo.devices)
+    compiler = {k: getattr(dynamo, k) for k in DYNAMO_KEYS if hasattr(dynamo, k)} if dynamo is not None else {}
     try:
         yield
     finally:
+        _dynamo_back(compiler)
         put_back(before)
         if modes is not None and length() > modes:  # a with-block of a device, or set_default_device, left open
             pop_modes(modes)
@@ -155,11 +165,26 @@ def torch_globals_kept() -> Iterator[None]:
             torch.set_default_device(None if device == torch.device("cpu") else device)
 
 
+def _dynamo_back(compiler: dict[str, Any]) -> None:
+    """:data:`DYNAMO_KEYS` back to ``compiler`` (their values before), or, where torch._dynamo was first imported
+    since (a torch optimizer imports it), to their defaults; without a word: pllzoo's own settings of a run (an
+    outside review: the caller's own compiled code then recompiled at every new shape)."""
+    dynamo = sys.modules.get("torch._dynamo.config")
+    if dynamo is None:
+        return
+    entries = getattr(dynamo, "_config", {})
+    for key in DYNAMO_KEYS:
+        value = compiler[key] if key in compiler else getattr(entries.get(key), "default", None)
+        if value is not None and hasattr(dynamo, key) and getattr(dynamo, key) != value:
+            setattr(dynamo, key, value)
+
+
 @contextlib.contextmanager
 def callers_torch_kept(keep: bool = True) -> Iterator[None]:
     """Around a command called in-process (a notebook, a script calling :data:`pllzoo.cli.cli`): torch's thread
-    count and global random state as the caller had them, afterwards (an outside review: ``--threads`` and the
-    trainer's seeds stayed set in the caller's session).  Nothing to keep where torch was not imported before
+    count, torch's and Python's global random state as the caller had them, afterwards (outside reviews:
+    ``--threads`` and the trainer's seeds stayed set in the caller's session; the first bench drew from
+    ``random``).  Nothing to keep where torch was not imported before
     the command, or when ``keep`` is false (the ``pllzoo`` program, which ends with the command)."""
     torch = sys.modules.get("torch")
     if not keep or torch is None:
@@ -167,18 +192,21 @@ def callers_torch_kept(keep: bool = True) -> Iterator[None]:
         return
     threads, state = torch.get_num_threads(), torch.random.get_rng_state()
     cuda = torch.cuda.get_rng_state_all() if torch.cuda.is_initialized() else None
+    python = random.getstate()  # a library's import draws from it (rich's, on a bench's first table)
     try:
         yield
     finally:
         torch.set_num_threads(threads)
         torch.random.set_rng_state(state)
+        random.setstate(python)
         if cuda is not None:
             torch.cuda.set_rng_state_all(cuda)
 
 
 @contextlib.contextmanager
 def plugin_code() -> Iterator[None]:
-    """Around code that runs plugins' hooks: torch's settings kept (:func:`torch_globals_kept`), stdout to
-    stderr."""
-    with torch_globals_kept(), contextlib.redirect_stdout(sys.stderr):
+    """Around code that runs plugins' hooks: torch's settings kept (:func:`torch_globals_kept`), the warning
+    filters and display too (an outside review: a component's ``warnings.simplefilter("error")`` stayed for the
+    runs after its own and the caller), stdout to stderr."""
+    with torch_globals_kept(), warnings.catch_warnings(), contextlib.redirect_stdout(sys.stderr):
         yield

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import errno
 import os
+import signal
 import sys
 import warnings
 
@@ -20,6 +21,16 @@ from pllzoo.isolation import callers_torch_kept
 
 
 class _Group(click.Group):
+    def main(self, *args, standalone_mode: bool = True, **extra):
+        """With ``standalone_mode=False`` (the README's call from a notebook or script) a command that Ctrl-C
+        stopped (status 130, after its clean stop saved what it had) raises ``KeyboardInterrupt`` to the caller,
+        as any interrupted code does there (an outside review: it returned 130, and a loop of benches went on
+        with the next one); other statuses are returned, as click does."""
+        status = super().main(*args, standalone_mode=standalone_mode, **extra)
+        if not standalone_mode and status == 128 + signal.SIGINT:
+            raise KeyboardInterrupt(f"pllzoo stopped by Ctrl-C (status {status})")
+        return status
+
     def make_context(self, info_name, args, parent=None, **extra):
         try:  # eager options (--help, --version) print while click parses the arguments, before invoke
             return super().make_context(info_name, args, parent=parent, **extra)
