@@ -41,7 +41,7 @@ import torch
 
 from pllzoo import best_effort, interrupts
 from pllzoo.atomic import write_atomic
-from pllzoo.checkpoint_file import NAME, CheckpointError  # torch-free, for run-folder readers (report)
+from pllzoo.checkpoint_file import NAME, CheckpointError, read_refused  # torch-free, for run-folder readers (report)
 from pllzoo.errors import PLLZooError
 from pllzoo.state import PLLState
 
@@ -174,11 +174,13 @@ def read_checkpoint(path: Path) -> dict[str, Any]:
     """The checkpoint at ``path``, read safely (tensors and plain data only; nothing in it runs).
 
     :raises CheckpointError: one line saying what is wrong with the file.
+    :raises CheckpointUnreadable: the system refused the read (:func:`pllzoo.checkpoint_file.read_refused`).
     """
     path = Path(path)
     try:
         size = path.stat().st_size
     except OSError as exc:
+        _refused(path, exc)
         raise CheckpointError(f"{path}: cannot read it ({exc.strerror or exc})") from None
     if size == 0:
         raise CheckpointError(f"{path}: damaged checkpoint (empty, 0 bytes)")
@@ -193,12 +195,19 @@ def read_checkpoint(path: Path) -> dict[str, Any]:
         raise CheckpointError(f"{path}: not a pllzoo checkpoint (it holds objects other than tensors and plain "
                               f"data; refused without running them)") from None
     except Exception as exc:  # torch's reader: truncated zip, garbage bytes, ...
+        _refused(path, exc)
         said = (str(exc).strip().splitlines() or [""])[0]  # with its type: a bare KeyError said "174812789"
         first = f"{type(exc).__name__}: {said}"[:120] if said else type(exc).__name__
         raise CheckpointError(f"{path}: damaged checkpoint (truncated or corrupt: {first})") from None
     _check_crcs(path)
     _check_layout(path, ckpt)
     return ckpt
+
+
+def _refused(path: Path, exc: BaseException) -> None:
+    refused = read_refused(path, exc)
+    if refused is not None:
+        raise refused from None
 
 
 def _check_crcs(path: Path) -> None:
@@ -209,6 +218,7 @@ def _check_crcs(path: Path) -> None:
         with zipfile.ZipFile(path) as archive:
             bad = archive.testzip()
     except (OSError, zipfile.BadZipFile, ValueError, RuntimeError) as exc:  # a pickle checkpoint is no archive
+        _refused(path, exc)
         if zipfile.is_zipfile(path):
             raise CheckpointError(f"{path}: damaged checkpoint (corrupt: {type(exc).__name__})") from None
         return

@@ -4,6 +4,7 @@ half of a report's time); :mod:`pllzoo.checkpoint` writes and reads the file its
 
 from __future__ import annotations
 
+import errno
 import zipfile
 from pathlib import Path
 
@@ -16,10 +17,29 @@ class CheckpointError(PLLZooError):
     """A checkpoint that cannot be used: empty, truncated, not a pllzoo checkpoint, another version."""
 
 
+class CheckpointUnreadable(PLLZooError):
+    """A checkpoint the system would not let pllzoo read (no permission, an I/O error, a stale network handle):
+    nothing says the file is damaged, so it is left as it is and the command ends in one line (an outside
+    review: such a file was taken for a damaged one, put aside, and the run retrained from the start)."""
+
+
+def read_refused(path: Path, exc: BaseException) -> CheckpointUnreadable | None:
+    """``exc`` (or the ``OSError`` it was raised from: torch's reader wraps them) as :class:`CheckpointUnreadable`
+    where the system refused the read; None where the error is what a damaged or missing file looks like (not
+    there, a folder, a dangling or looping link)."""
+    err = exc if isinstance(exc, OSError) else exc.__context__ if isinstance(exc.__context__, OSError) else None
+    if err is None or isinstance(err, (FileNotFoundError, IsADirectoryError, NotADirectoryError)) or \
+            err.errno == errno.ELOOP:
+        return None
+    return CheckpointUnreadable(f"cannot read {path}: {err.strerror or err}; it is left as it is: fix its permissions "
+                                "or the disk, then run again")
+
+
 def quick_check(path: Path) -> None:
     """A cheap look at the file without reading it: empty, or not a whole archive (truncated, garbage).
 
     :raises CheckpointError: one line saying what is wrong.
+    :raises CheckpointUnreadable: the system refused the read (:func:`read_refused`).
     """
     path = Path(path)
     try:
@@ -28,5 +48,8 @@ def quick_check(path: Path) -> None:
         with zipfile.ZipFile(path):  # reads the archive's directory, at its end: gone when truncated
             pass
     except (OSError, zipfile.BadZipFile, ValueError) as exc:
+        refused = read_refused(path, exc)
+        if refused is not None:
+            raise refused from None
         raise CheckpointError(f"{path}: damaged checkpoint (truncated or corrupt: "
                               f"{type(exc).__name__})") from None

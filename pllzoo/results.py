@@ -654,11 +654,13 @@ def _chosen(read: _Read) -> dict[str, tuple["_Source", list[dict[str, Any]], dic
 def _check_checkpoint(run_dir: Path) -> None:
     """A finished run's checkpoint, when it has one, is a whole file (``bench --resume`` retrains the run
     otherwise); absent is fine: checkpoints are not kept in git."""
-    from pllzoo.checkpoint_file import NAME, CheckpointError, quick_check
+    from pllzoo.checkpoint_file import NAME, CheckpointError, CheckpointUnreadable, quick_check
 
     if (run_dir / NAME).exists():
         try:
             quick_check(run_dir / NAME)
+        except CheckpointUnreadable:  # nothing says it is damaged, and a report does not read it
+            return
         except CheckpointError as exc:
             why = str(exc).rpartition("damaged checkpoint (")[2].removesuffix(")")
             raise DamagedRun(f"{run_dir}: damaged run ({NAME}: {why})") from None

@@ -527,3 +527,39 @@ def test_windows_liveness_asks_the_kernel_not_os_kill(monkeypatch):
     monkeypatch.setattr(runfolders, "_windows_pid_alive", lambda pid: calls.append(pid) or False)
     monkeypatch.setattr(runfolders.os, "kill", lambda *a: pytest.fail("os.kill on Windows"))
     assert runfolders.pid_alive(4321) is False and calls == [4321]
+
+
+@pytest.mark.parametrize("finished_run", [True, False])
+def test_a_checkpoint_the_system_will_not_read_is_left_alone(out, monkeypatch, finished_run):
+    """An outside review: a checkpoint.pt with mode 000 (or an I/O error, a stale network handle) was taken for a
+    damaged file: put aside as checkpoint.pt.damaged and the run retrained from the start, exit 0.  Now one line
+    naming the file and the cause, exit 1, and the run folder as it was; report, which does not read it, reads
+    the run."""
+    import zipfile
+
+    import torch
+
+    run = _run(out)
+    ckpt = run / "checkpoint.pt"
+    assert ckpt.is_file()
+    if not finished_run:
+        (run / "done").unlink()  # --resume reads the whole checkpoint to continue the run
+    before = _snapshot(run)
+    real_zip, real_load = zipfile.ZipFile, torch.load
+
+    def refuse(real):
+        def opened(path, *args, **kwargs):
+            if str(path) == str(ckpt):
+                raise PermissionError(13, "Permission denied", str(path))
+            return real(path, *args, **kwargs)
+        return opened
+
+    monkeypatch.setattr(zipfile, "ZipFile", refuse(real_zip))
+    monkeypatch.setattr(torch, "load", refuse(real_load))
+    res = _bench(out, "--methods", "proden", "--resume")
+    assert res.exit_code == 1, res.output
+    assert res.output.strip().splitlines()[-1] == (f"Error: cannot read {ckpt}: Permission denied; it is left as it "
+                                                   "is: fix its permissions or the disk, then run again")
+    assert _snapshot(run) == before
+    if finished_run:
+        assert CliRunner().invoke(cli, ["report", str(out)]).exit_code == 0
