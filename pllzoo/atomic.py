@@ -48,6 +48,19 @@ def write_atomic(path: Path, data: bytes | str | Callable[[BinaryIO], object]) -
             else:
                 f.write(data.encode("utf-8") if isinstance(data, str) else data)
         os.replace(tmp, path)
-    except BaseException:
+    except BaseException as exc:
         tmp.unlink(missing_ok=True)
-        raise
+        named = _named(exc, path)
+        if named is exc:
+            raise
+        raise named from exc
+
+
+def _named(exc: BaseException, path: Path) -> BaseException:
+    """``exc`` as an ``OSError`` naming ``path`` where the system refused the write without naming a file (a full
+    disk is often first said when the file is closed; torch.save wraps it in a RuntimeError: an outside review
+    got "unexpected pos 125248 vs 125176", or the command's line blamed standard output), else ``exc``."""
+    err = exc if isinstance(exc, OSError) else exc.__context__ if isinstance(exc, RuntimeError) else None
+    if not isinstance(err, OSError) or err.errno is None or (err is exc and err.filename):
+        return exc
+    return OSError(err.errno, err.strerror or str(err), str(path))
