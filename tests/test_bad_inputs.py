@@ -547,3 +547,19 @@ def test_archive_reads_a_utf8_error_txt_under_an_ascii_locale(tmp_path, ascii_lo
     entries = [json.loads(x) for x in lzma.open(tmp_path / "out" / "runs.jsonl.xz").read().decode("utf-8").splitlines()]
     (error,) = [e["error"] for e in entries if e.get("error")]
     assert error.startswith("Traceback") and error.endswith("ValueError: prior φ=0.5 is infeasible\n")
+
+
+def test_an_os_error_outside_the_results_is_not_blamed_on_out(tmp_path):
+    """An outside review: a long TMPDIR under --jobs ("AF_UNIX path too long", the forkserver's socket) was
+    reported as "cannot write the results under --out ...; free space or pick another --out"."""
+    from pllzoo.cli.bench import _write_error
+
+    out = tmp_path / "out"
+    assert str(_write_error(OSError("AF_UNIX path too long"), out)) == (
+        "AF_UNIX path too long; set a shorter TMPDIR (--jobs and --view-workers start their processes through a "
+        "socket there); finished runs are kept, rerun with --resume")
+    elsewhere = _write_error(OSError(errno.EACCES, "Permission denied", "/etc/pllzoo-x"), out)
+    assert str(elsewhere) == "Permission denied (/etc/pllzoo-x); finished runs are kept, rerun with --resume"
+    full = _write_error(OSError(errno.ENOSPC, "No space left on device", str(out / "results.csv.12-0.tmp")), out)
+    assert str(full).startswith(f"cannot write the results under --out {out}: No space left on device "
+                                f"({out / 'results.csv'}); finished runs are kept, free space")

@@ -406,6 +406,13 @@ def check_out(out: Path, write: bool = True) -> None:
         raise PLLZooError(f"--out {out}: nothing can be created in {existing} ({exc.strerror or exc})") from None
 
 
+def _inside(path: Path, folder: Path) -> bool:
+    try:
+        return path.resolve().is_relative_to(folder.resolve())
+    except (OSError, RuntimeError):  # a link loop
+        return True
+
+
 def _write_error(exc: OSError, out: Path) -> PLLZooError:
     """One line for a write that failed under ``out`` (:func:`pllzoo.atomic.write_atomic` left nothing
     half-written)."""
@@ -422,6 +429,10 @@ def _write_error(exc: OSError, out: Path) -> PLLZooError:
                                "a folder; move it away, then rerun with --resume (finished runs are kept)")
     where = f" ({target})" if target else ""
     why = exc.strerror or str(exc) or type(exc).__name__
+    if exc.errno is None or (target and not _inside(Path(target), out)):  # not the results' write: no advice
+        hint = ("; set a shorter TMPDIR (--jobs and --view-workers start their processes through a socket "  # about
+                "there)" if "AF_UNIX path too long" in why else "")  # --out (an outside review: AF_UNIX path too long)
+        return PLLZooError(f"{why}{where}{hint}; finished runs are kept, rerun with --resume")
     return PLLZooError(f"cannot write the results under --out {out}: {why}{where}; "
                        f"finished runs are kept, free space or pick another --out, then rerun with --resume")
 
