@@ -208,5 +208,20 @@ def plugin_code() -> Iterator[None]:
     """Around code that runs plugins' hooks: torch's settings kept (:func:`torch_globals_kept`), the warning
     filters and display too (an outside review: a component's ``warnings.simplefilter("error")`` stayed for the
     runs after its own and the caller), stdout to stderr."""
-    with torch_globals_kept(), warnings.catch_warnings(), contextlib.redirect_stdout(sys.stderr):
+    with torch_globals_kept(), warnings_kept(), contextlib.redirect_stdout(sys.stderr):
         yield
+
+
+@contextlib.contextmanager
+def warnings_kept() -> Iterator[None]:
+    """The warning filters and display as they were, afterwards.  Unlike ``warnings.catch_warnings``, which
+    resets every module's record of the warnings shown once on the way in and out, only a change is undone, so
+    a warning shown in a bench's first run is not shown again for each run after it."""
+    filters, shown = list(warnings.filters), warnings.showwarning
+    try:
+        yield
+    finally:
+        warnings.showwarning = shown
+        if list(warnings.filters) != filters:
+            warnings.resetwarnings()  # tells the modules' records that the filters changed
+            warnings.filters[:] = filters
