@@ -369,6 +369,14 @@ def request_stop(signum: int) -> None:
         _received = signum
 
 
+def take_request() -> int | None:
+    """The signal number of the last stop request, or None, and forget it (:func:`pllzoo.cli` asks after an
+    in-process command whether Ctrl-C was pressed in it)."""
+    global _received
+    signum, _received = _received, None
+    return signum
+
+
 def stop_requested() -> int | None:
     """The signal number of a pending stop request, or None."""
     return _received

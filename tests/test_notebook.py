@@ -96,3 +96,8 @@ def test_ctrl_c_in_process_raises_keyboard_interrupt_after_the_clean_stop(notebo
     res = CliRunner().invoke(cli, [*args[:-1], str(tmp_path / "b")])
     assert res.exit_code == 130, res.output
     assert cli(["methods"], standalone_mode=False) is None  # other statuses as click returns them
+    CtrlC.pressed = False  # pressed in the last epoch: the bench finishes it, then the caller is interrupted
+    with pytest.raises(KeyboardInterrupt, match="after the bench's last epoch"):
+        cli([*args[:-3], "2", "--out", str(tmp_path / "c")], standalone_mode=False)
+    assert (next((tmp_path / "c" / "runs").glob("*/done"))).is_file()
+    assert cli(["methods"], standalone_mode=False) is None  # that press is not the next command's

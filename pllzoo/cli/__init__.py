@@ -25,10 +25,17 @@ class _Group(click.Group):
         """With ``standalone_mode=False`` (the README's call from a notebook or script) a command that Ctrl-C
         stopped (status 130, after its clean stop saved what it had) raises ``KeyboardInterrupt`` to the caller,
         as any interrupted code does there (an outside review: it returned 130, and a loop of benches went on
-        with the next one); other statuses are returned, as click does."""
+        with the next one), also when the press came in the last epoch, which the bench then finished; other
+        statuses are returned, as click does."""
+        stops = sys.modules.get("pllzoo.checkpoint")
+        if stops is not None:
+            stops.take_request()  # an earlier command's
         status = super().main(*args, standalone_mode=standalone_mode, **extra)
-        if not standalone_mode and status == 128 + signal.SIGINT:
-            raise KeyboardInterrupt(f"pllzoo stopped by Ctrl-C (status {status})")
+        stops = sys.modules.get("pllzoo.checkpoint")
+        late = stops is not None and stops.take_request() == signal.SIGINT  # in the last epoch: the work ended
+        if not standalone_mode and (status == 128 + signal.SIGINT or late):
+            raise KeyboardInterrupt(f"pllzoo stopped by Ctrl-C (status {status})" if status == 128 + signal.SIGINT
+                                    else "Ctrl-C (after the bench's last epoch, which it finished)")
         return status
 
     def make_context(self, info_name, args, parent=None, **extra):
