@@ -19,7 +19,7 @@ minutes) cost a tiny CPU run nothing and a 1000-epoch GPU run one ~90 MB write p
 the run id (:data:`pllzoo.run.BOOKKEEPING_FIELDS`).
 
 Clean stops, always at an epoch boundary with a checkpoint of that boundary, then
-:class:`Stopped`: SIGINT/SIGTERM (:func:`stop_signals`; the current epoch finishes,
+:class:`Stopped`: SIGINT/SIGTERM and the other stop signals (:func:`stop_signals`; the current epoch finishes,
 a second signal abandons it and keeps the last checkpoint), or a deadline
 (``pllzoo bench --time-limit``) that the next epoch plus a checkpoint would miss.
 Time is read from :data:`clock`, which tests replace.
@@ -338,7 +338,7 @@ def _on_signal(signum: int, frame: Any) -> None:
 
 @contextlib.contextmanager
 def stop_signals() -> Iterator[None]:
-    """While active, SIGINT/SIGTERM ask for a clean stop (:func:`stop_requested`) instead of killing.
+    """While active, the stop signals (:data:`pllzoo.interrupts.STOP_SIGNALS`) ask for a clean stop (:func:`stop_requested`) instead of killing.
 
     Only a signal with its default action is taken over: one a program ignores or handles itself
     (a ``--jobs`` worker) stays as it is.  Re-entrant (the bench and each trainer enter it);

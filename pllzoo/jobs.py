@@ -39,7 +39,7 @@ finished runs' records, and :func:`pllzoo.bench.execute` writes them to ``result
 one :class:`RunsFailed` naming them, as for ``--jobs 1``; ``--resume`` reruns only those.  A worker
 that dies without a word (killed, out of memory) is reported the same way.
 
-Stops.  Ctrl-C or SIGTERM reaching the parent (alone, or with its whole process group, as a terminal's
+Stops.  Ctrl-C, SIGTERM or another stop signal (:data:`pllzoo.interrupts.STOP_SIGNALS`) reaching the parent (alone, or with its whole process group, as a terminal's
 Ctrl-C, ``timeout`` or a batch system's preemption send it) stops the workers as the sequential path
 stops its run: the parent says so once, tells every worker through a shared int they poll (not a
 signal, so a worker that got the group's signal too does not count two), starts no more runs, and
@@ -47,10 +47,10 @@ each worker ends its current epoch with a checkpoint (a repeat within a second i
 :data:`pllzoo.checkpoint.REPEAT_S`); :class:`RunsStopped` then carries the finished runs' records, so
 ``results.csv`` covers them and the CLI prints how to continue (exit 128 + the signal).  A second
 signal abandons the epochs: the workers are killed, each keeping its last checkpoint.  Any other
-exception in the parent stops the workers the first way.  A worker ignores SIGINT (the parent decides)
-and takes a SIGTERM of its own as that stop; a worker whose parent died stops itself the same way, and its
+exception in the parent stops the workers the first way.  A worker ignores the other stop signals (the parent
+decides) and takes a SIGTERM of its own as that stop; a worker whose parent died stops itself the same way, and its
 run's lock, which it joined, stays held until it has.
-The forkserver is started with SIGINT and SIGTERM ignored (:func:`_start_server`).
+The forkserver is started with the stop signals ignored (:func:`_start_server`).
 
 Time limit.  ``--time-limit`` gives every worker the bench's deadline on ``time.monotonic`` (one clock
 for all processes): each stops at an epoch boundary with a checkpoint before it, runs not started by
@@ -74,7 +74,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any, Callable, Iterator
 
-from pllzoo import best_effort, checkpoint
+from pllzoo import best_effort, checkpoint, interrupts
 from pllzoo import threads as torch_threads
 from pllzoo.atomic import write_atomic
 from pllzoo.checkpoint import TIME_LIMIT_EXIT, Stopped
@@ -183,15 +183,15 @@ def _child(blob: bytes, specs, sys_path: list[str], run_dir: str, resume: bool, 
            conn, alive, signum, lock: str | None = None) -> None:
     """Worker body: train one plan, sending each step of it (and each warning) through ``conn``.
 
-    SIGINT is ignored (Ctrl-C reaches the whole process group; the parent decides).  A SIGTERM, the
+    The stop signals are ignored (Ctrl-C reaches the whole process group; the parent decides).  A SIGTERM, the
     parent's signal put in ``signum`` (a shared int) or the parent's end asks for a
     clean stop (:func:`pllzoo.checkpoint.request_stop`): the current epoch ends with a checkpoint, then
     the run stops.  Quietly: the parent says it once for all.  The worker joins the run's ``lock``, which the
     parent holds (:func:`pllzoo.runfolders.join_lock`): a parent killed outright leaves a lock that is held
     while its worker still finishes the epoch.
     """
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-    signal.signal(signal.SIGTERM, lambda *_: checkpoint.request_stop(signal.SIGTERM))
+    interrupts.ignore()  # the parent decides (the group's signal reaches it too) ...
+    signal.signal(signal.SIGTERM, lambda *_: checkpoint.request_stop(signal.SIGTERM))  # ... but for a SIGTERM
     best_effort.install()  # the parent's stderr, inherited: a `| tee` that Ctrl-C ended fails no run here either
 
     def send(*message) -> None:
@@ -214,7 +214,7 @@ def _child(blob: bytes, specs, sys_path: list[str], run_dir: str, resume: bool, 
             join_lock(Path(lock))
     try:
         with checkpoint.stop_signals():  # entered here first, so the trainer's own entry keeps a stop asked for
-            # before it (it takes over no signal: SIGINT is ignored, SIGTERM handled above)
+            # before it (it takes over no signal: they are ignored, SIGTERM handled above)
             threading.Thread(target=_watch_parent, args=(alive,), daemon=True).start()
             threading.Thread(target=_watch_stop, args=(signum,), daemon=True).start()
             registry, plan = _rebuild_registry(specs), pickle.loads(blob)
@@ -362,7 +362,7 @@ def _loop(pending, running, jobs, start, handle, finals, failed, stopped, tell: 
 
 @contextlib.contextmanager
 def _parent_signals() -> Iterator[list[int]]:
-    """While the workers run: each SIGINT/SIGTERM is put in the yielded list, the first said once; the loop
+    """While the workers run: each stop signal is put in the yielded list, the first said once; the loop
     acts on them at its next look (:func:`_tell`), never inside the handler, which touches no lock (the
     loop may hold one when a signal arrives) and writes its line with one ``os.write``
     (:func:`pllzoo.best_effort.notice`).
@@ -385,8 +385,6 @@ def _parent_signals() -> Iterator[list[int]]:
                                "after their current epoch, no other starts (send it again to abandon the epochs)")
         asked.append(received)
 
-    from pllzoo import interrupts
-
     previous = interrupts.take_over(on_signal)  # as checkpoint.stop_signals (the CLI's Ctrl-C watch too)
     try:
         yield asked
@@ -406,7 +404,7 @@ def _tell(asked: list[int], signum) -> None:
 
 
 def _start_server(ctx) -> None:
-    """Start the forkserver with SIGINT and SIGTERM ignored (it inherits that through exec): a Ctrl-C while it
+    """Start the forkserver with the stop signals ignored (it inherits that through exec): a Ctrl-C while it
     imports torch prints no traceback from it, and a signal to the whole process group does not end it
     while its workers stop (the parent reads their exit through it); it ends with the parent.  Its workers
     set their own handlers (:func:`_child`); the parent's are back at once."""
@@ -414,7 +412,7 @@ def _start_server(ctx) -> None:
         return
     from multiprocessing import forkserver
 
-    previous = {s: signal.signal(s, signal.SIG_IGN) for s in (signal.SIGINT, signal.SIGTERM)}
+    previous = interrupts.ignore()
     try:
         forkserver.ensure_running()
     finally:

@@ -27,7 +27,7 @@ from concurrent.futures import Future, ProcessPoolExecutor
 import numpy as np
 import torch
 
-from pllzoo import augment
+from pllzoo import augment, interrupts
 from pllzoo.components import STRONG_INPUT
 from pllzoo.errors import PLLZooError
 from pllzoo.seeding import derive_seed
@@ -58,7 +58,7 @@ def resolve_workers(requested: int | None, device: str) -> int:
 
 def _start_worker() -> None:
     torch.set_num_threads(1)  # one core per worker; the pool is the parallelism
-    signal.signal(signal.SIGINT, signal.SIG_IGN)  # a terminal's Ctrl-C is the trainer's to handle (clean stop)
+    interrupts.ignore()  # a terminal's Ctrl-C, a batch system's signal to the group: the trainer's (clean stop)
 
 
 def view_reference(view: augment.View) -> tuple[str, str] | None:

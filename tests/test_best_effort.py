@@ -175,3 +175,22 @@ def test_a_listing_to_a_closed_stdout_is_one_line(args):
     now its first write fails, as under a full disk."""
     res = _pllzoo(*args, stdin=subprocess.DEVNULL, stderr=subprocess.PIPE, preexec_fn=lambda: os.close(1))
     assert res.returncode == 1 and res.stderr == "Error: cannot write: standard output is closed\n", res.stderr
+
+
+@pytest.mark.skipif(not hasattr(signal, "SIGUSR1"), reason="POSIX signals")
+@pytest.mark.parametrize("name", ["SIGTERM", "SIGHUP", "SIGUSR1"])
+def test_a_stop_signal_outside_a_run_ends_the_program_in_one_line(name):
+    """An outside review: SIGTERM while a bench loaded or planned ended the program with no word (exit 143), and
+    SIGHUP/SIGUSR1 (a closed ssh session, `#SBATCH --signal=USR1@60`) killed it even while a run trained."""
+    script = ("import os, signal, sys, time\n"
+              "from pllzoo.cli import cli, main\n"
+              "@cli.command()\n"
+              "def poke():\n"
+              f"    os.kill(os.getpid(), signal.{name})\n"
+              "    time.sleep(5)\n"
+              "    print('not stopped')\n"
+              "sys.argv = ['pllzoo', 'poke']\n"
+              "main()\n")
+    res = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, cwd=REPO, timeout=120)
+    assert res.returncode == 128 + getattr(signal, name), (res.returncode, res.stderr)
+    assert res.stderr == f"stopped by {name}\n" and res.stdout == "", res.stderr

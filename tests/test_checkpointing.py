@@ -16,7 +16,7 @@ import torch
 
 import fake_clock
 from conftest import REPO, shared_data_dir
-from pllzoo import bench, checkpoint, threads
+from pllzoo import bench, checkpoint, interrupts, threads
 from pllzoo.checkpoint import Stopped
 from pllzoo.data.base import DataOptions
 from pllzoo.registry import get_registry
@@ -135,7 +135,7 @@ def default_signals():
         pytest.skip("SIGINT/SIGTERM are handled by someone else here")
 
 
-@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
+@pytest.mark.parametrize("sig", interrupts.STOP_SIGNALS)  # SIGHUP, SIGUSR1/2 killed the run (an outside review)
 def test_a_signal_stops_at_the_epoch_boundary_with_a_checkpoint(tiny_data, tmp_path, default_signals, sig):
     full = _trainer(tiny_data, tmp_path / "full")
     full_records = full.fit()
@@ -151,6 +151,7 @@ def test_a_signal_stops_at_the_epoch_boundary_with_a_checkpoint(tiny_data, tmp_p
     assert torch.load(tmp_path / "cut" / "checkpoint.pt", weights_only=False)["epoch"] == 1
     assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL  # handlers are given back
     assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+    assert signal.getsignal(sig) in (signal.SIG_DFL, signal.default_int_handler)
     resumed = _trainer(tiny_data, tmp_path / "cut")
     assert _strip(resumed.fit(resume=True)) == _strip(full_records)
     assert _same_weights(resumed.model.state_dict(), full.model.state_dict())

@@ -55,10 +55,12 @@ class _Group(click.Group):
         except PLLZooError as exc:
             _debug_traceback(exc)
             raise click.ClickException(configfile.locate(ctx, str(exc))) from None
-        except KeyboardInterrupt:  # Ctrl-C outside a bench's clean-stop window (loading, planning): 130
-            interrupts.ignore_from_now()  # a repeat press would only break the exit
-            click.echo("interrupted (Ctrl-C)", err=True)
-            ctx.exit(130)
+        except KeyboardInterrupt as exc:  # Ctrl-C (130), or another stop signal (interrupts.Interrupted, 128 + N),
+            interrupts.ignore_from_now()  # outside a bench's clean-stop window (loading, planning)
+            signum = interrupts.signum_of(exc)
+            click.echo("interrupted (Ctrl-C)" if signum == signal.SIGINT else
+                       f"stopped by {signal.Signals(signum).name}", err=True)
+            ctx.exit(128 + signum)
         except UnicodeEncodeError as exc:  # a non-ASCII path under a locale without UTF-8 (LC_ALL=C, no coercion)
             if exc.encoding.replace("-", "").lower() != sys.getfilesystemencoding().replace("-", "").lower():
                 raise

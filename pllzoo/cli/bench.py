@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import os
 import shlex
+import signal
 import sys
 import tempfile
 import warnings
@@ -447,8 +448,10 @@ def _stop(ctx: click.Context, exc: BaseException, out: Path) -> None:
     elif isinstance(exc, checkpoint.Abandoned):  # a second SIGINT/SIGTERM abandoned the epoch
         message, code = f"abandoned by a second {exc}; each unfinished run continues from its last checkpoint", \
             exc.exit_code
-    else:  # Ctrl-C outside a clean-stop window
-        message, code = "interrupted; each unfinished run continues from its last checkpoint", 130
+    else:  # Ctrl-C (another stop signal: interrupts.Interrupted) outside a clean-stop window
+        signum = interrupts.signum_of(exc)
+        name = "" if signum == signal.SIGINT else f" by {signal.Signals(signum).name}"
+        message, code = f"interrupted{name}; each unfinished run continues from its last checkpoint", 128 + signum
     if ctx.params.get("overwrite"):  # --resume excludes it (from the command line or a config file)
         click.echo(f"{message}; an --overwrite starts each run it retrains over (the earlier finished run stays "
                    f"until the new one finishes): rerun it with room for whole runs: "
