@@ -9,6 +9,8 @@ import json
 import os
 import shutil
 import socket
+import threading
+import time
 import warnings
 from collections.abc import Iterator
 from pathlib import Path
@@ -291,6 +293,41 @@ def retrain_note(run_dir: Path) -> str | None:
 
 
 STALE_LOCK_S = 30.0  # a lock file without a PID (its writer died between creating and writing it) after this
+HEARTBEAT_S = 60.0  # how often a process touches the locks it holds (their mtime says it is alive)
+REMOTE_STALE_S = 15 * 60.0  # another host's lock untouched for this long: its process is gone (or its node)
+_held: set[Path] = set()
+_beat: threading.Thread | None = None
+_beat_guard = threading.Lock()
+
+
+def _hold(lock: Path) -> None:
+    """Keep ``lock``'s mtime fresh while this process holds it (:func:`_heartbeat`)."""
+    global _beat
+    with _beat_guard:
+        _held.add(lock)
+        if _beat is None or not _beat.is_alive():  # (a forked child has no thread of its parent's)
+            _beat = threading.Thread(target=_heartbeat, name="pllzoo-lock-heartbeat", daemon=True)
+            _beat.start()
+
+
+def _heartbeat() -> None:
+    """Every :data:`HEARTBEAT_S`, touch each lock this process holds; forget those that are gone or no longer
+    name it.  A lock of another host cannot be checked by its PID: its age says whether its process lives (an
+    outside review: a bench killed by a scheduler's SIGKILL on node A left a lock that a requeue on node B skipped
+    for good, exit 75 every time)."""
+    while True:
+        time.sleep(HEARTBEAT_S)
+        me = str(os.getpid())
+        for lock in list(_held):
+            try:
+                if not any(line.split()[:1] == [me] for line in lock.read_text().splitlines()):
+                    _held.discard(lock)  # released, and perhaps taken by another process since
+                    continue
+                os.utime(lock)
+            except FileNotFoundError:
+                _held.discard(lock)
+            except OSError:  # a read-only or lost share: the lock ages, and another host may take it over late
+                pass
 
 
 def _holder_line() -> str:
@@ -306,7 +343,8 @@ def take_lock(lock: Path) -> int | str | None:
     it (:func:`join_lock`).  A lock none of whose PIDs is a live process on this host, or is one that started at
     another time (the PID reused: a later process, or PID 1 of a container restarted under the same hostname),
     is stale and taken over; one written on another host (a shared ``--out`` across nodes, or a new container
-    with a new hostname) cannot be checked and counts as held.  A stale lock is removed only by the process
+    with a new hostname) cannot be checked by its PID and counts as held while its holder keeps touching it
+    (:func:`_heartbeat`, every :data:`HEARTBEAT_S`): one untouched for :data:`REMOTE_STALE_S` is stale.  A stale lock is removed only by the process
     holding ``LOCK.break`` (:func:`_break_stale`), after it looked again: two processes taking it over at once
     both got it (an outside review)."""
     for _ in range(100):  # each round: the lock is taken, held, or one process has just broken a stale one
@@ -324,6 +362,7 @@ def take_lock(lock: Path) -> int | str | None:
         except OSError:  # a full disk: no empty lock left behind to hold the run for STALE_LOCK_S
             lock.unlink(missing_ok=True)
             raise
+        _hold(lock)
         return None
     return "unknown"
 
@@ -332,8 +371,6 @@ def _break_stale(lock: Path) -> None:
     """Remove ``lock`` if it is (still) stale, holding ``LOCK.break`` while it looks and removes, so that of
     two processes that both read it as stale, the second finds the first's new lock, not the stale one.  A
     breaker older than :data:`BREAK_S` was left by a process that died holding it."""
-    import time
-
     breaker = lock.with_name(lock.name + ".break")
     try:
         fd = os.open(breaker, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
@@ -372,14 +409,13 @@ def join_lock(lock: Path) -> None:
     except OSError:
         return
     write_atomic(lock, text + ("" if text.endswith("\n") or not text else "\n") + _holder_line())
+    _hold(lock)
 
 
 def lock_holder(lock: Path, text: str | None = None) -> int | str | None:
     """A live PID named in ``lock`` (``"PID on HOST"`` for another host's); None when the lock is stale.
 
     :param text: the lock's text, read already."""
-    import time
-
     try:
         age = time.time() - lock.stat().st_mtime
         text = lock.read_text() if text is None else text
@@ -402,8 +438,8 @@ def _line_holder(line: str, age: float) -> int | str | None:
     host, _, start = rest.partition(" ")
     if not pid_text.isdigit():
         return None if age > STALE_LOCK_S else "unknown"
-    if host and host != socket.gethostname():  # its process cannot be looked up from here
-        return f"{pid_text} on {host}"
+    if host and host != socket.gethostname():  # its process cannot be looked up from here: its heartbeat can
+        return f"{pid_text} on {host}" if age <= REMOTE_STALE_S else None
     pid = int(pid_text)
     if not pid_alive(pid):
         return None
@@ -450,18 +486,29 @@ def _start_ticks(pid: int) -> str | None:
         return None
 
 
+class ResultsBusy(PLLZooError):
+    """Another bench held ``OUT/results.lock`` for longer than this one waits (:func:`results_lock`)."""
+
+
+SAY_WAIT_S = 2.0  # a wait for results.lock longer than this is said, once
+
+
 @contextlib.contextmanager
 def results_lock(out: Path, wait_s: float = 120.0):
-    """Hold ``OUT/results.lock`` (waiting up to ``wait_s`` for another bench) while the tables are rebuilt.
+    """Hold ``OUT/results.lock`` (waiting up to ``wait_s`` for another bench, said in one line once the wait
+    passes :data:`SAY_WAIT_S`: an outside review found two silent minutes) while the tables are rebuilt.
 
-    :raises PLLZooError: one line, when another live bench holds it that long."""
-    import time
-
-    lock, start = Path(out) / "results.lock", time.monotonic()
+    :raises ResultsBusy: one line, when another live bench holds it that long."""
+    lock, start, said = Path(out) / "results.lock", time.monotonic(), False
     while (holder := take_lock(lock)) is not None:
-        if time.monotonic() - start > wait_s:
-            raise PLLZooError(f"{lock} is held by another bench (pid {holder}) for over {wait_s:g} s; "
+        waited = time.monotonic() - start
+        if waited > wait_s:
+            raise ResultsBusy(f"{lock} is held by another bench (pid {holder}) for over {wait_s:g} s; "
                               f"rerun when it is done (or remove the file if no bench runs)")
+        if waited > SAY_WAIT_S and not said:
+            warnings.warn(f"waiting for {lock}, held by another bench (pid {holder}) rebuilding the tables, up to "
+                          f"{wait_s:g} s")
+            said = True
         time.sleep(0.05)
     try:
         yield

@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 import shutil
 import signal
+import threading
 from pathlib import Path
 
 import pandas as pd
@@ -593,3 +594,52 @@ def test_a_full_disk_under_a_checkpoint_names_the_file_and_the_cause(tmp_path, m
     with pytest.raises(OSError) as info:
         write_atomic(tmp_path / "runs.jsonl.xz", closed_on_a_full_disk)
     assert info.value.filename == str(tmp_path / "runs.jsonl.xz") and info.value.errno == errno.ENOSPC
+
+
+def test_a_lock_of_another_host_left_untouched_is_stale_and_a_held_lock_is_touched(tmp_path, monkeypatch):
+    """An outside review: a bench killed by a scheduler's SIGKILL on node A left a lock that a requeue on node B
+    skipped for good (exit 75 every time).  A holder touches its locks every HEARTBEAT_S; another host's lock
+    untouched for REMOTE_STALE_S is stale."""
+    import time
+
+    from pllzoo import runfolders
+    from pllzoo.runfolders import REMOTE_STALE_S, lock_holder, take_lock
+
+    lock = tmp_path / "run.lock"
+    lock.write_text("3999999 node-elsewhere 123\n")
+    assert lock_holder(lock) == "3999999 on node-elsewhere"
+    old = time.time() - REMOTE_STALE_S - 60
+    os.utime(lock, (old, old))
+    assert lock_holder(lock) is None and take_lock(lock) is None  # taken over
+    monkeypatch.setattr(runfolders, "HEARTBEAT_S", 0.05)
+    runfolders._hold(lock)  # (a thread already sleeping its minute is joined by a new one only if it died)
+    if runfolders._beat is not None and runfolders._beat.is_alive():
+        beat = threading.Thread(target=runfolders._heartbeat, daemon=True)
+        beat.start()
+    os.utime(lock, (old, old))
+    deadline = time.time() + 10
+    while lock.stat().st_mtime < time.time() - 60 and time.time() < deadline:
+        time.sleep(0.05)
+    assert lock.stat().st_mtime > time.time() - 60  # touched again: its holder lives
+    lock.unlink()
+    time.sleep(0.2)
+    assert lock not in runfolders._held  # released: forgotten
+
+
+def test_a_wait_for_the_results_lock_is_said_once(tmp_path, monkeypatch):
+    """An outside review: a bench waited two minutes for OUT/results.lock without a word."""
+    import socket
+    import warnings
+
+    from pllzoo import runfolders
+
+    (tmp_path / "results.lock").write_text(f"{os.getppid()} {socket.gethostname()}\n")
+    monkeypatch.setattr(runfolders, "SAY_WAIT_S", 0.1)
+    with warnings.catch_warnings(record=True) as said:
+        warnings.simplefilter("always")
+        with pytest.raises(runfolders.ResultsBusy, match="held by another bench"):
+            with runfolders.results_lock(tmp_path, wait_s=0.5):
+                pass
+    lines = [str(w.message) for w in said]
+    assert lines == [f"waiting for {tmp_path / 'results.lock'}, held by another bench (pid {os.getppid()}) "
+                     "rebuilding the tables, up to 0.5 s"], lines

@@ -296,6 +296,7 @@ def _run_plans(ctx, dist, reg, plans, observers, part, out, resume, overwrite, j
     from pllzoo.jobs import RunsFailed
     from pllzoo.progress import BenchProgress, live_on
     from pllzoo.results import load
+    from pllzoo.runfolders import ResultsBusy
 
     if dist.active and any(p.train.sync_bn and not p.config["device"].startswith("cuda") for p in plans):
         raise PLLZooError("train.sync_bn=true needs CUDA (torch's SyncBatchNorm works on GPU modules only); on "
@@ -344,7 +345,7 @@ def _run_plans(ctx, dist, reg, plans, observers, part, out, resume, overwrite, j
         except (OSError, ValueError):
             rows = pd.DataFrame(columns=["seed", "epoch", "status"])
     try:
-        with bench_lib.results_lock(Path(out)):  # every finished run under --out, as results.csv (bench._write_rows)
+        with _summary_lock(Path(out), stopped):  # every finished run under --out, as results.csv (bench._write_rows)
             failed_configs = [p.config for p, _ in failure.failed] if failure is not None else []
             labels: list[str] = []  # the failed runs' settings, told apart as the finished runs' are
             records = load(out, beside=failed_configs, beside_labels=labels)
@@ -364,6 +365,9 @@ def _run_plans(ctx, dist, reg, plans, observers, part, out, resume, overwrite, j
             write_atomic(Path(out) / "summary.md", "\n".join(rep.to_markdown(t) for t in tables))
     except OSError as exc:
         raise _write_error(exc, Path(out)) from None
+    except ResultsBusy:
+        if stopped is None:
+            raise
     if stopped is not None:
         _stop(ctx, stopped, Path(out))
     for t in tables:
@@ -405,6 +409,15 @@ def check_out(out: Path, write: bool = True) -> None:
         os.rmdir(tempfile.mkdtemp(prefix=".pllzoo-probe-", dir=existing))
     except OSError as exc:
         raise PLLZooError(f"--out {out}: nothing can be created in {existing} ({exc.strerror or exc})") from None
+
+
+def _summary_lock(out: Path, stopped: BaseException | None):
+    """``OUT/results.lock`` for the summary's rebuild; a stopped bench waits for it briefly only (the bench that
+    holds it rebuilds the summary from every finished run, this one's too): an outside review found a Ctrl-C
+    during the wait for results.csv followed by a second wait of two minutes, ending in exit 1, not 130."""
+    from pllzoo.runfolders import results_lock
+
+    return results_lock(out) if stopped is None else results_lock(out, wait_s=5.0)
 
 
 def _inside(path: Path, folder: Path) -> bool:
@@ -452,7 +465,8 @@ def _stop(ctx: click.Context, exc: BaseException, out: Path) -> None:
         signum = interrupts.signum_of(exc)
         name = "" if signum == signal.SIGINT else f" by {signal.Signals(signum).name}"
         message, code = f"interrupted{name}; each unfinished run continues from its last checkpoint", 128 + signum
-    if ctx.params.get("overwrite"):  # --resume excludes it (from the command line or a config file)
+    if ctx.params.get("overwrite") and not isinstance(exc, checkpoint.Skipped):  # (--resume excludes it, from the
+        # command line or a config file; runs another bench holds: no advice on room for whole runs)
         click.echo(f"{message}; an --overwrite starts each run it retrains over (the earlier finished run stays "
                    f"until the new one finishes): rerun it with room for whole runs: "
                    f"{_continue_command(ctx, resume=False)}", err=True)
