@@ -19,6 +19,7 @@ from typing import Any
 from pllzoo import checkpoint_file as checkpoint  # NAME, CheckpointError, quick_check: no torch for report
 from pllzoo.atomic import write_atomic
 from pllzoo.errors import PLLZooError
+from pllzoo.procinfo import start_ticks
 from pllzoo.results import DamagedRun, cpu_model, read_log, run_config
 
 
@@ -331,7 +332,7 @@ def _heartbeat() -> None:
 
 
 def _holder_line() -> str:
-    start = _start_ticks(os.getpid())
+    start = start_ticks(os.getpid())
     return f"{os.getpid()} {socket.gethostname()}{'' if start is None else ' ' + start}\n"
 
 
@@ -443,7 +444,7 @@ def _line_holder(line: str, age: float) -> int | str | None:
     pid = int(pid_text)
     if not pid_alive(pid):
         return None
-    now = _start_ticks(pid)
+    now = start_ticks(pid)
     if start and now is not None and now != start:  # the PID of a process that started after the bench died
         return None  # (an outside review: a container's PID 1, or a reused PID, held a dead bench's run for good)
     return pid
@@ -475,15 +476,6 @@ def _windows_pid_alive(pid: int, kernel32: Any = None, last_error: Any = None) -
         return bool(kernel32.GetExitCodeProcess(handle, ctypes.byref(code))) and code.value == 259  # STILL_ACTIVE
     finally:
         kernel32.CloseHandle(handle)
-
-
-def _start_ticks(pid: int) -> str | None:
-    """Process ``pid``'s start time in clock ticks since boot (field 22 of ``/proc/PID/stat``); None where unread."""
-    try:
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()  # after "(command)": field 3 on
-        return fields[19] if len(fields) > 19 and fields[19].isdigit() else None
-    except (OSError, IndexError):
-        return None
 
 
 class ResultsBusy(PLLZooError):

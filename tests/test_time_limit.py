@@ -271,3 +271,20 @@ def test_overwrite_with_offline_trains_the_offline_run_and_records_it(tmp_path):
     downloads = {p: json.loads((p / "config.json").read_text())["data"]["download"] for p in (online, offline)}
     assert downloads == {online: True, offline: False}
     assert (online / "log.jsonl").read_bytes() == finished
+
+
+def test_a_run_whose_first_epoch_would_miss_the_limit_is_not_started(registry, tmp_path, monkeypatch):
+    """An outside review: a run begun 0.55 s before the limit trained a whole epoch past it (53 % over).  The
+    first epoch of the method's last run here (10 s on the fake clock, and its checkpoint: it ends the stage) says
+    the next one would not fit."""
+    clock = fake_clock.install(monkeypatch)
+    plans = bench.plan(registry, ["proden"], "synthetic-lt", [1, 2], DataOptions(), epochs=1, device="cpu")
+    out = tmp_path / "out"
+    with pytest.raises(Stopped) as stop:
+        bench.execute(registry, plans, out, time_limit=16 / 60)
+    assert ("proden seed 2: stopped before it started (the first epoch of proden's last run here took 11.0 s) to "
+            "stay within the time limit; 1 of 2 runs finished") in str(stop.value), str(stop.value)
+    assert clock() - 1000 <= 16 and not (out / "runs" / plans[1].run_id).exists()
+    bench.execute(registry, plans, out, resume=True, time_limit=16 / 60)  # the next part trains it
+    bench.execute(registry, plans, tmp_path / "full")
+    _assert_same_runs(out, tmp_path / "full", plans)

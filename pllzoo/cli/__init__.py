@@ -11,13 +11,19 @@ import errno
 import os
 import signal
 import sys
+import time
 import warnings
 
 import click
 
-from pllzoo import __version__, best_effort, configfile, interrupts
+from pllzoo import __version__, best_effort, configfile, interrupts, procinfo
 from pllzoo.errors import PLLZooError, UsageError
 from pllzoo.isolation import callers_torch_kept
+
+
+command_started = time.monotonic()
+"""``time.monotonic()`` at the start of the command now running (of the process, for the ``pllzoo`` program):
+``--time-limit`` counts from it."""
 
 
 class _Group(click.Group):
@@ -27,6 +33,9 @@ class _Group(click.Group):
         as any interrupted code does there (an outside review: it returned 130, and a loop of benches went on
         with the next one), also when the press came in the last epoch, which the bench then finished; other
         statuses are returned, as click does."""
+        global command_started
+        age = procinfo.age_s() if interrupts.ending else None  # the program: from the process's start
+        command_started = time.monotonic() - (age or 0.0)
         stops = sys.modules.get("pllzoo.checkpoint")
         if stops is not None:
             stops.take_request()  # an earlier command's
