@@ -479,27 +479,32 @@ def _windows_pid_alive(pid: int, kernel32: Any = None, last_error: Any = None) -
 
 
 class ResultsBusy(PLLZooError):
-    """Another bench held ``OUT/results.lock`` for longer than this one waits (:func:`results_lock`)."""
+    """Another bench held ``OUT/results.lock`` (or another :func:`waiting_lock`) for longer than this one waits."""
 
 
 SAY_WAIT_S = 2.0  # a wait for results.lock longer than this is said, once
 
 
-@contextlib.contextmanager
 def results_lock(out: Path, wait_s: float = 120.0):
-    """Hold ``OUT/results.lock`` (waiting up to ``wait_s`` for another bench, said in one line once the wait
-    passes :data:`SAY_WAIT_S`: an outside review found two silent minutes) while the tables are rebuilt.
+    """Hold ``OUT/results.lock`` (waiting up to ``wait_s`` for another bench) while the tables are rebuilt
+    (:func:`waiting_lock`)."""
+    return waiting_lock(Path(out) / "results.lock", wait_s, "rebuilding the tables")
 
-    :raises ResultsBusy: one line, when another live bench holds it that long."""
-    lock, start, said = Path(out) / "results.lock", time.monotonic(), False
+
+@contextlib.contextmanager
+def waiting_lock(lock: Path, wait_s: float, doing: str):
+    """Hold ``lock``, waiting up to ``wait_s`` for the process that holds it (``doing`` what, for the line that
+    says so once the wait passes :data:`SAY_WAIT_S`: an outside review found two silent minutes).
+
+    :raises ResultsBusy: one line, when another live process holds it that long."""
+    start, said = time.monotonic(), False
     while (holder := take_lock(lock)) is not None:
         waited = time.monotonic() - start
         if waited > wait_s:
             raise ResultsBusy(f"{lock} is held by another bench (pid {holder}) for over {wait_s:g} s; "
                               f"rerun when it is done (or remove the file if no bench runs)")
         if waited > SAY_WAIT_S and not said:
-            warnings.warn(f"waiting for {lock}, held by another bench (pid {holder}) rebuilding the tables, up to "
-                          f"{wait_s:g} s")
+            warnings.warn(f"waiting for {lock}, held by another bench (pid {holder}) {doing}, up to {wait_s:g} s")
             said = True
         time.sleep(0.05)
     try:

@@ -38,7 +38,7 @@ from pllzoo.jobs import RunsFailed
 from pllzoo import model_args
 from pllzoo.models import model_who
 from pllzoo.planning import RunPlan, _route
-from pllzoo.runfolders import take_lock
+from pllzoo.runfolders import take_lock, waiting_lock
 from pllzoo.registry import Registry
 from pllzoo.results import load, write_json
 from pllzoo.run import TrainConfig
@@ -203,13 +203,16 @@ def check_claim(out: Path, ident: dict[str, Any]) -> dict[int, dict[str, Any]]:
 
 
 def claim(out: Path, ident: dict[str, Any], trials: list[Trial]) -> None:
-    """Write ``OUT/sweep.json``; refuse an ``OUT`` that holds another sweep (one line, :func:`check_claim`)."""
-    kept = check_claim(out, ident)
-    path = Path(out) / MANIFEST
-    for t in trials:
-        kept[t.index] = {"trial": t.index, "overrides": t.overrides, "runs": [p.run_id for p in t.plans]}
+    """Write ``OUT/sweep.json``; refuse an ``OUT`` that holds another sweep (one line, :func:`check_claim`).
+    Under ``OUT/sweep.json.lock``: two sweeps started together into one ``OUT`` both passed the check before
+    either wrote (an outside review), and two copies of one sweep with other ``--trials`` dropped each other's
+    trials from the file."""
     Path(out).mkdir(parents=True, exist_ok=True)
-    write_json(path, {**ident, "trials": [kept[k] for k in sorted(kept)]})
+    with waiting_lock(Path(out) / f"{MANIFEST}.lock", 60.0, "claiming this folder for a sweep"):
+        kept = check_claim(out, ident)
+        for t in trials:
+            kept[t.index] = {"trial": t.index, "overrides": t.overrides, "runs": [p.run_id for p in t.plans]}
+        write_json(Path(out) / MANIFEST, {**ident, "trials": [kept[k] for k in sorted(kept)]})
 
 
 def run_sweep(registry: Registry, trials: list[Trial], out: Path, jobs: int = 1,

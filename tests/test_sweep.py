@@ -601,3 +601,22 @@ def test_an_adopted_run_keeps_its_links_as_links(tmp_path):
     assert adopt_finished(tmp_path, t) == [run_id]
     copy = trial_dir(tmp_path, 1) / "runs" / run_id / "env.json"
     assert copy.is_symlink() and os.path.samefile(copy, outside)
+
+
+def test_the_claim_of_a_folder_reads_and_writes_sweep_json_under_its_lock(tmp_path, monkeypatch):
+    """An outside review: two different sweeps started together into one --out both passed the check before
+    either wrote sweep.json, and both trained into it.  The check and the write happen under sweep.json.lock."""
+    from pllzoo import sweep
+
+    seen = []
+    real = sweep.check_claim
+
+    def check(out, ident):
+        lock = tmp_path / "sweep.json.lock"
+        seen.append(lock.read_text().split()[0] if lock.exists() else None)
+        return real(out, ident)
+
+    monkeypatch.setattr(sweep, "check_claim", check)
+    sweep.claim(tmp_path, {"space": ["a"]}, [])
+    assert seen == [str(os.getpid())] and not (tmp_path / "sweep.json.lock").exists()
+    assert json.loads((tmp_path / "sweep.json").read_text())["space"] == ["a"]
