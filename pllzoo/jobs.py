@@ -294,8 +294,8 @@ def run_parallel(
                 on_run(plans[i], f"failed: {payload}")
         elif kind == "stopped":
             stopped[i] = payload
-            if on_run:
-                on_run(plans[i], "stopped")
+            if on_run:  # (a run the stop kept from starting is said so: it was "stopped", an outside review)
+                on_run(plans[i], "stopped" if i in running else "not started")
 
     def start(i: int) -> None:
         if deadline is not None and progressed and checkpoint.clock() >= deadline:  # (each worker's run

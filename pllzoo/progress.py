@@ -172,7 +172,7 @@ class BenchProgress:
     # ------------------------------------------------------------------ callbacks
     def on_run(self, p: Any, status: str) -> None:
         rid = p.run_id
-        if status == "reused" or status.startswith("failed") or status == "stopped":
+        if status in ("reused", "stopped", "not started") or status.startswith("failed"):
             self.tracker.run_done(rid)
         if self.progress is not None:
             from rich.markup import escape
