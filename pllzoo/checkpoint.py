@@ -81,7 +81,7 @@ def from_signal(exc: KeyboardInterrupt) -> bool:
     :func:`pllzoo.interrupts.watch` (the CLI), one after a SIGINT arrived; else any ``KeyboardInterrupt`` while
     SIGINT is neither this module's (:func:`stop_signals` is not active, so Python's Ctrl-C handler may have
     raised it) nor ignored (``nohup cmd &``: no signal raises anything then)."""
-    if isinstance(exc, Abandoned):
+    if isinstance(exc, (Abandoned, interrupts.Interrupted)):  # (the second: a stop signal before training)
         return True
     if interrupts.watching():
         return interrupts.arrived()

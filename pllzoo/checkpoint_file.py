@@ -23,13 +23,18 @@ class CheckpointUnreadable(PLLZooError):
     review: such a file was taken for a damaged one, put aside, and the run retrained from the start)."""
 
 
+REFUSALS = frozenset(getattr(errno, name) for name in ("EACCES", "EPERM", "EIO", "ESTALE", "EREMOTEIO", "ETIMEDOUT",
+                                                       "ENOLINK", "EHOSTDOWN") if hasattr(errno, name))
+"""The errors of a read the system refused (permissions, the disk, a network share); any other error reading a
+checkpoint is the file's (a review: torch's reader says EINVAL for a truncated file, which is damage)."""
+
+
 def read_refused(path: Path, exc: BaseException) -> CheckpointUnreadable | None:
     """``exc`` (or the ``OSError`` it was raised from: torch's reader wraps them) as :class:`CheckpointUnreadable`
-    where the system refused the read; None where the error is what a damaged or missing file looks like (not
-    there, a folder, a dangling or looping link)."""
+    where the system refused the read (:data:`REFUSALS`); None where the error is what a damaged or missing
+    file looks like."""
     err = exc if isinstance(exc, OSError) else exc.__context__ if isinstance(exc.__context__, OSError) else None
-    if err is None or isinstance(err, (FileNotFoundError, IsADirectoryError, NotADirectoryError)) or \
-            err.errno == errno.ELOOP:
+    if err is None or err.errno not in REFUSALS:
         return None
     return CheckpointUnreadable(f"cannot read {path}: {err.strerror or err}; it is left as it is: fix its permissions "
                                 "or the disk, then run again")

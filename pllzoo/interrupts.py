@@ -88,13 +88,15 @@ def watch() -> Iterator[None]:
     ignored SIGINT, ``nohup cmd &``, or a program's own handler stays as it is).  In the ``pllzoo`` program
     (:data:`ending`) the other :data:`STOP_SIGNALS` that would kill it raise :class:`Interrupted` instead."""
     global _arrived
-    if threading.current_thread() is not threading.main_thread() or \
-            signal.getsignal(signal.SIGINT) is not signal.default_int_handler:
+    if threading.current_thread() is not threading.main_thread():
         yield
         return
     _arrived = False
-    previous = {signal.SIGINT: signal.signal(signal.SIGINT, on_sigint)}
-    if ending:  # the program: the other stop signals too, where they would kill it (in-process: the caller's)
+    previous = {}
+    if signal.getsignal(signal.SIGINT) is signal.default_int_handler:
+        previous[signal.SIGINT] = signal.signal(signal.SIGINT, on_sigint)
+    if ending:  # the program: the other stop signals too, where they would kill it (in-process: the caller's),
+        # also where SIGINT is ignored (`cmd &` in a batch script: a review found SIGTERM silent there)
         previous.update((s, signal.signal(s, on_stop)) for s in OTHER_STOPS if signal.getsignal(s) is signal.SIG_DFL)
     try:
         yield

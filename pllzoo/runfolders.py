@@ -321,7 +321,7 @@ def _heartbeat() -> None:
         me = str(os.getpid())
         for lock in list(_held):
             try:
-                if not any(line.split()[:1] == [me] for line in lock.read_text().splitlines()):
+                if not any(line.split()[:1] == [me] for line in lock.read_text(errors="replace").splitlines()):
                     _held.discard(lock)  # released, and perhaps taken by another process since
                     continue
                 os.utime(lock)
@@ -386,7 +386,7 @@ def _break_stale(lock: Path) -> None:
     try:
         os.close(fd)
         try:
-            stale = lock.read_text()
+            stale = lock.read_text(errors="replace")
         except FileNotFoundError:
             return
         if lock_holder(lock, stale) is None:
@@ -406,7 +406,7 @@ def join_lock(lock: Path) -> None:
     from pllzoo.atomic import write_atomic
 
     try:
-        text = lock.read_text()
+        text = lock.read_text(errors="replace")
     except OSError:
         return
     write_atomic(lock, text + ("" if text.endswith("\n") or not text else "\n") + _holder_line())
@@ -419,7 +419,7 @@ def lock_holder(lock: Path, text: str | None = None) -> int | str | None:
     :param text: the lock's text, read already."""
     try:
         age = time.time() - lock.stat().st_mtime
-        text = lock.read_text() if text is None else text
+        text = lock.read_text(errors="replace") if text is None else text  # (bytes not UTF-8: garbage, below)
     except FileNotFoundError:
         return None
     except OSError:
@@ -437,7 +437,7 @@ def lock_holder(lock: Path, text: str | None = None) -> int | str | None:
 def _line_holder(line: str, age: float) -> int | str | None:
     pid_text, _, rest = line.partition(" ")  # "PID HOST START"; older locks hold "PID HOST" or the PID alone
     host, _, start = rest.partition(" ")
-    if not pid_text.isdigit():
+    if not pid_text.isascii() or not pid_text.isdigit() or int(pid_text) <= 0:  # (PID 0: os.kill(0, 0) is the group)
         return None if age > STALE_LOCK_S else "unknown"
     if host and host != socket.gethostname():  # its process cannot be looked up from here: its heartbeat can
         return f"{pid_text} on {host}" if age <= REMOTE_STALE_S else None

@@ -178,12 +178,15 @@ def test_a_listing_to_a_closed_stdout_is_one_line(args):
 
 
 @pytest.mark.skipif(not hasattr(signal, "SIGUSR1"), reason="POSIX signals")
-@pytest.mark.parametrize("name", ["SIGTERM", "SIGHUP", "SIGUSR1"])
-def test_a_stop_signal_outside_a_run_ends_the_program_in_one_line(name):
+@pytest.mark.parametrize("name, sigint", [("SIGTERM", "default"), ("SIGHUP", "default"), ("SIGUSR1", "default"),
+                                          ("SIGTERM", "ignored")])
+def test_a_stop_signal_outside_a_run_ends_the_program_in_one_line(name, sigint):
     """An outside review: SIGTERM while a bench loaded or planned ended the program with no word (exit 143), and
-    SIGHUP/SIGUSR1 (a closed ssh session, `#SBATCH --signal=USR1@60`) killed it even while a run trained."""
+    SIGHUP/SIGUSR1 (a closed ssh session, `#SBATCH --signal=USR1@60`) killed it even while a run trained.  Also
+    where SIGINT is ignored (`cmd &` in a batch script; a review found SIGTERM silent there)."""
     script = ("import os, signal, sys, time\n"
-              "from pllzoo.cli import cli, main\n"
+              + ("signal.signal(signal.SIGINT, signal.SIG_IGN)\n" if sigint == "ignored" else "")
+              + "from pllzoo.cli import cli, main\n"
               "@cli.command()\n"
               "def poke():\n"
               f"    os.kill(os.getpid(), signal.{name})\n"
@@ -194,3 +197,15 @@ def test_a_stop_signal_outside_a_run_ends_the_program_in_one_line(name):
     res = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, cwd=REPO, timeout=120)
     assert res.returncode == 128 + getattr(signal, name), (res.returncode, res.stderr)
     assert res.stderr == f"stopped by {name}\n" and res.stdout == "", res.stderr
+
+
+@pytest.mark.skipif(os.name != "posix", reason="closes a descriptor in the child")
+def test_a_bench_whose_table_cannot_be_printed_says_its_runs_are_done(tmp_path):
+    """`pllzoo bench ... >&-`: the runs train and their results are written; the line that ends the command
+    (exit 1: its output, the table, is lost) says so (a review: it named standard output only)."""
+    res = _pllzoo("bench", "--methods", "proden", "--epochs", "1", "--subset", "300", "--threads", "1", "--out",
+                  str(tmp_path), stdin=subprocess.DEVNULL, stderr=subprocess.PIPE, preexec_fn=lambda: os.close(1))
+    assert res.returncode == 1 and res.stderr.splitlines()[-1] == (
+        f"Error: cannot print the table (standard output is closed); the runs are done: {tmp_path / 'results.csv'} "
+        "and summary.md hold them"), res.stderr
+    assert (tmp_path / "summary.md").is_file()

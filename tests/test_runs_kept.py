@@ -643,3 +643,39 @@ def test_a_wait_for_the_results_lock_is_said_once(tmp_path, monkeypatch):
     lines = [str(w.message) for w in said]
     assert lines == [f"waiting for {tmp_path / 'results.lock'}, held by another bench (pid {os.getppid()}) "
                      "rebuilding the tables, up to 0.5 s"], lines
+
+
+def test_a_truncated_checkpoint_is_damaged_not_unreadable(tmp_path):
+    """A review: torch's reader says EINVAL (an OSError) for a checkpoint cut short, which was taken for a read
+    the system refused, so --resume never got past it.  Every cut is damage."""
+    import torch
+
+    from pllzoo.checkpoint import read_checkpoint
+    from pllzoo.checkpoint_file import CheckpointError, CheckpointUnreadable
+
+    path = tmp_path / "checkpoint.pt"
+    torch.save({"w": torch.zeros(20_000)}, path)
+    whole = path.read_bytes()
+    for cut in range(64, len(whole), len(whole) // 40):
+        path.write_bytes(whole[:cut])
+        with pytest.raises(CheckpointError) as info:
+            read_checkpoint(path)
+        assert not isinstance(info.value, CheckpointUnreadable), cut
+
+
+def test_a_lock_line_of_odd_bytes_or_pid_0_is_garbage(tmp_path):
+    """A review: bytes that are not UTF-8 were a UnicodeDecodeError traceback, and `0 HOST` (os.kill(0, 0)
+    signals the group, so it "lives") held the run for good."""
+    import socket
+    import time
+
+    from pllzoo.runfolders import lock_holder, take_lock
+
+    lock = tmp_path / "run.lock"
+    for text in (b"\xff\xfe 12\n", f"0 {socket.gethostname()}\n".encode()):
+        lock.write_bytes(text)
+        assert lock_holder(lock) == "unknown"  # fresh: its writer may be about to write it
+        old = time.time() - 60
+        os.utime(lock, (old, old))
+        assert lock_holder(lock) is None and take_lock(lock) is None
+        lock.unlink()

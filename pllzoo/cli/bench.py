@@ -15,6 +15,7 @@ is one ``Error:`` line too, leaving no half-written ``*.tmp`` file; finished run
 
 from __future__ import annotations
 
+import errno
 import os
 import shlex
 import signal
@@ -374,9 +375,15 @@ def _run_plans(ctx, dist, reg, plans, observers, part, out, resume, overwrite, j
             raise
     if stopped is not None:
         _stop(ctx, stopped, Path(out))
-    for t in tables:
-        show_report(t)
-    click.echo(f"results: {Path(out) / 'results.csv'}")
+    try:
+        for t in tables:
+            show_report(t)
+        click.echo(f"results: {Path(out) / 'results.csv'}")
+    except OSError as exc:  # standard output closed or full: the runs are done all the same (a review: the line
+        if exc.errno == errno.EPIPE:  # did not say so)
+            raise
+        raise PLLZooError(f"cannot print the table ({exc.strerror or exc}); the runs are done: "
+                          f"{Path(out) / 'results.csv'} and summary.md hold them") from None
     if failure is not None:
         raise failure
 
