@@ -275,11 +275,15 @@ def run_parallel(
     failed: dict[int, str] = {}
     stopped: dict[int, tuple[str, int]] = {}  # index → (one line, exit status)
     progressed = deadline is None or checkpoint.part_progressed()  # a worker trained an epoch in this part
+    began: dict[int, float] = {}  # index → when its worker was started
+    first_epoch: dict[str, float] = {}  # method → seconds from a worker's start to its first epoch, the last seen
 
     def handle(i: int, kind: str, payload: Any) -> None:
         nonlocal progressed
         if kind == "epoch":
             progressed = True
+            if i in began:
+                first_epoch[plans[i].method.name] = checkpoint.clock() - began.pop(i)
         if kind == "epoch" and on_epoch:
             on_epoch(plans[i], payload)
         elif kind == "run" and on_run:
@@ -298,8 +302,10 @@ def run_parallel(
                 on_run(plans[i], "stopped" if i in running else "not started")
 
     def start(i: int) -> None:
-        if deadline is not None and progressed and checkpoint.clock() >= deadline:  # (each worker's run
-            # trains an epoch all the same: checkpoint.start_part)
+        guess = first_epoch.get(plans[i].method.name)  # as the sequential path (bench._stop_before)
+        if deadline is not None and progressed and (checkpoint.clock() >= deadline or (  # (each worker's run
+                guess is not None and checkpoint.clock() + 1.1 * guess > deadline)):  # trains an epoch all the
+            # same: checkpoint.start_part)
             handle(i, "stopped", ("stopped before it started to stay within the time limit", TIME_LIMIT_EXIT))
             return
         if asked:
@@ -316,6 +322,7 @@ def run_parallel(
         args = (blob, specs, list(sys.path), str(run_dir), resume, threads, deadline, writer, alive, signum,
                 str(runs_dir / f"{plans[i].run_id}.lock"))
         proc = ctx.Process(target=_child, args=args, name=f"pllzoo-job-{i}")
+        began[i] = checkpoint.clock()
         proc.start()
         writer.close()  # the worker has its own copy
         running[i] = (proc, reader)
