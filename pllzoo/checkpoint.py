@@ -338,7 +338,8 @@ def _on_signal(signum: int, frame: Any) -> None:
 
 @contextlib.contextmanager
 def stop_signals() -> Iterator[None]:
-    """While active, the stop signals (:data:`pllzoo.interrupts.STOP_SIGNALS`) ask for a clean stop (:func:`stop_requested`) instead of killing.
+    """While active, the stop signals (:data:`pllzoo.interrupts.STOP_SIGNALS`) ask for a clean stop
+    (:func:`stop_requested`) instead of killing.
 
     Only a signal with its default action is taken over: one a program ignores or handles itself
     (a ``--jobs`` worker) stays as it is.  Re-entrant (the bench and each trainer enter it);

@@ -296,6 +296,7 @@ def retrain_note(run_dir: Path) -> str | None:
 STALE_LOCK_S = 30.0  # a lock file without a PID (its writer died between creating and writing it) after this
 HEARTBEAT_S = 60.0  # how often a process touches the locks it holds (their mtime says it is alive)
 REMOTE_STALE_S = 15 * 60.0  # another host's lock untouched for this long: its process is gone (or its node)
+BREAK_S = 10.0  # a LOCK.break older than this was left by a process that died breaking a stale lock
 _held: set[Path] = set()
 _beat: threading.Thread | None = None
 _beat_guard = threading.Lock()
@@ -345,9 +346,9 @@ def take_lock(lock: Path) -> int | str | None:
     another time (the PID reused: a later process, or PID 1 of a container restarted under the same hostname),
     is stale and taken over; one written on another host (a shared ``--out`` across nodes, or a new container
     with a new hostname) cannot be checked by its PID and counts as held while its holder keeps touching it
-    (:func:`_heartbeat`, every :data:`HEARTBEAT_S`): one untouched for :data:`REMOTE_STALE_S` is stale.  A stale lock is removed only by the process
-    holding ``LOCK.break`` (:func:`_break_stale`), after it looked again: two processes taking it over at once
-    both got it (an outside review)."""
+    (:func:`_heartbeat`, every :data:`HEARTBEAT_S`): one untouched for :data:`REMOTE_STALE_S` is stale.  A stale
+    lock is removed only by the process holding ``LOCK.break`` (:func:`_break_stale`), after it looked again:
+    two processes taking it over at once both got it (an outside review)."""
     for _ in range(100):  # each round: the lock is taken, held, or one process has just broken a stale one
         try:
             fd = os.open(lock, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
@@ -395,16 +396,12 @@ def _break_stale(lock: Path) -> None:
         breaker.unlink(missing_ok=True)
 
 
-BREAK_S = 10.0
-
 
 def join_lock(lock: Path) -> None:
     """Add this process to ``lock``, which a live process (its parent bench) holds, so that the lock stays held
     while this one lives: a ``--jobs`` worker trains the run its parent locked, and a parent killed with
     ``kill -9`` left its lock naming a dead PID, which a new bench took over while the worker still trained and
     wrote into the folder (an outside review).  The lock is replaced whole (a reader never sees half of it)."""
-    from pllzoo.atomic import write_atomic
-
     try:
         text = lock.read_text(errors="replace")
     except OSError:
