@@ -19,7 +19,6 @@ from __future__ import annotations
 import importlib
 import multiprocessing as mp
 import os
-import signal
 from collections import deque
 from collections.abc import Iterator
 from concurrent.futures import Future, ProcessPoolExecutor
