@@ -564,10 +564,9 @@ def _stop_before(p: RunPlan, deadline: float | None, first_epoch_s: float | None
         raise checkpoint.signal_stop("before it started")
     if deadline is None or not checkpoint.part_progressed():  # (the part's first run trains an epoch all the same)
         return
-    now = checkpoint.clock()
-    if now >= deadline:
+    if checkpoint.misses(deadline):
         raise checkpoint.time_stop("before it started")
-    if first_epoch_s is not None and now + 1.1 * first_epoch_s > deadline:
+    if checkpoint.misses(deadline, first_epoch_s):
         raise checkpoint.time_stop(f"before it started (the first epoch of {p.method.name}'s last run here took "
                                    f"{first_epoch_s:.1f} s)")
 

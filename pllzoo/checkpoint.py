@@ -41,7 +41,7 @@ import torch
 
 from pllzoo import best_effort, interrupts
 from pllzoo.atomic import write_atomic
-from pllzoo.checkpoint_file import NAME, CheckpointError, read_refused  # torch-free, for run-folder readers (report)
+from pllzoo.checkpoint_file import NAME, CheckpointError, read_refused  # torch-free (report reads folders)
 from pllzoo.errors import PLLZooError
 from pllzoo.state import PLLState
 
@@ -180,7 +180,7 @@ def read_checkpoint(path: Path) -> dict[str, Any]:
     try:
         size = path.stat().st_size
     except OSError as exc:
-        _refused(path, exc)
+        read_refused(path, exc)
         raise CheckpointError(f"{path}: cannot read it ({exc.strerror or exc})") from None
     if size == 0:
         raise CheckpointError(f"{path}: damaged checkpoint (empty, 0 bytes)")
@@ -195,19 +195,13 @@ def read_checkpoint(path: Path) -> dict[str, Any]:
         raise CheckpointError(f"{path}: not a pllzoo checkpoint (it holds objects other than tensors and plain "
                               f"data; refused without running them)") from None
     except Exception as exc:  # torch's reader: truncated zip, garbage bytes, ...
-        _refused(path, exc)
+        read_refused(path, exc)
         said = (str(exc).strip().splitlines() or [""])[0]  # with its type: a bare KeyError said "174812789"
         first = f"{type(exc).__name__}: {said}"[:120] if said else type(exc).__name__
         raise CheckpointError(f"{path}: damaged checkpoint (truncated or corrupt: {first})") from None
     _check_crcs(path)
     _check_layout(path, ckpt)
     return ckpt
-
-
-def _refused(path: Path, exc: BaseException) -> None:
-    refused = read_refused(path, exc)
-    if refused is not None:
-        raise refused from None
 
 
 def _check_crcs(path: Path) -> None:
@@ -218,7 +212,7 @@ def _check_crcs(path: Path) -> None:
         with zipfile.ZipFile(path) as archive:
             bad = archive.testzip()
     except (OSError, zipfile.BadZipFile, ValueError, RuntimeError) as exc:  # a pickle checkpoint is no archive
-        _refused(path, exc)
+        read_refused(path, exc)
         if zipfile.is_zipfile(path):
             raise CheckpointError(f"{path}: damaged checkpoint (corrupt: {type(exc).__name__})") from None
         return
@@ -389,6 +383,14 @@ def signal_stop(progress: str, signum: int | None = None) -> Stopped:
     name = signal.Signals(signum).name
     return Stopped(f"stopped by {name}{'' if signum == _received else ' to another process'} {progress}",
                    128 + signum)
+
+
+def misses(deadline: float, epoch_s: float | None = None) -> bool:
+    """Whether the deadline has passed, or an epoch of ``epoch_s`` seconds (1.1 × it, as
+    :meth:`Bookkeeper.out_of_time`) started now would miss it: a run is not started then (:mod:`pllzoo.bench`,
+    :mod:`pllzoo.jobs`)."""
+    now = clock()
+    return now >= deadline or (epoch_s is not None and now + 1.1 * epoch_s > deadline)
 
 
 def time_stop(progress: str) -> Stopped:

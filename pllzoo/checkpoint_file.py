@@ -29,15 +29,14 @@ REFUSALS = frozenset(getattr(errno, name) for name in ("EACCES", "EPERM", "EIO",
 checkpoint is the file's (a review: torch's reader says EINVAL for a truncated file, which is damage)."""
 
 
-def read_refused(path: Path, exc: BaseException) -> CheckpointUnreadable | None:
-    """``exc`` (or the ``OSError`` it was raised from: torch's reader wraps them) as :class:`CheckpointUnreadable`
-    where the system refused the read (:data:`REFUSALS`); None where the error is what a damaged or missing
-    file looks like."""
+def read_refused(path: Path, exc: BaseException) -> None:
+    """Raise ``exc`` (or the ``OSError`` it was raised from: torch's reader wraps them) as
+    :class:`CheckpointUnreadable` where the system refused the read (:data:`REFUSALS`); return where the error is
+    what a damaged or missing file looks like."""
     err = exc if isinstance(exc, OSError) else exc.__context__ if isinstance(exc.__context__, OSError) else None
-    if err is None or err.errno not in REFUSALS:
-        return None
-    return CheckpointUnreadable(f"cannot read {path}: {err.strerror or err}; it is left as it is: fix its permissions "
-                                "or the disk, then run again")
+    if err is not None and err.errno in REFUSALS:
+        raise CheckpointUnreadable(f"cannot read {path}: {err.strerror or err}; it is left as it is: fix its "
+                                   "permissions or the disk, then run again") from None
 
 
 def quick_check(path: Path) -> None:
@@ -53,8 +52,6 @@ def quick_check(path: Path) -> None:
         with zipfile.ZipFile(path):  # reads the archive's directory, at its end: gone when truncated
             pass
     except (OSError, zipfile.BadZipFile, ValueError) as exc:
-        refused = read_refused(path, exc)
-        if refused is not None:
-            raise refused from None
+        read_refused(path, exc)
         raise CheckpointError(f"{path}: damaged checkpoint (truncated or corrupt: "
                               f"{type(exc).__name__})") from None

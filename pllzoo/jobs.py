@@ -39,8 +39,9 @@ finished runs' records, and :func:`pllzoo.bench.execute` writes them to ``result
 one :class:`RunsFailed` naming them, as for ``--jobs 1``; ``--resume`` reruns only those.  A worker
 that dies without a word (killed, out of memory) is reported the same way.
 
-Stops.  Ctrl-C, SIGTERM or another stop signal (:data:`pllzoo.interrupts.STOP_SIGNALS`) reaching the parent (alone, or with its whole process group, as a terminal's
-Ctrl-C, ``timeout`` or a batch system's preemption send it) stops the workers as the sequential path
+Stops.  Ctrl-C, SIGTERM or another stop signal (:data:`pllzoo.interrupts.STOP_SIGNALS`) reaching the parent
+(alone, or with its whole process group, as a terminal's Ctrl-C, ``timeout`` or a batch system's preemption send
+it) stops the workers as the sequential path
 stops its run: the parent says so once, tells every worker through a shared int they poll (not a
 signal, so a worker that got the group's signal too does not count two), starts no more runs, and
 each worker ends its current epoch with a checkpoint (a repeat within a second is the same stop:
@@ -302,10 +303,8 @@ def run_parallel(
                 on_run(plans[i], "stopped" if i in running else "not started")
 
     def start(i: int) -> None:
-        guess = first_epoch.get(plans[i].method.name)  # as the sequential path (bench._stop_before)
-        if deadline is not None and progressed and (checkpoint.clock() >= deadline or (  # (each worker's run
-                guess is not None and checkpoint.clock() + 1.1 * guess > deadline)):  # trains an epoch all the
-            # same: checkpoint.start_part)
+        # (each worker's run trains an epoch all the same: checkpoint.start_part; as bench._stop_before)
+        if deadline is not None and progressed and checkpoint.misses(deadline, first_epoch.get(plans[i].method.name)):
             handle(i, "stopped", ("stopped before it started to stay within the time limit", TIME_LIMIT_EXIT))
             return
         if asked:
