@@ -350,7 +350,10 @@ def _run_plans(ctx, dist, reg, plans, observers, part, out, resume, overwrite, j
         except (OSError, ValueError):
             rows = pd.DataFrame(columns=["seed", "epoch", "status"])
     try:
-        with _summary_lock(Path(out), stopped):  # every finished run under --out, as results.csv (bench._write_rows)
+        # every finished run under --out, as results.csv (bench._write_rows); a stopped bench waits briefly only,
+        # as the bench holding the lock rebuilds the summary with this one's runs too (a review: a Ctrl-C during
+        # the wait for results.csv began a second wait of two minutes, ending in exit 1, not 130)
+        with bench_lib.results_lock(Path(out), wait_s=120.0 if stopped is None else 5.0):
             failed_configs = [p.config for p, _ in failure.failed] if failure is not None else []
             labels: list[str] = []  # the failed runs' settings, told apart as the finished runs' are
             records = load(out, beside=failed_configs, beside_labels=labels)
@@ -422,15 +425,6 @@ def check_out(out: Path, write: bool = True) -> None:
         raise PLLZooError(f"--out {out}: nothing can be created in {existing} ({exc.strerror or exc})") from None
 
 
-def _summary_lock(out: Path, stopped: BaseException | None):
-    """``OUT/results.lock`` for the summary's rebuild; a stopped bench waits for it briefly only (the bench that
-    holds it rebuilds the summary from every finished run, this one's too): an outside review found a Ctrl-C
-    during the wait for results.csv followed by a second wait of two minutes, ending in exit 1, not 130."""
-    from pllzoo.runfolders import results_lock
-
-    return results_lock(out) if stopped is None else results_lock(out, wait_s=5.0)
-
-
 def _inside(path: Path, folder: Path) -> bool:
     try:
         return path.resolve().is_relative_to(folder.resolve())
@@ -455,8 +449,9 @@ def _write_error(exc: OSError, out: Path) -> PLLZooError:
     where = f" ({target})" if target else ""
     why = exc.strerror or str(exc) or type(exc).__name__
     if exc.errno is None or (target and not _inside(Path(target), out)):  # not the results' write: no advice
-        hint = ("; set a shorter TMPDIR (--jobs and --view-workers start their processes through a socket "  # about
-                "there)" if "AF_UNIX path too long" in why else "")  # --out (an outside review: AF_UNIX path too long)
+        # about --out (a review: a long TMPDIR's "AF_UNIX path too long", the forkserver's socket, was blamed on it)
+        hint = ("; set a shorter TMPDIR (--jobs and --view-workers start their processes through a socket there)"
+                if "AF_UNIX path too long" in why else "")
         return PLLZooError(f"{why}{where}{hint}; finished runs are kept, rerun with --resume")
     return PLLZooError(f"cannot write the results under --out {out}: {why}{where}; "
                        f"finished runs are kept, free space or pick another --out, then rerun with --resume")
